@@ -1,0 +1,5 @@
+fn main() {
+    let g = tensorflow::Graph::new();
+    let _ = g;
+    println!("{}", tf_iaware::version());
+}

@@ -1,0 +1,69 @@
+//! Build script of tf-iaware-sys: finds libtensorflow 2.21 and links it for the whole workspace.
+//!
+//! Discovery order (first hit wins; see the README):
+//! 1. `TF_IAWARE_LIB_DIR` — a directory with `libtensorflow_cc.so.2` or `libtensorflow.so.2`;
+//! 2. pkg-config `tensorflow`;
+//! 3. an installed Python `tensorflow`/`tensorflow-cpu` 2.21.0 package (found without importing it);
+//! 4. the pinned, checksummed `tensorflow-cpu==2.21.0` wheel, cached per user (not with `--offline`).
+//!
+//! Outputs: link lines for every dependent's final link, `DEP_TF_IAWARE_LIBDIR` for crates that add
+//! an rpath, and `TF_IAWARE_LIBDIR`/`TF_IAWARE_LIB_SOURCE` compiled into the crate.
+
+mod discover;
+mod fetch;
+mod vars;
+
+use discover::Found;
+
+fn main() {
+    println!("cargo:rerun-if-changed=build");
+    let mut notes = Vec::new();
+    let found = match find(&mut notes) {
+        Ok(found) => found,
+        Err(reason) => fail(&reason, &notes),
+    };
+    let dir = found.dir.display();
+    println!("cargo:rerun-if-changed={dir}/{}", found.file);
+    println!("cargo:rustc-link-search=native={dir}");
+    println!("cargo:rustc-link-lib=dylib:+verbatim={}", found.file);
+    // Test binaries of this crate find the library without LD_LIBRARY_PATH.
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+    println!("cargo:libdir={dir}");
+    println!("cargo:rustc-env=TF_IAWARE_LIBDIR={dir}");
+    println!("cargo:rustc-env=TF_IAWARE_LIB_FILE={}", found.file);
+    println!("cargo:rustc-env=TF_IAWARE_LIB_SOURCE={}", found.source);
+    println!("cargo:rustc-env=TF_IAWARE_EXPECTED_VERSION={}", fetch::TF_VERSION);
+}
+
+fn find(notes: &mut Vec<String>) -> Result<Found, String> {
+    if let Some(found) = discover::explicit_dir()? {
+        return Ok(found);
+    }
+    if let Some(found) = discover::pkg_config(notes) {
+        return Ok(found);
+    }
+    if let Some(found) = discover::python_package(fetch::TF_VERSION, notes) {
+        return Ok(found);
+    }
+    fetch::cached_or_fetch(notes)
+}
+
+fn fail(reason: &str, notes: &[String]) -> ! {
+    eprintln!(
+        "\nerror: tf-iaware-sys could not find libtensorflow {v}: {reason}\n\
+         What was tried:\n{tried}\n\
+         Ways out (any one):\n  \
+         - set {lib}=/path/to/dir holding libtensorflow_cc.so.2 or libtensorflow.so.2 (version {v});\n  \
+         - install a pkg-config file `tensorflow.pc` for libtensorflow {v};\n  \
+         - `python3 -m pip install tensorflow-cpu=={v}` (or point {py} at a Python that has it);\n  \
+         - allow the download (unset {off}, no `--offline`) so the pinned wheel is fetched with pip;\n  \
+         - set {wheel}=/path/to/tensorflow_cpu-{v}-cp311-cp311-manylinux_2_27_x86_64.whl.\n",
+        v = fetch::TF_VERSION,
+        tried = notes.iter().map(|n| format!("  - {n}\n")).collect::<String>(),
+        lib = vars::LIB_DIR,
+        py = vars::PYTHON,
+        off = vars::OFFLINE,
+        wheel = vars::WHEEL,
+    );
+    std::process::exit(1);
+}

@@ -1,0 +1,86 @@
+//! Raw FFI to the parts of the TensorFlow C API (2.21) that the `tensorflow` crate does not wrap:
+//! the distributed-runtime server (`TF_NewServer` family), the kernel registry and the version.
+//!
+//! Linking is this crate's job: its build script finds or fetches libtensorflow (see the README)
+//! and every final link of the workspace — the `tensorflow` crate's calls included — resolves
+//! against that one library. Safe wrappers live in the `tf_iaware` crate; everything here is
+//! `unsafe` and follows the C header's ownership rules.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// Directory of the linked libtensorflow (also the rpath of the workspace's binaries).
+pub const LIB_DIR: &str = env!("TF_IAWARE_LIBDIR");
+/// File name of the linked shared object, e.g. `libtensorflow_cc.so.2`.
+pub const LIB_FILE: &str = env!("TF_IAWARE_LIB_FILE");
+/// Which discovery step supplied the library.
+pub const LIB_SOURCE: &str = env!("TF_IAWARE_LIB_SOURCE");
+/// The TensorFlow release this code is written against; compare with [`TF_Version`].
+pub const EXPECTED_VERSION: &str = env!("TF_IAWARE_EXPECTED_VERSION");
+
+/// Opaque `TF_Status`.
+#[repr(C)]
+pub struct TF_Status {
+    _private: [u8; 0],
+}
+
+/// Opaque `TF_Server` (an in-process gRPC server of the distributed runtime).
+#[repr(C)]
+pub struct TF_Server {
+    _private: [u8; 0],
+}
+
+/// `TF_Buffer`: bytes owned by TensorFlow until [`TF_DeleteBuffer`].
+#[repr(C)]
+pub struct TF_Buffer {
+    pub data: *const c_void,
+    pub length: usize,
+    pub data_deallocator: Option<unsafe extern "C" fn(data: *mut c_void, length: usize)>,
+}
+
+/// `TF_OK` of the `TF_Code` enum; every other value is an error.
+pub const TF_OK: c_int = 0;
+
+extern "C" {
+    /// Version string of the loaded library, e.g. `"2.21.0"`. Static storage.
+    pub fn TF_Version() -> *const c_char;
+
+    pub fn TF_NewStatus() -> *mut TF_Status;
+    pub fn TF_DeleteStatus(status: *mut TF_Status);
+    /// The status code (`TF_Code`).
+    pub fn TF_GetCode(status: *const TF_Status) -> c_int;
+    /// The status message; valid until the status is changed or deleted.
+    pub fn TF_Message(status: *const TF_Status) -> *const c_char;
+
+    pub fn TF_DeleteBuffer(buffer: *mut TF_Buffer);
+
+    /// Serialized `KernelList` of the kernels registered for op `name`.
+    pub fn TF_GetRegisteredKernelsForOp(name: *const c_char, status: *mut TF_Status)
+        -> *mut TF_Buffer;
+    /// Serialized `KernelList` of every registered kernel.
+    pub fn TF_GetAllRegisteredKernels(status: *mut TF_Status) -> *mut TF_Buffer;
+
+    /// Creates a server from a serialized `ServerDef`; not started.
+    pub fn TF_NewServer(proto: *const c_void, proto_len: usize, status: *mut TF_Status)
+        -> *mut TF_Server;
+    pub fn TF_ServerStart(server: *mut TF_Server, status: *mut TF_Status);
+    pub fn TF_ServerStop(server: *mut TF_Server, status: *mut TF_Status);
+    pub fn TF_ServerJoin(server: *mut TF_Server, status: *mut TF_Status);
+    /// `grpc://host:port` target of the server; owned by the server.
+    pub fn TF_ServerTarget(server: *mut TF_Server) -> *const c_char;
+    pub fn TF_DeleteServer(server: *mut TF_Server);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn linked_library_reports_expected_version() {
+        // SAFETY: TF_Version returns a static NUL-terminated string.
+        let v = unsafe { CStr::from_ptr(TF_Version()) }.to_string_lossy();
+        assert_eq!(v, EXPECTED_VERSION, "linked {LIB_DIR}/{LIB_FILE}");
+    }
+}
