@@ -6,7 +6,11 @@ use std::process::Command;
 use crate::vars;
 
 /// Shared objects that export the TensorFlow C API, in order of preference.
-pub const LIB_FILES: [&str; 3] = ["libtensorflow_cc.so.2", "libtensorflow.so.2", "libtensorflow.so"];
+pub const LIB_FILES: [&str; 3] = [
+    "libtensorflow_cc.so.2",
+    "libtensorflow.so.2",
+    "libtensorflow.so",
+];
 
 /// A libtensorflow that can be linked.
 pub struct Found {
@@ -20,11 +24,14 @@ pub struct Found {
 
 /// Looks for a C-API shared object in `dir`.
 pub fn in_dir(dir: &Path, source: impl Into<String>) -> Option<Found> {
-    LIB_FILES.iter().find(|f| dir.join(f).is_file()).map(|f| Found {
-        dir: dir.to_path_buf(),
-        file: f,
-        source: source.into(),
-    })
+    LIB_FILES
+        .iter()
+        .find(|f| dir.join(f).is_file())
+        .map(|f| Found {
+            dir: dir.to_path_buf(),
+            file: f,
+            source: source.into(),
+        })
 }
 
 /// Step 1: `TF_IAWARE_LIB_DIR`. A set but wrong directory is an error, not a fall-through:
@@ -48,12 +55,22 @@ pub fn explicit_dir() -> Result<Option<Found>, String> {
 /// Step 2: pkg-config package `tensorflow`.
 pub fn pkg_config(notes: &mut Vec<String>) -> Option<Found> {
     if vars::flag(vars::NO_PKG_CONFIG) {
-        notes.push(format!("pkg-config: skipped ({} is set)", vars::NO_PKG_CONFIG));
+        notes.push(format!(
+            "pkg-config: skipped ({} is set)",
+            vars::NO_PKG_CONFIG
+        ));
         return None;
     }
-    match pkg_config::Config::new().cargo_metadata(false).env_metadata(true).probe("tensorflow") {
+    match pkg_config::Config::new()
+        .cargo_metadata(false)
+        .env_metadata(true)
+        .probe("tensorflow")
+    {
         Ok(lib) => {
-            let found = lib.link_paths.iter().find_map(|d| in_dir(d, "pkg-config tensorflow"));
+            let found = lib
+                .link_paths
+                .iter()
+                .find_map(|d| in_dir(d, "pkg-config tensorflow"));
             if found.is_none() {
                 notes.push(format!(
                     "pkg-config: `tensorflow` found but none of {:?} in {:?}",
@@ -98,7 +115,9 @@ pub fn python_package(expected_version: &str, notes: &mut Vec<String>) -> Option
     };
     let pkg = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if pkg.is_empty() {
-        notes.push(format!("python: no `tensorflow` package importable by `{python}`"));
+        notes.push(format!(
+            "python: no `tensorflow` package importable by `{python}`"
+        ));
         return None;
     }
     let pkg = PathBuf::from(pkg);
@@ -116,7 +135,11 @@ pub fn python_package(expected_version: &str, notes: &mut Vec<String>) -> Option
     }
     let found = in_dir(&pkg, format!("python package at {}", pkg.display()));
     if found.is_none() {
-        notes.push(format!("python: {} holds none of {:?}", pkg.display(), LIB_FILES));
+        notes.push(format!(
+            "python: {} holds none of {:?}",
+            pkg.display(),
+            LIB_FILES
+        ));
     }
     found
 }

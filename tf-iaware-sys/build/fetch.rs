@@ -39,8 +39,15 @@ fn variant() -> Result<Variant, String> {
             package: "tensorflow-cpu",
             sha256: Some(pinned.unwrap_or_else(|| CPU_WHEEL_SHA256.into())),
         }),
-        "gpu" => Ok(Variant { name: "gpu", package: "tensorflow", sha256: pinned }),
-        other => Err(format!("{} must be `cpu` or `gpu`, not `{other}`", vars::VARIANT)),
+        "gpu" => Ok(Variant {
+            name: "gpu",
+            package: "tensorflow",
+            sha256: pinned,
+        }),
+        other => Err(format!(
+            "{} must be `cpu` or `gpu`, not `{other}`",
+            vars::VARIANT
+        )),
     }
 }
 
@@ -85,7 +92,8 @@ pub fn cached_or_fetch(notes: &mut Vec<String>) -> Result<Found, String> {
             vars::WHEEL_SHA256
         ));
     };
-    fs::create_dir_all(&root).map_err(|e| format!("cannot create cache {}: {e}", root.display()))?;
+    fs::create_dir_all(&root)
+        .map_err(|e| format!("cannot create cache {}: {e}", root.display()))?;
     let work = tempdir_in(&root)?;
     let result = (|| {
         let wheel = match &local_wheel {
@@ -101,7 +109,11 @@ pub fn cached_or_fetch(notes: &mut Vec<String>) -> Result<Found, String> {
         // Atomic publish: a concurrent build may have won the race; its copy is as good as ours.
         if let Err(e) = fs::rename(&staged, &entry) {
             if !entry.join(COMPLETE).is_file() {
-                return Err(format!("cannot move {} to {}: {e}", staged.display(), entry.display()));
+                return Err(format!(
+                    "cannot move {} to {}: {e}",
+                    staged.display(),
+                    entry.display()
+                ));
             }
         }
         Ok(())
@@ -125,16 +137,32 @@ fn download(variant: &Variant, dir: &Path) -> Result<PathBuf, String> {
     let spec = format!("{}=={TF_VERSION}", variant.package);
     println!("cargo:warning=tf-iaware-sys: downloading {spec} ({PLATFORM}, {ABI}) with pip, once per user (~274 MB)");
     let status = Command::new(&python)
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--no-cache-dir",
+        ])
         .args(["--disable-pip-version-check", "--progress-bar", "off"])
-        .args(["--python-version", PYTHON_VERSION, "--implementation", "cp", "--abi", ABI])
+        .args([
+            "--python-version",
+            PYTHON_VERSION,
+            "--implementation",
+            "cp",
+            "--abi",
+            ABI,
+        ])
         .args(["--platform", PLATFORM, "-d"])
         .arg(dir)
         .arg(&spec)
         .status()
         .map_err(|e| format!("cannot run `{python} -m pip`: {e}"))?;
     if !status.success() {
-        return Err(format!("`{python} -m pip download {spec}` failed ({status})"));
+        return Err(format!(
+            "`{python} -m pip download {spec}` failed ({status})"
+        ));
     }
     fs::read_dir(dir)
         .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
@@ -145,17 +173,24 @@ fn download(variant: &Variant, dir: &Path) -> Result<PathBuf, String> {
 }
 
 fn verify(wheel: &Path, expected: &str) -> Result<(), String> {
-    let mut file = File::open(wheel).map_err(|e| format!("cannot open {}: {e}", wheel.display()))?;
+    let mut file =
+        File::open(wheel).map_err(|e| format!("cannot open {}: {e}", wheel.display()))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = file.read(&mut buf).map_err(|e| format!("cannot read {}: {e}", wheel.display()))?;
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| format!("cannot read {}: {e}", wheel.display()))?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
     }
-    let got: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let got: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     if got != expected.to_ascii_lowercase() {
         return Err(format!(
             "{} has SHA-256 {got}, expected {expected}: refusing to link it",
@@ -167,8 +202,8 @@ fn verify(wheel: &Path, expected: &str) -> Result<(), String> {
 
 fn extract(wheel: &Path, dest: &Path) -> Result<(), String> {
     let file = File::open(wheel).map_err(|e| format!("cannot open {}: {e}", wheel.display()))?;
-    let mut archive =
-        zip::ZipArchive::new(file).map_err(|e| format!("{} is not a wheel: {e}", wheel.display()))?;
+    let mut archive = zip::ZipArchive::new(file)
+        .map_err(|e| format!("{} is not a wheel: {e}", wheel.display()))?;
     fs::create_dir_all(dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
     for member in MEMBERS {
         let name = format!("tensorflow/{member}");
@@ -176,10 +211,11 @@ fn extract(wheel: &Path, dest: &Path) -> Result<(), String> {
             .by_name(&name)
             .map_err(|e| format!("{} has no {name}: {e}", wheel.display()))?;
         let target = dest.join(member);
-        let mut out =
-            File::create(&target).map_err(|e| format!("cannot create {}: {e}", target.display()))?;
+        let mut out = File::create(&target)
+            .map_err(|e| format!("cannot create {}: {e}", target.display()))?;
         io::copy(&mut entry, &mut out).map_err(|e| format!("cannot extract {name}: {e}"))?;
-        out.sync_all().map_err(|e| format!("cannot sync {}: {e}", target.display()))?;
+        out.sync_all()
+            .map_err(|e| format!("cannot sync {}: {e}", target.display()))?;
     }
     Ok(())
 }

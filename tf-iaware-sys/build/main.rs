@@ -32,7 +32,10 @@ fn main() {
     println!("cargo:rustc-env=TF_IAWARE_LIBDIR={dir}");
     println!("cargo:rustc-env=TF_IAWARE_LIB_FILE={}", found.file);
     println!("cargo:rustc-env=TF_IAWARE_LIB_SOURCE={}", found.source);
-    println!("cargo:rustc-env=TF_IAWARE_EXPECTED_VERSION={}", fetch::TF_VERSION);
+    println!(
+        "cargo:rustc-env=TF_IAWARE_EXPECTED_VERSION={}",
+        fetch::TF_VERSION
+    );
 }
 
 fn find(notes: &mut Vec<String>) -> Result<Found, String> {

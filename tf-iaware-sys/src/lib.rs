@@ -56,14 +56,19 @@ extern "C" {
     pub fn TF_DeleteBuffer(buffer: *mut TF_Buffer);
 
     /// Serialized `KernelList` of the kernels registered for op `name`.
-    pub fn TF_GetRegisteredKernelsForOp(name: *const c_char, status: *mut TF_Status)
-        -> *mut TF_Buffer;
+    pub fn TF_GetRegisteredKernelsForOp(
+        name: *const c_char,
+        status: *mut TF_Status,
+    ) -> *mut TF_Buffer;
     /// Serialized `KernelList` of every registered kernel.
     pub fn TF_GetAllRegisteredKernels(status: *mut TF_Status) -> *mut TF_Buffer;
 
     /// Creates a server from a serialized `ServerDef`; not started.
-    pub fn TF_NewServer(proto: *const c_void, proto_len: usize, status: *mut TF_Status)
-        -> *mut TF_Server;
+    pub fn TF_NewServer(
+        proto: *const c_void,
+        proto_len: usize,
+        status: *mut TF_Status,
+    ) -> *mut TF_Server;
     pub fn TF_ServerStart(server: *mut TF_Server, status: *mut TF_Status);
     pub fn TF_ServerStop(server: *mut TF_Server, status: *mut TF_Status);
     pub fn TF_ServerJoin(server: *mut TF_Server, status: *mut TF_Status);

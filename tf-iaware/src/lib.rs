@@ -1,5 +1,14 @@
 //! tf-iaware: infrastructure-aware device placement for TensorFlow.
-pub fn version() -> String {
-    // SAFETY: static string.
-    unsafe { std::ffi::CStr::from_ptr(tf_iaware_sys::TF_Version()) }.to_string_lossy().into_owned()
-}
+//!
+//! The pipeline, one module per stage: [`graph`] (OpGraph, colocation, analysis of a real
+//! TensorFlow graph) → [`cluster`] (devices) → [`placer`] (strategies) → [`apply`] (device strings
+//! written onto a GraphDef) → [`runtime`] (sessions through the C API, step stats).
+//! Pure stages take plain data; TensorFlow and the OS sit at the edges.
+
+pub mod cluster;
+pub mod error;
+pub mod graph;
+pub mod placer;
+pub mod proto;
+
+pub use error::{Error, Result};

@@ -1,0 +1,5 @@
+//! Clusters: the devices a graph can be placed on, as plain data, and the `--cluster` specs.
+
+pub mod model;
+
+pub use model::{Cluster, Device};

@@ -1,0 +1,144 @@
+//! The one error type of the `tf_iaware` crate. Every variant names the culprit (the op, the
+//! device string, the file, the field) so a message is actionable on its own.
+
+use std::path::PathBuf;
+
+/// Result with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tf-iaware.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ----- Graphs -------------------------------------------------------------------------------
+    /// Bytes that do not decode as a GraphDef.
+    #[error("not a valid GraphDef ({what}): {source}")]
+    GraphDecode {
+        what: String,
+        #[source]
+        source: prost::DecodeError,
+    },
+    /// A structurally broken graph (dangling input, duplicate name, …).
+    #[error("invalid graph: node `{node}`: {reason}")]
+    InvalidGraph { node: String, reason: String },
+    /// An attribute that is present but does not decode or has the wrong kind.
+    #[error("node `{node}`: attribute `{attr}`: {reason}")]
+    BadAttr {
+        node: String,
+        attr: String,
+        reason: String,
+    },
+    /// An op name that the graph does not contain (from a sidecar, a placement, a CLI flag).
+    #[error("{context}: no op named `{op}` in the graph")]
+    UnknownOp { context: String, op: String },
+
+    // ----- Devices and placement ----------------------------------------------------------------
+    /// A device string that does not parse.
+    #[error("malformed device string `{device}`: {reason}")]
+    MalformedDevice { device: String, reason: String },
+    /// A device that is not part of the cluster.
+    #[error("op `{op}` is placed on `{device}`, which is not a device of this cluster (devices: {known})")]
+    UnknownDevice {
+        op: String,
+        device: String,
+        known: String,
+    },
+    /// A device whose type has no registered kernel for the op.
+    #[error("op `{op}` (type {op_type}) has no {device_type} kernel, so it cannot run on `{device}` (kernels: {available})")]
+    NoKernel {
+        op: String,
+        op_type: String,
+        device: String,
+        device_type: String,
+        available: String,
+    },
+    /// Ops that TensorFlow must colocate were given different devices.
+    #[error("colocation group of `{group}` is split: `{op}` is on `{device}` but `{other_op}` is on `{other_device}`")]
+    SplitColocation {
+        group: String,
+        op: String,
+        device: String,
+        other_op: String,
+        other_device: String,
+    },
+    /// No device can hold a colocation group (memory, kernels).
+    #[error("no device can take colocation group `{group}`: {reason}")]
+    Infeasible { group: String, reason: String },
+    /// A strategy name that is not known.
+    #[error("unknown strategy `{name}` (known: {known})")]
+    UnknownStrategy { name: String, known: String },
+
+    // ----- Clusters -----------------------------------------------------------------------------
+    /// A `--cluster` string that does not parse.
+    #[error("bad cluster spec `{spec}`: {reason}")]
+    ClusterSpec { spec: String, reason: String },
+    /// A TF_CONFIG document that is not what TensorFlow accepts.
+    #[error("bad TF_CONFIG ({origin}): {reason}")]
+    TfConfig { origin: String, reason: String },
+
+    // ----- TensorFlow and running ---------------------------------------------------------------
+    /// A TensorFlow C API call failed.
+    #[error("TensorFlow {call} failed: {message}")]
+    TensorFlow { call: String, message: String },
+    /// The linked libtensorflow is not the version this code is written against.
+    #[error("libtensorflow {found} is linked ({path}) but tf-iaware needs {expected}; rebuild with TF_IAWARE_LIB_DIR pointing at {expected} or let tf-iaware-sys fetch it")]
+    TensorFlowVersion {
+        found: String,
+        expected: String,
+        path: String,
+    },
+    /// A sidecar (`F.json`) that is missing or malformed.
+    #[error("sidecar {path}: {reason}")]
+    Sidecar { path: PathBuf, reason: String },
+    /// A training step produced a loss that is not finite.
+    #[error("step {step}: loss is {loss}")]
+    NonFiniteLoss { step: usize, loss: f32 },
+    /// An unknown model name for the zoo.
+    #[error("unknown model `{name}` (known: {known})")]
+    UnknownModel { name: String, known: String },
+    /// A nonsensical numeric argument (batch 0, steps 0, …).
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument { what: String, reason: String },
+
+    // ----- Monitoring ---------------------------------------------------------------------------
+    /// Prometheus exposition text that does not parse.
+    #[error("metrics exposition line {line}: {reason}")]
+    Exposition { line: usize, reason: String },
+    /// A metrics endpoint that failed (refused, timed out, bad status).
+    #[error("metrics endpoint {endpoint}: {reason}")]
+    Scrape { endpoint: String, reason: String },
+
+    // ----- I/O ----------------------------------------------------------------------------------
+    /// A file that could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// JSON that could not be read or written.
+    #[error("{what}: {source}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Wraps a failed TensorFlow call.
+    pub fn tf(call: impl Into<String>, status: impl std::fmt::Display) -> Self {
+        Error::TensorFlow {
+            call: call.into(),
+            message: status.to_string(),
+        }
+    }
+}

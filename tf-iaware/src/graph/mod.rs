@@ -1,0 +1,13 @@
+//! Graphs: the pure [`OpGraph`] model, colocation, device names, and analysis of a real
+//! TensorFlow graph into an `OpGraph`.
+
+pub mod colocation;
+pub mod device_name;
+pub mod dtype;
+pub mod model;
+
+pub use device_name::DeviceName;
+pub use dtype::DType;
+pub use model::{
+    Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpGraphBuilder, OpNode, TensorInfo,
+};

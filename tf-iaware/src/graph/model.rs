@@ -1,0 +1,437 @@
+//! [`OpGraph`]: a TensorFlow graph as plain data — what placement, cost and simulation need,
+//! with no TensorFlow handle. Build it from TensorFlow with [`crate::graph::analyze`] or by hand
+//! with [`OpGraphBuilder`] (tests, synthetic benchmarks).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::colocation;
+use super::dtype::DType;
+use crate::error::{Error, Result};
+
+/// Index of a node in [`OpGraph::nodes`].
+pub type NodeId = usize;
+/// Index of a colocation group in [`OpGraph::groups`].
+pub type GroupId = usize;
+
+/// One output tensor of an op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorInfo {
+    pub dtype: DType,
+    /// Dimensions (`-1` unknown), `None` when even the rank is unknown.
+    pub shape: Option<Vec<i64>>,
+}
+
+impl TensorInfo {
+    /// Size in bytes when the dtype has a fixed size and every dimension is known.
+    pub fn bytes(&self) -> Option<u64> {
+        let elem = self.dtype.size_bytes()?;
+        let dims = self.shape.as_ref()?;
+        dims.iter()
+            .try_fold(elem, |acc, &d| (d >= 0).then(|| acc * d as u64))
+    }
+
+    /// Number of elements when every dimension is known.
+    pub fn elements(&self) -> Option<u64> {
+        let dims = self.shape.as_ref()?;
+        dims.iter()
+            .try_fold(1u64, |acc, &d| (d >= 0).then(|| acc * d as u64))
+    }
+}
+
+/// A decoded attribute value (the kinds cost models and colocation read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Attr {
+    Int(i64),
+    Float(f32),
+    Bool(bool),
+    Str(String),
+    Type(DType),
+    Shape(Option<Vec<i64>>),
+    Ints(Vec<i64>),
+    Strs(Vec<String>),
+    Types(Vec<DType>),
+    /// A kind tf-iaware does not read (tensor, function, …).
+    Other,
+}
+
+/// A data input of a node: output `output` of node `node`, arriving with type `dtype`
+/// (the consumer's declared input type — a reference type for TF1 `Assign`, say).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Input {
+    pub node: NodeId,
+    pub output: usize,
+    pub dtype: DType,
+}
+
+/// One op of the graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpNode {
+    pub name: String,
+    /// Op type (`MatMul`, `Conv2D`, …).
+    pub op: String,
+    /// Device requested in the GraphDef (may be empty or partial).
+    pub requested_device: String,
+    pub inputs: Vec<Input>,
+    pub control_inputs: Vec<NodeId>,
+    pub outputs: Vec<TensorInfo>,
+    pub attrs: BTreeMap<String, Attr>,
+    /// Device types with a registered kernel (`["CPU", "GPU"]`); empty when unknown (no restriction).
+    pub kernel_device_types: Vec<String>,
+    /// Colocation group (filled by the builder).
+    pub group: GroupId,
+}
+
+impl OpNode {
+    /// Whether a kernel for this op is registered for `device_type` (unknown kernels allow all).
+    pub fn has_kernel_for(&self, device_type: &str) -> bool {
+        self.kernel_device_types.is_empty()
+            || self
+                .kernel_device_types
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(device_type))
+    }
+
+    /// Integer attribute.
+    pub fn attr_int(&self, name: &str) -> Option<i64> {
+        match self.attrs.get(name)? {
+            Attr::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// Integer-list attribute (`strides`, `ksize`).
+    pub fn attr_ints(&self, name: &str) -> Option<&[i64]> {
+        match self.attrs.get(name)? {
+            Attr::Ints(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// String attribute (`padding`, `data_format`).
+    pub fn attr_str(&self, name: &str) -> Option<&str> {
+        match self.attrs.get(name)? {
+            Attr::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Boolean attribute (`transpose_a`).
+    pub fn attr_bool(&self, name: &str) -> Option<bool> {
+        match self.attrs.get(name)? {
+            Attr::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+/// A set of ops TensorFlow's placer keeps on one device: the unit of placement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColocationGroup {
+    /// Name of the group's first member in graph order (what `loc:@…` would name).
+    pub name: String,
+    pub members: Vec<NodeId>,
+    /// First non-empty requested device among the members.
+    pub requested_device: Option<String>,
+}
+
+/// A TensorFlow graph as plain data, with colocation groups and consumer lists precomputed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OpGraph {
+    nodes: Vec<OpNode>,
+    groups: Vec<ColocationGroup>,
+    #[serde(skip)]
+    by_name: HashMap<String, NodeId>,
+    /// For each node, the nodes that consume it (data or control), deduplicated.
+    consumers: Vec<Vec<NodeId>>,
+}
+
+impl OpGraph {
+    /// All nodes, in GraphDef order.
+    pub fn nodes(&self) -> &[OpNode] {
+        &self.nodes
+    }
+
+    /// The node with id `id`.
+    pub fn node(&self, id: NodeId) -> &OpNode {
+        &self.nodes[id]
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Id of the node called `name`.
+    pub fn id(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Id of the node called `name`, or [`Error::UnknownOp`] with `context`.
+    pub fn require(&self, name: &str, context: &str) -> Result<NodeId> {
+        self.id(name).ok_or_else(|| Error::UnknownOp {
+            context: context.into(),
+            op: name.into(),
+        })
+    }
+
+    /// Colocation groups; every node is in exactly one.
+    pub fn groups(&self) -> &[ColocationGroup] {
+        &self.groups
+    }
+
+    /// Consumers (data and control) of `id`.
+    pub fn consumers(&self, id: NodeId) -> &[NodeId] {
+        &self.consumers[id]
+    }
+
+    /// Producers (data and control) of `id`, deduplicated, in input order.
+    pub fn producers(&self, id: NodeId) -> Vec<NodeId> {
+        let n = &self.nodes[id];
+        let mut out: Vec<NodeId> = Vec::with_capacity(n.inputs.len() + n.control_inputs.len());
+        for p in n
+            .inputs
+            .iter()
+            .map(|i| i.node)
+            .chain(n.control_inputs.iter().copied())
+        {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// Bytes of the tensor flowing along input `input` of `id` (0 when unknown or a handle).
+    pub fn input_bytes(&self, id: NodeId, input: usize) -> u64 {
+        let i = &self.nodes[id].inputs[input];
+        self.nodes[i.node]
+            .outputs
+            .get(i.output)
+            .and_then(TensorInfo::bytes)
+            .unwrap_or(0)
+    }
+
+    /// A topological order (producers first). Loop back-edges (inputs from `NextIteration`) are
+    /// ignored, as TensorFlow's executor does; any other cycle is an error naming a node on it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidGraph`] on a cycle that is not a loop back-edge.
+    pub fn topo_order(&self) -> Result<Vec<NodeId>> {
+        let n = self.nodes.len();
+        let mut indegree = vec![0usize; n];
+        for (id, _) in self.nodes.iter().enumerate() {
+            indegree[id] = self.blocking_producers(id).count();
+        }
+        let mut ready: Vec<NodeId> = (0..n).rev().filter(|&i| indegree[i] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(id) = ready.pop() {
+            order.push(id);
+            for &c in &self.consumers[id] {
+                if self.is_back_edge(id) {
+                    continue;
+                }
+                indegree[c] -= 1;
+                if indegree[c] == 0 {
+                    ready.push(c);
+                }
+            }
+        }
+        if order.len() != n {
+            let stuck = (0..n).find(|&i| indegree[i] > 0).unwrap_or(0);
+            return Err(Error::InvalidGraph {
+                node: self.nodes[stuck].name.clone(),
+                reason: "is on a cycle that is not a while-loop back-edge".into(),
+            });
+        }
+        Ok(order)
+    }
+
+    fn is_back_edge(&self, producer: NodeId) -> bool {
+        self.nodes[producer].op == "NextIteration"
+    }
+
+    fn blocking_producers(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.producers(id)
+            .into_iter()
+            .filter(move |&p| !self.is_back_edge(p))
+    }
+}
+
+/// Builds an [`OpGraph`] node by node, then derives colocation groups and consumer lists.
+#[derive(Debug, Default)]
+pub struct OpGraphBuilder {
+    nodes: Vec<OpNode>,
+    by_name: HashMap<String, NodeId>,
+}
+
+impl OpGraphBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an op with no inputs, no outputs and no attributes; returns its id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidGraph`] if the name is already taken or empty.
+    pub fn add(&mut self, name: &str, op: &str) -> Result<NodeId> {
+        if name.is_empty() {
+            return Err(Error::InvalidGraph {
+                node: name.into(),
+                reason: "empty node name".into(),
+            });
+        }
+        if self.by_name.contains_key(name) {
+            return Err(Error::InvalidGraph {
+                node: name.into(),
+                reason: "duplicate node name".into(),
+            });
+        }
+        let id = self.nodes.len();
+        self.nodes.push(OpNode {
+            name: name.into(),
+            op: op.into(),
+            requested_device: String::new(),
+            inputs: Vec::new(),
+            control_inputs: Vec::new(),
+            outputs: Vec::new(),
+            attrs: BTreeMap::new(),
+            kernel_device_types: Vec::new(),
+            group: 0,
+        });
+        self.by_name.insert(name.into(), id);
+        Ok(id)
+    }
+
+    /// Mutable access to a node added earlier.
+    pub fn node_mut(&mut self, id: NodeId) -> &mut OpNode {
+        &mut self.nodes[id]
+    }
+
+    /// Id of a node added earlier.
+    pub fn id(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Adds output `output` of `src` as the next data input of `dst`, typed as `src`'s output
+    /// (or float when `src` declares no outputs yet).
+    pub fn connect(&mut self, src: NodeId, output: usize, dst: NodeId) {
+        let dtype = self.nodes[src]
+            .outputs
+            .get(output)
+            .map_or(DType::FLOAT, |t| t.dtype);
+        self.nodes[dst].inputs.push(Input {
+            node: src,
+            output,
+            dtype,
+        });
+    }
+
+    /// Adds a control edge `src → dst`.
+    pub fn control(&mut self, src: NodeId, dst: NodeId) {
+        if !self.nodes[dst].control_inputs.contains(&src) {
+            self.nodes[dst].control_inputs.push(src);
+        }
+    }
+
+    /// Appends an output tensor to `id`.
+    pub fn output(&mut self, id: NodeId, dtype: DType, shape: Option<Vec<i64>>) {
+        self.nodes[id].outputs.push(TensorInfo { dtype, shape });
+    }
+
+    /// Finishes the graph: checks inputs, forms colocation groups as TensorFlow's placer does.
+    ///
+    /// # Errors
+    /// [`Error::InvalidGraph`] for an input naming a missing output or a `_class` naming a
+    /// missing node.
+    pub fn build(mut self) -> Result<OpGraph> {
+        let n = self.nodes.len();
+        let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+        for (id, node) in self.nodes.iter().enumerate() {
+            for input in &node.inputs {
+                let src = &self.nodes[input.node];
+                if !src.outputs.is_empty() && input.output >= src.outputs.len() {
+                    return Err(Error::InvalidGraph {
+                        node: node.name.clone(),
+                        reason: format!(
+                            "reads output {} of `{}`, which has {}",
+                            input.output,
+                            src.name,
+                            src.outputs.len()
+                        ),
+                    });
+                }
+            }
+            for p in node
+                .inputs
+                .iter()
+                .map(|i| i.node)
+                .chain(node.control_inputs.iter().copied())
+            {
+                if !consumers[p].contains(&id) {
+                    consumers[p].push(id);
+                }
+            }
+        }
+        let groups = colocation::groups(&self.nodes, &self.by_name)?;
+        for (g, group) in groups.iter().enumerate() {
+            for &m in &group.members {
+                self.nodes[m].group = g;
+            }
+        }
+        Ok(OpGraph {
+            nodes: self.nodes,
+            groups,
+            by_name: self.by_name,
+            consumers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain() -> OpGraph {
+        let mut b = OpGraphBuilder::new();
+        let x = b.add("x", "Placeholder").unwrap();
+        b.output(x, DType::FLOAT, Some(vec![32, 10]));
+        let y = b.add("y", "Relu").unwrap();
+        b.output(y, DType::FLOAT, Some(vec![32, 10]));
+        b.connect(x, 0, y);
+        let z = b.add("z", "NoOp").unwrap();
+        b.control(y, z);
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn topo_order_and_bytes() {
+        let g = chain();
+        assert_eq!(g.topo_order().unwrap(), vec![0, 1, 2]);
+        assert_eq!(g.input_bytes(1, 0), 32 * 10 * 4);
+        assert_eq!(g.consumers(1), &[2]);
+        assert_eq!(g.groups().len(), 3);
+    }
+
+    #[test]
+    fn duplicate_names_and_cycles_are_errors() {
+        let mut b = OpGraphBuilder::new();
+        b.add("a", "NoOp").unwrap();
+        assert!(matches!(
+            b.add("a", "NoOp"),
+            Err(Error::InvalidGraph { .. })
+        ));
+        let bb = b.add("b", "NoOp").unwrap();
+        b.control(0, bb);
+        b.control(bb, 0);
+        let g = b.build().unwrap();
+        assert!(matches!(g.topo_order(), Err(Error::InvalidGraph { .. })));
+    }
+}

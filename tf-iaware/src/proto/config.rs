@@ -1,0 +1,63 @@
+//! The parts of `ConfigProto`, `RunOptions` and `RunMetadata` (config.proto) that tf-iaware sets or reads.
+
+use std::collections::BTreeMap;
+
+/// `tensorflow.ConfigProto` (session configuration).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ConfigProto {
+    /// Device type → how many devices of that type to create (e.g. `"CPU" → 4`).
+    #[prost(btree_map = "string, int32", tag = "1")]
+    pub device_count: BTreeMap<String, i32>,
+    #[prost(int32, tag = "2")]
+    pub intra_op_parallelism_threads: i32,
+    #[prost(int32, tag = "5")]
+    pub inter_op_parallelism_threads: i32,
+    #[prost(bool, tag = "7")]
+    pub allow_soft_placement: bool,
+    #[prost(bool, tag = "8")]
+    pub log_device_placement: bool,
+    #[prost(bool, tag = "9")]
+    pub use_per_session_threads: bool,
+    #[prost(message, optional, tag = "10")]
+    pub graph_options: Option<GraphOptions>,
+    /// Deadline for blocking operations, ms (0: none).
+    #[prost(int64, tag = "11")]
+    pub operation_timeout_in_ms: i64,
+    /// `ClusterDef` for sessions on a distributed master.
+    #[prost(message, optional, tag = "14")]
+    pub cluster_def: Option<super::ClusterDef>,
+    #[prost(bool, tag = "15")]
+    pub isolate_session_state: bool,
+}
+
+/// `tensorflow.GraphOptions`; only `place_pruned_graph` is set.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GraphOptions {
+    #[prost(bool, tag = "6")]
+    pub place_pruned_graph: bool,
+}
+
+/// `tensorflow.RunOptions`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RunOptions {
+    /// `TraceLevel`: 0 none, 1 software, 2 hardware, 3 full ([`RunOptions::FULL_TRACE`]).
+    #[prost(int32, tag = "1")]
+    pub trace_level: i32,
+    /// Deadline of the whole `Session::run`, ms (0: none).
+    #[prost(int64, tag = "2")]
+    pub timeout_in_ms: i64,
+}
+
+impl RunOptions {
+    /// `TraceLevel.FULL_TRACE`.
+    pub const FULL_TRACE: i32 = 3;
+    /// `TraceLevel.SOFTWARE_TRACE`.
+    pub const SOFTWARE_TRACE: i32 = 1;
+}
+
+/// `tensorflow.RunMetadata`: step stats (field 1); cost and partition graphs are not read.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RunMetadata {
+    #[prost(message, optional, tag = "1")]
+    pub step_stats: Option<super::StepStats>,
+}

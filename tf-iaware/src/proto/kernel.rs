@@ -1,0 +1,24 @@
+//! `KernelList` / `KernelDef` (kernel_def.proto), as returned by `TF_GetRegisteredKernelsForOp`.
+
+/// `tensorflow.KernelList`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KernelList {
+    #[prost(message, repeated, tag = "1")]
+    pub kernel: Vec<KernelDef>,
+}
+
+/// `tensorflow.KernelDef`; the type constraints (field 3) are not read.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct KernelDef {
+    #[prost(string, tag = "1")]
+    pub op: String,
+    /// `"CPU"`, `"GPU"`, …
+    #[prost(string, tag = "2")]
+    pub device_type: String,
+    #[prost(string, repeated, tag = "4")]
+    pub host_memory_arg: Vec<String>,
+    #[prost(string, tag = "5")]
+    pub label: String,
+    #[prost(int32, tag = "6")]
+    pub priority: i32,
+}

@@ -1,0 +1,18 @@
+//! The few TensorFlow protobuf messages tf-iaware reads or writes, as `prost` derives.
+//!
+//! Field numbers are those of TensorFlow's `.proto` files (2.21). Fields we never edit are carried
+//! as opaque bytes (a submessage and `bytes` share the wire type), so that decoding and re-encoding a
+//! GraphDef loses nothing: attribute values, the function library, versions and debug info survive
+//! untouched.
+
+pub mod config;
+pub mod graph;
+pub mod kernel;
+pub mod server;
+pub mod step_stats;
+
+pub use config::{ConfigProto, GraphOptions, RunMetadata, RunOptions};
+pub use graph::{AttrValue, GraphDef, ListValue, NodeDef, TensorShapeProto};
+pub use kernel::{KernelDef, KernelList};
+pub use server::{ClusterDef, JobDef, ServerDef};
+pub use step_stats::{DeviceStepStats, NodeExecStats, StepStats};
