@@ -1,3 +1,51 @@
+//! `tf-iaware`: infrastructure-aware device placement for TensorFlow — command-line interface.
+//! Logs go to stderr; `--json` prints one JSON document on stdout.
+
+mod cmd;
+mod common;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "tf-iaware",
+    version,
+    about = "Infrastructure-aware device placement for TensorFlow"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the devices of a cluster with type, memory, capability and availability.
+    Devices(cmd::devices::Args),
+    /// Write a zoo model's training GraphDef and its sidecar JSON.
+    Model(cmd::model::Args),
+    /// Place a GraphDef on a cluster; write the placed GraphDef and a report.
+    Place(cmd::place::Args),
+    /// Place (if asked) and train a GraphDef with synthetic data; report what ran where.
+    Run(cmd::run::Args),
+}
+
 fn main() {
-    println!("tf-iaware");
+    // TensorFlow's own INFO chatter (CPU feature notes) is noise on a CLI; users can still set it.
+    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
+        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
+    }
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+        .target(env_logger::Target::Stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Devices(a) => cmd::devices::run(a),
+        Command::Model(a) => cmd::model::run(a),
+        Command::Place(a) => cmd::place::run(a),
+        Command::Run(a) => cmd::run::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
 }

@@ -18,9 +18,16 @@ pub struct Found {
     pub dir: PathBuf,
     /// File name passed verbatim to the linker.
     pub file: &'static str,
+    /// `libtensorflow_framework.so.2` beside it, when present: parts of the C API (tensors,
+    /// shape handles) are exported from there and must be linked too.
+    pub framework: Option<&'static str>,
     /// Which discovery step found it, for the build log and `tf-iaware devices`.
     pub source: String,
 }
+
+/// The framework library that accompanies the C-API library.
+pub const FRAMEWORK_FILES: [&str; 2] =
+    ["libtensorflow_framework.so.2", "libtensorflow_framework.so"];
 
 /// Looks for a C-API shared object in `dir`.
 pub fn in_dir(dir: &Path, source: impl Into<String>) -> Option<Found> {
@@ -30,6 +37,10 @@ pub fn in_dir(dir: &Path, source: impl Into<String>) -> Option<Found> {
         .map(|f| Found {
             dir: dir.to_path_buf(),
             file: f,
+            framework: FRAMEWORK_FILES
+                .iter()
+                .find(|f| dir.join(f).is_file())
+                .copied(),
             source: source.into(),
         })
 }

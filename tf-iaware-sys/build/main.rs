@@ -26,6 +26,10 @@ fn main() {
     println!("cargo:rerun-if-changed={dir}/{}", found.file);
     println!("cargo:rustc-link-search=native={dir}");
     println!("cargo:rustc-link-lib=dylib:+verbatim={}", found.file);
+    if let Some(framework) = found.framework {
+        println!("cargo:rerun-if-changed={dir}/{framework}");
+        println!("cargo:rustc-link-lib=dylib:+verbatim={framework}");
+    }
     // Test binaries of this crate find the library without LD_LIBRARY_PATH.
     println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
     println!("cargo:libdir={dir}");

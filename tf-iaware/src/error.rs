@@ -107,6 +107,25 @@ pub enum Error {
     /// A metrics endpoint that failed (refused, timed out, bad status).
     #[error("metrics endpoint {endpoint}: {reason}")]
     Scrape { endpoint: String, reason: String },
+    /// A `/proc` or cgroup file that was read but does not have the expected format.
+    #[error("{path}: unexpected format: {reason}")]
+    ProcFormat { path: PathBuf, reason: String },
+    /// The metrics agent could not start listening on `listen`.
+    #[error("metrics agent on {listen}: {reason}")]
+    Agent { listen: String, reason: String },
+    /// A background thread or runtime of the monitor (`what`) could not be started.
+    #[error("could not start the monitor's {what}: {source}")]
+    MonitorThread {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    // ----- Cost model and simulation -------------------------------------------------------------
+    /// Calibration samples that cannot be fitted (too few sizes, times that do not grow, …);
+    /// `subject` names the device or link.
+    #[error("calibration of {subject}: {reason}")]
+    Calibration { subject: String, reason: String },
 
     // ----- I/O ----------------------------------------------------------------------------------
     /// A file that could not be read or written.

@@ -5,10 +5,14 @@
 //! written onto a GraphDef) → [`runtime`] (sessions through the C API, step stats).
 //! Pure stages take plain data; TensorFlow and the OS sit at the edges.
 
+pub mod apply;
 pub mod cluster;
 pub mod error;
 pub mod graph;
+pub mod models;
 pub mod placer;
 pub mod proto;
+pub mod runtime;
+pub mod tf;
 
 pub use error::{Error, Result};

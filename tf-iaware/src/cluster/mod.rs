@@ -1,5 +1,10 @@
 //! Clusters: the devices a graph can be placed on, as plain data, and the `--cluster` specs.
 
+pub mod connect;
+pub mod local;
 pub mod model;
+pub mod spec;
 
+pub use connect::connect;
 pub use model::{Cluster, Device};
+pub use spec::ClusterSpec;

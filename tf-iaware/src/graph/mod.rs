@@ -1,6 +1,7 @@
 //! Graphs: the pure [`OpGraph`] model, colocation, device names, and analysis of a real
 //! TensorFlow graph into an `OpGraph`.
 
+pub mod analyze;
 pub mod colocation;
 pub mod device_name;
 pub mod dtype;

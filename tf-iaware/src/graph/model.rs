@@ -84,13 +84,15 @@ pub struct OpNode {
 }
 
 impl OpNode {
-    /// Whether a kernel for this op is registered for `device_type` (unknown kernels allow all).
+    /// Whether a kernel for this op is registered for `device_type`. Unknown kernels allow all,
+    /// and so does TensorFlow's `DEFAULT` device type (kernels such as `NoOp` registered for
+    /// every device).
     pub fn has_kernel_for(&self, device_type: &str) -> bool {
         self.kernel_device_types.is_empty()
             || self
                 .kernel_device_types
                 .iter()
-                .any(|t| t.eq_ignore_ascii_case(device_type))
+                .any(|t| t.eq_ignore_ascii_case(device_type) || t == "DEFAULT")
     }
 
     /// Integer attribute.

@@ -30,11 +30,26 @@ pub struct ConfigProto {
     pub isolate_session_state: bool,
 }
 
-/// `tensorflow.GraphOptions`; only `place_pruned_graph` is set.
+/// `tensorflow.GraphOptions`: `place_pruned_graph` and the Grappler rewriter settings.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct GraphOptions {
     #[prost(bool, tag = "6")]
     pub place_pruned_graph: bool,
+    #[prost(message, optional, tag = "10")]
+    pub rewrite_options: Option<RewriterConfig>,
+}
+
+/// `tensorflow.RewriterConfig` (rewriter_config.proto): the one toggle tf-iaware sets.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RewriterConfig {
+    /// `Toggle` of the remapper (op fusion): 0 default, 1 on, 2 off ([`RewriterConfig::OFF`]).
+    #[prost(int32, tag = "14")]
+    pub remapping: i32,
+}
+
+impl RewriterConfig {
+    /// `RewriterConfig.Toggle.OFF`.
+    pub const OFF: i32 = 2;
 }
 
 /// `tensorflow.RunOptions`.

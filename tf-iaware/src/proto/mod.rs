@@ -11,7 +11,7 @@ pub mod kernel;
 pub mod server;
 pub mod step_stats;
 
-pub use config::{ConfigProto, GraphOptions, RunMetadata, RunOptions};
+pub use config::{ConfigProto, GraphOptions, RewriterConfig, RunMetadata, RunOptions};
 pub use graph::{AttrValue, GraphDef, ListValue, NodeDef, TensorShapeProto};
 pub use kernel::{KernelDef, KernelList};
 pub use server::{ClusterDef, JobDef, ServerDef};

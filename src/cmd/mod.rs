@@ -1,0 +1,6 @@
+//! One module per subcommand.
+
+pub mod devices;
+pub mod model;
+pub mod place;
+pub mod run;

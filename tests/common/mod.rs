@@ -1,0 +1,43 @@
+//! Shared helpers of the end-to-end tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `tf-iaware` binary built for these tests.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tf-iaware"))
+}
+
+/// Runs `tf-iaware args…`, returning the output.
+pub fn run(args: &[&str]) -> Output {
+    bin().args(args).env("RUST_LOG", "warn").output().expect("the tf-iaware binary runs")
+}
+
+/// Runs and asserts success, returning stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "tf-iaware {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs and asserts a clean failure (exit 1, no panic), returning stderr.
+pub fn fails(args: &[&str]) -> String {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "tf-iaware {args:?} should fail cleanly: {stderr}");
+    assert!(!stderr.contains("panicked"), "tf-iaware {args:?} panicked: {stderr}");
+    stderr
+}
+
+/// Writes zoo model `name` (batch `batch`) into `dir`, returning the GraphDef path.
+pub fn model(dir: &Path, name: &str, batch: usize) -> PathBuf {
+    let path = dir.join(format!("{name}.pb"));
+    ok(&["model", name, "--batch", &batch.to_string(), "--out", path.to_str().unwrap()]);
+    path
+}

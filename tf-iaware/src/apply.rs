@@ -1,0 +1,116 @@
+//! Applying a [`Placement`]: validation against the graph and the cluster, then a GraphDef
+//! rewrite that sets `NodeDef.device` and leaves everything else untouched, then import into a
+//! fresh TensorFlow graph.
+
+use std::collections::HashMap;
+
+use prost::Message;
+use tensorflow::{Graph, ImportGraphDefOptions};
+
+use crate::cluster::Cluster;
+use crate::error::{Error, Result};
+use crate::graph::{DeviceName, OpGraph};
+use crate::placer::Placement;
+use crate::proto::GraphDef;
+
+/// A placed graph: the rewritten GraphDef and the TensorFlow graph imported from it.
+pub struct Placed {
+    pub graph_def: GraphDef,
+    pub graph: Graph,
+}
+
+impl Placed {
+    /// The placed GraphDef, serialized.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.graph_def.encode_to_vec()
+    }
+}
+
+/// Checks `placement` before TensorFlow sees it and returns the full device name of every placed
+/// op: every op exists, every device string parses and names one device of `cluster`, the device
+/// type has a kernel for the op, and no colocation group is split.
+///
+/// # Errors
+/// [`Error::UnknownOp`], [`Error::MalformedDevice`], [`Error::UnknownDevice`], [`Error::NoKernel`]
+/// or [`Error::SplitColocation`], each naming the op and the device.
+pub fn validate(
+    graph: &OpGraph,
+    cluster: &Cluster,
+    placement: &Placement,
+) -> Result<HashMap<String, String>> {
+    let mut resolved: HashMap<String, String> = HashMap::with_capacity(placement.devices.len());
+    for (op, device) in &placement.devices {
+        let id = graph.require(op, &format!("placement `{}`", placement.strategy))?;
+        DeviceName::parse(device)?;
+        let d = &cluster.devices[cluster.resolve(op, device)?];
+        let node = graph.node(id);
+        if !node.has_kernel_for(&d.device_type) {
+            return Err(Error::NoKernel {
+                op: op.clone(),
+                op_type: node.op.clone(),
+                device: d.name.clone(),
+                device_type: d.device_type.clone(),
+                available: node.kernel_device_types.join(", "),
+            });
+        }
+        resolved.insert(op.clone(), d.name.clone());
+    }
+    for group in graph.groups() {
+        let mut first: Option<(&str, &str)> = None;
+        for &m in &group.members {
+            let name = graph.node(m).name.as_str();
+            let Some(device) = resolved.get(name) else {
+                continue;
+            };
+            match first {
+                None => first = Some((name, device)),
+                Some((other_op, other_device)) if other_device != device => {
+                    return Err(Error::SplitColocation {
+                        group: group.name.clone(),
+                        op: name.into(),
+                        device: device.clone(),
+                        other_op: other_op.into(),
+                        other_device: other_device.into(),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+/// Validates `placement` and rewrites `graph_def`: every placed op gets its full device name,
+/// unplaced ops keep what they had; names, inputs, attributes, the function library, versions and
+/// debug info are carried over unchanged.
+///
+/// # Errors
+/// Validation errors of [`validate`]; [`Error::TensorFlow`] if TensorFlow rejects the result.
+pub fn apply(
+    graph_def: &GraphDef,
+    graph: &OpGraph,
+    cluster: &Cluster,
+    placement: &Placement,
+) -> Result<Placed> {
+    let resolved = validate(graph, cluster, placement)?;
+    let mut def = graph_def.clone();
+    for node in &mut def.node {
+        if let Some(device) = resolved.get(&node.name) {
+            node.device = device.clone();
+        }
+    }
+    let bytes = def.encode_to_vec();
+    let mut tf_graph = Graph::new();
+    tf_graph
+        .import_graph_def(&bytes, &ImportGraphDefOptions::new())
+        .map_err(|e| {
+            Error::tf(
+                format!("importing the placed GraphDef ({})", placement.strategy),
+                e,
+            )
+        })?;
+    Ok(Placed {
+        graph_def: def,
+        graph: tf_graph,
+    })
+}

@@ -1,0 +1,34 @@
+//! In-process clusters (`local`, `local:cpu=N`): the devices TensorFlow creates in this process.
+
+use tensorflow::{Graph, Session};
+
+use super::model::{Cluster, Device};
+use crate::error::{Error, Result};
+use crate::runtime::config::SessionConfig;
+
+/// Lists the devices a session with `config` sees, as a [`Cluster`].
+///
+/// CPU devices of one process share host memory, so their `memory_bytes` is `None` (no per-device
+/// cap); other devices report what TensorFlow reports.
+///
+/// # Errors
+/// [`Error::TensorFlow`] if the session cannot be created or listed.
+pub fn discover(config: &SessionConfig) -> Result<Cluster> {
+    crate::tf::ensure_supported_version()?;
+    let graph = Graph::new();
+    let session = Session::new(&config.session_options()?, &graph)
+        .map_err(|e| Error::tf("creating a session", e))?;
+    let devices = session
+        .device_list()
+        .map_err(|e| Error::tf("listing devices", e))?;
+    Ok(Cluster::new(
+        devices
+            .into_iter()
+            .map(|d| {
+                let memory =
+                    (d.device_type != "CPU" && d.memory_bytes > 0).then_some(d.memory_bytes as u64);
+                Device::nominal(&d.name, &d.device_type, memory, "localhost")
+            })
+            .collect(),
+    ))
+}

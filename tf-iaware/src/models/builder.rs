@@ -1,0 +1,501 @@
+//! [`Net`]: a small layer vocabulary over `tensorflow::Graph` for building training graphs the way
+//! TF2/Keras exports them — resource variables (`VarHandleOp` / `ReadVariableOp`), seeded
+//! initialisers, gradients from `TF_AddGradients`, momentum slots colocated with their variables
+//! through `_class`, and one `init` and one `train` op.
+
+use tensorflow::{DataType, Graph, Operation, OperationDescription, Output, Shape, Tensor};
+
+use crate::error::{Error, Result};
+
+/// A trainable variable: its handle and the tensor read from it each step.
+#[derive(Clone)]
+pub struct Var {
+    pub name: String,
+    pub handle: Operation,
+    pub read: Output,
+    pub shape: Vec<i64>,
+}
+
+/// A graph under construction.
+pub struct Net {
+    graph: Graph,
+    scope: Vec<String>,
+    vars: Vec<Var>,
+    initializers: Vec<Operation>,
+    seed: i64,
+    counter: usize,
+}
+
+/// What attribute setters return: TensorFlow and C-string errors alike.
+pub type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn tf_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::tf(format!("building {what}"), e)
+}
+
+impl Net {
+    /// An empty graph; `seed` makes every initialiser deterministic.
+    pub fn new(seed: u64) -> Net {
+        Net {
+            graph: Graph::new(),
+            scope: Vec::new(),
+            vars: Vec::new(),
+            initializers: Vec::new(),
+            seed: (seed % (i64::MAX as u64)) as i64,
+            counter: 0,
+        }
+    }
+
+    /// The graph built so far.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Consumes the builder, returning the graph.
+    pub fn into_graph(self) -> Graph {
+        self.graph
+    }
+
+    /// Trainable variables, in creation order.
+    pub fn vars(&self) -> &[Var] {
+        &self.vars
+    }
+
+    /// Runs `f` with `name` pushed on the name scope.
+    pub fn scoped<T>(&mut self, name: &str, f: impl FnOnce(&mut Net) -> Result<T>) -> Result<T> {
+        self.scope.push(name.to_string());
+        let out = f(self);
+        self.scope.pop();
+        out
+    }
+
+    /// A unique, scoped op name from `base`.
+    fn name(&mut self, base: &str) -> String {
+        let mut full = self.scope.join("/");
+        if !full.is_empty() {
+            full.push('/');
+        }
+        full.push_str(base);
+        if self.graph.operation_by_name(&full).ok().flatten().is_none() {
+            return full;
+        }
+        loop {
+            self.counter += 1;
+            let candidate = format!("{full}_{}", self.counter);
+            if self
+                .graph
+                .operation_by_name(&candidate)
+                .ok()
+                .flatten()
+                .is_none()
+            {
+                return candidate;
+            }
+        }
+    }
+
+    /// Adds an op of type `ty` named (uniquely, in scope) `base`, with `inputs` and attributes
+    /// set by `attrs`.
+    pub fn op(
+        &mut self,
+        ty: &str,
+        base: &str,
+        inputs: &[Output],
+        attrs: impl FnOnce(&mut OperationDescription<'_>) -> AttrResult,
+    ) -> Result<Operation> {
+        let name = self.name(base);
+        let mut d = self
+            .graph
+            .new_operation(ty, &name)
+            .map_err(|e| tf_err(&name, e))?;
+        for i in inputs {
+            d.add_input(i.clone());
+        }
+        attrs(&mut d).map_err(|e| tf_err(&name, e))?;
+        d.finish().map_err(|e| tf_err(&name, e))
+    }
+
+    fn out(op: Operation) -> Output {
+        Output {
+            operation: op,
+            index: 0,
+        }
+    }
+
+    /// A float32 placeholder of a fixed shape.
+    pub fn placeholder(&mut self, name: &str, shape: &[i64]) -> Result<Output> {
+        let shape = Shape::from(shape);
+        self.op("Placeholder", name, &[], |d| {
+            d.set_attr_type("dtype", DataType::Float)?;
+            Ok(d.set_attr_shape("shape", &shape)?)
+        })
+        .map(Self::out)
+    }
+
+    /// An int32 vector constant.
+    pub fn const_i32(&mut self, name: &str, values: &[i32]) -> Result<Output> {
+        let t = Tensor::<i32>::new(&[values.len() as u64])
+            .with_values(values)
+            .map_err(|e| tf_err(name, e))?;
+        self.op("Const", name, &[], |d| {
+            d.set_attr_type("dtype", DataType::Int32)?;
+            Ok(d.set_attr_tensor("value", t)?)
+        })
+        .map(Self::out)
+    }
+
+    /// A float32 constant of any shape.
+    pub fn const_f32(&mut self, name: &str, dims: &[u64], values: &[f32]) -> Result<Output> {
+        let t = Tensor::<f32>::new(dims)
+            .with_values(values)
+            .map_err(|e| tf_err(name, e))?;
+        self.op("Const", name, &[], |d| {
+            d.set_attr_type("dtype", DataType::Float)?;
+            Ok(d.set_attr_tensor("value", t)?)
+        })
+        .map(Self::out)
+    }
+
+    fn scalar(&mut self, name: &str, v: f32) -> Result<Output> {
+        self.const_f32(name, &[], &[v])
+    }
+
+    /// A resource variable initialised with a truncated normal of `stddev` (seeded), or with the
+    /// constant `fill` when `stddev` is 0.
+    pub fn variable(&mut self, base: &str, shape: &[i64], stddev: f32, fill: f32) -> Result<Var> {
+        let var = self.raw_variable(base, shape, None)?;
+        let init = if stddev > 0.0 {
+            self.seed += 1;
+            let seed = self.seed;
+            let dims = self.const_i32(
+                &format!("{base}/Initializer/shape"),
+                &shape.iter().map(|&d| d as i32).collect::<Vec<_>>(),
+            )?;
+            let normal = self.op(
+                "TruncatedNormal",
+                &format!("{base}/Initializer/TruncatedNormal"),
+                &[dims],
+                |d| {
+                    d.set_attr_type("dtype", DataType::Float)?;
+                    d.set_attr_int("seed", 87654321)?;
+                    Ok(d.set_attr_int("seed2", seed)?)
+                },
+            )?;
+            let std = self.scalar(&format!("{base}/Initializer/stddev"), stddev)?;
+            Self::out(self.op(
+                "Mul",
+                &format!("{base}/Initializer/mul"),
+                &[Self::out(normal), std],
+                |d| Ok(d.set_attr_type("T", DataType::Float)?),
+            )?)
+        } else {
+            self.filled(&format!("{base}/Initializer"), shape, fill)?
+        };
+        self.assign_initial(&var, init)?;
+        self.vars.push(var.clone());
+        Ok(var)
+    }
+
+    fn filled(&mut self, base: &str, shape: &[i64], value: f32) -> Result<Output> {
+        let dims = self.const_i32(
+            &format!("{base}/shape"),
+            &shape.iter().map(|&d| d as i32).collect::<Vec<_>>(),
+        )?;
+        let v = self.scalar(&format!("{base}/value"), value)?;
+        self.op("Fill", &format!("{base}/Fill"), &[dims, v], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            Ok(d.set_attr_type("index_type", DataType::Int32)?)
+        })
+        .map(Self::out)
+    }
+
+    /// `VarHandleOp` + `ReadVariableOp`, optionally colocated with another variable via `_class`.
+    fn raw_variable(
+        &mut self,
+        base: &str,
+        shape: &[i64],
+        colocate_with: Option<&str>,
+    ) -> Result<Var> {
+        let tf_shape = Shape::from(shape);
+        let handle_name = self.name(base);
+        let class = colocate_with.map(|c| vec![format!("loc:@{c}")]);
+        let handle = self.op("VarHandleOp", base, &[], |d| {
+            d.set_attr_type("dtype", DataType::Float)?;
+            d.set_attr_shape("shape", &tf_shape)?;
+            d.set_attr_string("shared_name", &handle_name)?;
+            if let Some(class) = &class {
+                d.set_attr_string_list("_class", class)?;
+            }
+            Ok(())
+        })?;
+        let read = self.op(
+            "ReadVariableOp",
+            &format!("{handle_name}/Read/ReadVariableOp"),
+            &[Self::out(handle.clone())],
+            |d| Ok(d.set_attr_type("dtype", DataType::Float)?),
+        )?;
+        Ok(Var {
+            name: handle_name,
+            handle,
+            read: Self::out(read),
+            shape: shape.to_vec(),
+        })
+    }
+
+    fn assign_initial(&mut self, var: &Var, value: Output) -> Result<()> {
+        let assign = self.op(
+            "AssignVariableOp",
+            &format!("{}/Assign", var.name),
+            &[Self::out(var.handle.clone()), value],
+            |d| Ok(d.set_attr_type("dtype", DataType::Float)?),
+        )?;
+        self.initializers.push(assign);
+        Ok(())
+    }
+
+    /// `Conv2D` (NHWC, SAME or VALID) with a new `[k, k, in, out]` kernel, He-initialised.
+    pub fn conv2d(
+        &mut self,
+        x: Output,
+        k: i64,
+        cin: i64,
+        cout: i64,
+        stride: i64,
+        padding: &str,
+    ) -> Result<Output> {
+        let std = (2.0 / (k * k * cin) as f32).sqrt();
+        let w = self.variable("kernel", &[k, k, cin, cout], std, 0.0)?;
+        self.op("Conv2D", "Conv2D", &[x, w.read], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            d.set_attr_int_list("strides", &[1, stride, stride, 1])?;
+            d.set_attr_string("padding", padding)?;
+            Ok(d.set_attr_string("data_format", "NHWC")?)
+        })
+        .map(Self::out)
+    }
+
+    /// `DepthwiseConv2dNative` with a new `[k, k, c, 1]` kernel.
+    pub fn depthwise(&mut self, x: Output, k: i64, c: i64, stride: i64) -> Result<Output> {
+        let std = (2.0 / (k * k) as f32).sqrt();
+        let w = self.variable("depthwise_kernel", &[k, k, c, 1], std, 0.0)?;
+        self.op("DepthwiseConv2dNative", "depthwise", &[x, w.read], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            d.set_attr_int_list("strides", &[1, stride, stride, 1])?;
+            d.set_attr_string("padding", "SAME")?;
+            Ok(d.set_attr_string("data_format", "NHWC")?)
+        })
+        .map(Self::out)
+    }
+
+    /// `BiasAdd` with a new zero bias of `c` channels.
+    pub fn bias_add(&mut self, x: Output, c: i64) -> Result<Output> {
+        let b = self.variable("bias", &[c], 0.0, 0.0)?;
+        self.op("BiasAdd", "BiasAdd", &[x, b.read], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            Ok(d.set_attr_string("data_format", "NHWC")?)
+        })
+        .map(Self::out)
+    }
+
+    /// `FusedBatchNormV3` in training mode with new scale (1) and offset (0) of `c` channels.
+    pub fn batch_norm(&mut self, x: Output, c: i64) -> Result<Output> {
+        let gamma = self.variable("gamma", &[c], 0.0, 1.0)?;
+        let beta = self.variable("beta", &[c], 0.0, 0.0)?;
+        let empty = self.const_f32("empty", &[0], &[])?;
+        self.op(
+            "FusedBatchNormV3",
+            "FusedBatchNormV3",
+            &[x, gamma.read, beta.read, empty.clone(), empty],
+            |d| {
+                d.set_attr_type("T", DataType::Float)?;
+                d.set_attr_type("U", DataType::Float)?;
+                d.set_attr_float("epsilon", 1e-3)?;
+                d.set_attr_string("data_format", "NHWC")?;
+                Ok(d.set_attr_bool("is_training", true)?)
+            },
+        )
+        .map(Self::out)
+    }
+
+    /// `Relu`.
+    pub fn relu(&mut self, x: Output) -> Result<Output> {
+        self.op("Relu", "Relu", &[x], |d| {
+            Ok(d.set_attr_type("T", DataType::Float)?)
+        })
+        .map(Self::out)
+    }
+
+    /// `MaxPool` or `AvgPool` (`kind`), square window `k`, stride `s`.
+    pub fn pool(&mut self, kind: &str, x: Output, k: i64, s: i64, padding: &str) -> Result<Output> {
+        self.op(kind, kind, &[x], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            d.set_attr_int_list("ksize", &[1, k, k, 1])?;
+            d.set_attr_int_list("strides", &[1, s, s, 1])?;
+            d.set_attr_string("padding", padding)?;
+            Ok(d.set_attr_string("data_format", "NHWC")?)
+        })
+        .map(Self::out)
+    }
+
+    /// Element-wise `AddV2`.
+    pub fn add(&mut self, a: Output, b: Output) -> Result<Output> {
+        self.op("AddV2", "add", &[a, b], |d| {
+            Ok(d.set_attr_type("T", DataType::Float)?)
+        })
+        .map(Self::out)
+    }
+
+    /// `ConcatV2` along `axis`.
+    pub fn concat(&mut self, xs: &[Output], axis: i32) -> Result<Output> {
+        let t = Tensor::<i32>::new(&[])
+            .with_values(&[axis])
+            .map_err(|e| tf_err("concat/axis", e))?;
+        let ax = self.op("Const", "concat/axis", &[], |d| {
+            d.set_attr_type("dtype", DataType::Int32)?;
+            Ok(d.set_attr_tensor("value", t)?)
+        })?;
+        let n = xs.len() as i64;
+        let name = self.name("concat");
+        let mut d = self
+            .graph
+            .new_operation("ConcatV2", &name)
+            .map_err(|e| tf_err(&name, e))?;
+        d.add_input_list(xs);
+        d.add_input(Self::out(ax));
+        d.set_attr_int("N", n).map_err(|e| tf_err(&name, e))?;
+        d.set_attr_type("T", DataType::Float)
+            .map_err(|e| tf_err(&name, e))?;
+        d.set_attr_type("Tidx", DataType::Int32)
+            .map_err(|e| tf_err(&name, e))?;
+        d.finish().map(Self::out).map_err(|e| tf_err(&name, e))
+    }
+
+    /// `Mean` over `axes`.
+    pub fn mean(&mut self, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
+        let ax = self.const_i32("Mean/reduction_indices", axes)?;
+        self.op("Mean", "Mean", &[x, ax], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            d.set_attr_type("Tidx", DataType::Int32)?;
+            Ok(d.set_attr_bool("keep_dims", keep_dims)?)
+        })
+        .map(Self::out)
+    }
+
+    /// `Reshape` to `shape`.
+    pub fn reshape(&mut self, x: Output, shape: &[i32]) -> Result<Output> {
+        let s = self.const_i32("Reshape/shape", shape)?;
+        self.op("Reshape", "Reshape", &[x, s], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            Ok(d.set_attr_type("Tshape", DataType::Int32)?)
+        })
+        .map(Self::out)
+    }
+
+    /// Fully connected layer: `MatMul` with a new `[cin, cout]` kernel plus a bias.
+    pub fn dense(&mut self, x: Output, cin: i64, cout: i64) -> Result<Output> {
+        let std = (2.0 / cin as f32).sqrt();
+        let w = self.variable("kernel", &[cin, cout], std, 0.0)?;
+        let y = self.op("MatMul", "MatMul", &[x, w.read], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            d.set_attr_bool("transpose_a", false)?;
+            Ok(d.set_attr_bool("transpose_b", false)?)
+        })?;
+        let b = self.variable("bias", &[cout], 0.0, 0.0)?;
+        self.op("BiasAdd", "BiasAdd", &[Self::out(y), b.read], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            Ok(d.set_attr_string("data_format", "NHWC")?)
+        })
+        .map(Self::out)
+    }
+
+    /// Mean softmax cross-entropy of `logits` against one-hot `labels`, as the op named `loss`.
+    pub fn softmax_xent_loss(&mut self, logits: Output, labels: Output) -> Result<Output> {
+        let xent = self.op(
+            "SoftmaxCrossEntropyWithLogits",
+            "xent",
+            &[logits, labels],
+            |d| Ok(d.set_attr_type("T", DataType::Float)?),
+        )?;
+        let ax = self.const_i32("loss/reduction_indices", &[0])?;
+        self.op("Mean", "loss", &[Self::out(xent), ax], |d| {
+            d.set_attr_type("T", DataType::Float)?;
+            d.set_attr_type("Tidx", DataType::Int32)?;
+            Ok(d.set_attr_bool("keep_dims", false)?)
+        })
+        .map(Self::out)
+    }
+
+    /// Adds gradients of `loss` w.r.t. every variable and momentum-SGD updates
+    /// (`ResourceApplyMomentum`, slot `VAR/Momentum` colocated with `VAR`), then the `train`
+    /// and `init` ops.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if TensorFlow has no gradient for an op of the model.
+    pub fn minimize_momentum(
+        &mut self,
+        loss: Output,
+        learning_rate: f32,
+        momentum: f32,
+    ) -> Result<()> {
+        let reads: Vec<Output> = self.vars.iter().map(|v| v.read.clone()).collect();
+        let grads = self
+            .graph
+            .add_gradients(Some("gradients"), &[loss], &reads, None)
+            .map_err(|e| Error::tf("TF_AddGradients", e))?;
+        let lr = self.scalar("SGD/learning_rate", learning_rate)?;
+        let mom = self.scalar("SGD/momentum", momentum)?;
+        let mut applies = Vec::new();
+        let vars = self.vars.clone();
+        for (var, grad) in vars.iter().zip(grads) {
+            let Some(grad) = grad else {
+                return Err(Error::InvalidGraph {
+                    node: var.name.clone(),
+                    reason: "no gradient reaches this variable".into(),
+                });
+            };
+            let slot = self.raw_variable(
+                &format!("{}/Momentum", var.name),
+                &var.shape,
+                Some(&var.name),
+            )?;
+            let zeros = self.filled(
+                &format!("{}/Momentum/Initializer", var.name),
+                &var.shape,
+                0.0,
+            )?;
+            self.assign_initial(&slot, zeros)?;
+            let inputs = [
+                Self::out(var.handle.clone()),
+                Self::out(slot.handle.clone()),
+                lr.clone(),
+                grad,
+                mom.clone(),
+            ];
+            applies.push(self.op(
+                "ResourceApplyMomentum",
+                &format!("SGD/update_{}", var.name),
+                &inputs,
+                |d| {
+                    d.set_attr_type("T", DataType::Float)?;
+                    d.set_attr_bool("use_locking", false)?;
+                    Ok(d.set_attr_bool("use_nesterov", false)?)
+                },
+            )?);
+        }
+        let train_deps = applies;
+        self.op("NoOp", "train", &[], |d| {
+            for a in &train_deps {
+                d.add_control_input(a);
+            }
+            Ok(())
+        })?;
+        let init_deps = self.initializers.clone();
+        self.op("NoOp", "init", &[], |d| {
+            for a in &init_deps {
+                d.add_control_input(a);
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+}

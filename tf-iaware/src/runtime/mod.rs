@@ -1,0 +1,13 @@
+//! Running graphs through the TensorFlow C API: session configuration, placed sessions with
+//! deadlines and step stats, the sidecar, and synthetic-data training.
+
+pub mod config;
+pub mod session;
+pub mod sidecar;
+pub mod stats;
+pub mod train;
+
+pub use config::SessionConfig;
+pub use session::{PlacedSession, RunOutcome};
+pub use sidecar::Sidecar;
+pub use train::{StepTimes, TrainReport, Trainer};

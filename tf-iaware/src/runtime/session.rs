@@ -1,0 +1,155 @@
+//! [`PlacedSession`]: a TensorFlow session over a placed graph, run by op name, with deadlines and
+//! step stats.
+
+use std::time::{Duration, Instant};
+
+use prost::Message;
+use tensorflow::{Graph, Operation, Session, SessionRunArgs, Tensor};
+
+use super::config::SessionConfig;
+use crate::error::{Error, Result};
+use crate::proto::{RunMetadata, RunOptions, StepStats};
+
+/// Default deadline of one `Session::run`, ms: nothing hangs forever.
+pub const DEFAULT_RUN_TIMEOUT_MS: i64 = 600_000;
+
+/// What one run returned.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Values of the fetched float tensors, in request order.
+    pub fetched: Vec<Tensor<f32>>,
+    /// Wall time of `Session::run`.
+    pub wall: Duration,
+    /// Step stats when tracing was requested.
+    pub step_stats: Option<StepStats>,
+}
+
+/// A session over a (placed) graph.
+pub struct PlacedSession {
+    graph: Graph,
+    session: Session,
+    /// Deadline of each run, ms (RunOptions.timeout_in_ms).
+    pub run_timeout_ms: i64,
+}
+
+impl PlacedSession {
+    /// Creates a session over `graph` with `config`.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if TensorFlow cannot create it (bad target, bad config).
+    pub fn new(graph: Graph, config: &SessionConfig) -> Result<Self> {
+        crate::tf::ensure_supported_version()?;
+        let session = Session::new(&config.session_options()?, &graph).map_err(|e| {
+            Error::tf(
+                format!("creating a session (target `{}`)", config.target),
+                e,
+            )
+        })?;
+        Ok(PlacedSession {
+            graph,
+            session,
+            run_timeout_ms: DEFAULT_RUN_TIMEOUT_MS,
+        })
+    }
+
+    /// The graph the session runs.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Devices the session sees.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if listing fails.
+    pub fn devices(&self) -> Result<Vec<tensorflow::Device>> {
+        self.session
+            .device_list()
+            .map_err(|e| Error::tf("listing devices", e))
+    }
+
+    /// The operation called `name`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownOp`] with `context` if the graph has no such op.
+    pub fn op(&self, name: &str, context: &str) -> Result<Operation> {
+        self.graph
+            .operation_by_name(name)
+            .ok()
+            .flatten()
+            .ok_or_else(|| Error::UnknownOp {
+                context: context.into(),
+                op: name.into(),
+            })
+    }
+
+    /// Runs once: feeds float tensors to ops (output 0), runs `targets`, fetches output 0 of
+    /// `fetches`; with `trace`, requests FULL_TRACE step stats.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] naming the targets if the run fails or passes its deadline.
+    pub fn run(
+        &self,
+        feeds: &[(Operation, &Tensor<f32>)],
+        targets: &[Operation],
+        fetches: &[Operation],
+        trace: bool,
+    ) -> Result<RunOutcome> {
+        let mut args = SessionRunArgs::new();
+        for (op, t) in feeds {
+            args.add_feed(op, 0, t);
+        }
+        for op in targets {
+            args.add_target(op);
+        }
+        let tokens: Vec<_> = fetches.iter().map(|op| args.request_fetch(op, 0)).collect();
+        let options = RunOptions {
+            trace_level: if trace { RunOptions::FULL_TRACE } else { 0 },
+            timeout_in_ms: self.run_timeout_ms,
+        };
+        args.set_run_options(&options.encode_to_vec());
+        args.set_request_metadata(trace);
+        let describe = || {
+            let names: Vec<String> = targets
+                .iter()
+                .chain(fetches)
+                .map(|o| o.name().unwrap_or_default())
+                .collect();
+            format!("Session::run({})", names.join(", "))
+        };
+        let start = Instant::now();
+        self.session
+            .run(&mut args)
+            .map_err(|e| Error::tf(describe(), e))?;
+        let wall = start.elapsed();
+        let mut fetched = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            fetched.push(
+                args.fetch::<f32>(t)
+                    .map_err(|e| Error::tf(format!("fetching from {}", describe()), e))?,
+            );
+        }
+        let step_stats = if trace {
+            let bytes = args.get_metadata().unwrap_or_default();
+            let meta = RunMetadata::decode(bytes).map_err(|source| Error::GraphDecode {
+                what: "RunMetadata".into(),
+                source,
+            })?;
+            meta.step_stats
+        } else {
+            None
+        };
+        Ok(RunOutcome {
+            fetched,
+            wall,
+            step_stats,
+        })
+    }
+}
+
+impl Drop for PlacedSession {
+    fn drop(&mut self) {
+        if let Err(e) = self.session.close() {
+            log::warn!("closing session: {e}");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The graph sidecar (`F.json` next to `F.pb`, DESIGN.md §5): how to train a GraphDef with
+//! synthetic data.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::graph::OpGraph;
+
+/// Contents of a sidecar. Unknown keys are ignored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sidecar {
+    /// float32 placeholders and their shapes; a leading `-1` is the batch dimension.
+    pub inputs: BTreeMap<String, Vec<i64>>,
+    /// Op that initialises every variable.
+    pub init: String,
+    /// Op run once per training step.
+    pub train: String,
+    /// Scalar float loss (op name; output 0).
+    pub loss: String,
+    /// Inputs fed one-hot rows (class labels) instead of uniform noise. Optional extension.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_hot: Vec<String>,
+    /// Global batch size the graph was built with, if fixed. Optional extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<usize>,
+}
+
+impl Sidecar {
+    /// The sidecar path for a graph path: same stem, `.json`.
+    pub fn path_for(graph: &Path) -> PathBuf {
+        graph.with_extension("json")
+    }
+
+    /// Reads and parses a sidecar file.
+    ///
+    /// # Errors
+    /// [`Error::Sidecar`] naming the file if it is missing or not the documented JSON.
+    pub fn load(path: &Path) -> Result<Sidecar> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Sidecar {
+            path: path.into(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        let sidecar: Sidecar = serde_json::from_str(&text).map_err(|e| Error::Sidecar {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        for (name, shape) in &sidecar.inputs {
+            let bad = shape
+                .iter()
+                .enumerate()
+                .any(|(i, &d)| d == 0 || d < -1 || (d == -1 && i != 0));
+            if bad {
+                return Err(Error::Sidecar {
+                    path: path.into(),
+                    reason: format!("input `{name}` has shape {shape:?}: dimensions must be positive (-1 only first)"),
+                });
+            }
+        }
+        Ok(sidecar)
+    }
+
+    /// Writes the sidecar as pretty JSON.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(|source| Error::Json {
+            what: format!("sidecar {}", path.display()),
+            source,
+        })?;
+        std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+    }
+
+    /// Checks that every op the sidecar names exists in `graph`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownOp`] naming the sidecar key and the op.
+    pub fn check_against(&self, graph: &OpGraph, path: &Path) -> Result<()> {
+        let ctx = |key: &str| format!("sidecar {} `{key}`", path.display());
+        for name in self.inputs.keys() {
+            graph.require(name, &ctx("inputs"))?;
+        }
+        for name in &self.one_hot {
+            if !self.inputs.contains_key(name) {
+                return Err(Error::Sidecar {
+                    path: path.into(),
+                    reason: format!("`one_hot` names `{name}`, which is not in `inputs`"),
+                });
+            }
+        }
+        graph.require(&self.init, &ctx("init"))?;
+        graph.require(&self.train, &ctx("train"))?;
+        graph.require(&self.loss, &ctx("loss"))?;
+        Ok(())
+    }
+
+    /// Batch size: the explicit one, else the first fixed leading dimension of an input.
+    pub fn batch_size(&self) -> Option<usize> {
+        self.batch.or_else(|| {
+            self.inputs
+                .values()
+                .find_map(|s| s.first().copied().filter(|&d| d > 0).map(|d| d as usize))
+        })
+    }
+}

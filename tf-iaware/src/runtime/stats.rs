@@ -1,0 +1,157 @@
+//! Reading step stats (`RunMetadata`): what actually ran where.
+
+use std::collections::BTreeMap;
+
+use crate::graph::DeviceName;
+use crate::placer::Placement;
+use crate::proto::StepStats;
+
+/// The device part of a step-stats device string (drops stream suffixes such as
+/// `/device:GPU:0/stream:all`, keeps `/job:…/replica:…/task:…/device:TYPE:ID`).
+pub fn normalize_device(device: &str) -> String {
+    let mut parts = Vec::new();
+    for part in device.split('/').filter(|p| !p.is_empty()) {
+        let key = part.split(':').next().unwrap_or("");
+        if matches!(key, "job" | "replica" | "task" | "device") {
+            parts.push(part);
+        }
+        if key == "device" {
+            break;
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Device → set of node names step stats saw run there. Internal nodes (`_SOURCE`, `_SINK`) are
+/// excluded; transfers (`_Send`/`_Recv`) and ops Grappler created are counted.
+pub fn executed_nodes(stats: &StepStats) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for dev in &stats.dev_stats {
+        let names = out.entry(normalize_device(&dev.device)).or_default();
+        for n in &dev.node_stats {
+            if n.node_name == "_SOURCE" || n.node_name == "_SINK" || n.node_name.is_empty() {
+                continue;
+            }
+            names.push(n.node_name.clone());
+        }
+    }
+    for names in out.values_mut() {
+        names.sort();
+        names.dedup();
+    }
+    out.retain(|_, v| !v.is_empty());
+    out
+}
+
+/// Device → number of distinct nodes that ran there.
+pub fn executed_counts(stats: &StepStats) -> BTreeMap<String, usize> {
+    executed_nodes(stats)
+        .into_iter()
+        .map(|(d, n)| (d, n.len()))
+        .collect()
+}
+
+/// A placed op that step stats saw on another device.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Mismatch {
+    pub op: String,
+    pub placed: String,
+    pub ran: String,
+}
+
+/// Op type of a step-stats entry, from its timeline label (`"name = Op(inputs)"`).
+fn label_op_type(label: &str) -> Option<&str> {
+    let (_, rest) = label.split_once(" = ")?;
+    rest.split('(')
+        .next()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Every placed op that ran somewhere other than where it was placed (devices compared as
+/// parsed names, so `/device:CPU:1` and the full name agree). Nodes Grappler rewrote into
+/// another op type (constant folding turns shape arithmetic into `Const`, say) are not the op
+/// that was placed and are skipped; `op_type` gives the graph's type of a node name.
+pub fn placement_mismatches<'a>(
+    stats: &StepStats,
+    placement: &Placement,
+    op_type: impl Fn(&str) -> Option<&'a str>,
+) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    for dev in &stats.dev_stats {
+        let device = normalize_device(&dev.device);
+        let ran = DeviceName::parse(&device).unwrap_or_default();
+        for n in &dev.node_stats {
+            let Some(placed) = placement.device_of(&n.node_name) else {
+                continue;
+            };
+            let rewritten = match (label_op_type(&n.timeline_label), op_type(&n.node_name)) {
+                (Some(seen), Some(expected)) => seen != expected,
+                _ => false,
+            };
+            let Ok(want) = DeviceName::parse(placed) else {
+                continue;
+            };
+            if !rewritten
+                && !want.matches(&ran)
+                && !out.iter().any(|m: &Mismatch| m.op == n.node_name)
+            {
+                out.push(Mismatch {
+                    op: n.node_name.clone(),
+                    placed: placed.into(),
+                    ran: device.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{DeviceStepStats, NodeExecStats};
+
+    fn stats() -> StepStats {
+        let node = |n: &str| NodeExecStats {
+            node_name: n.into(),
+            ..Default::default()
+        };
+        StepStats {
+            dev_stats: vec![
+                DeviceStepStats {
+                    device: "/job:localhost/replica:0/task:0/device:CPU:0".into(),
+                    node_stats: vec![node("_SOURCE"), node("a"), node("b"), node("a")],
+                },
+                DeviceStepStats {
+                    device: "/job:localhost/replica:0/task:0/device:GPU:0/stream:all".into(),
+                    node_stats: vec![node("c")],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn counts_distinct_nodes_per_device() {
+        let counts = executed_counts(&stats());
+        assert_eq!(counts["/job:localhost/replica:0/task:0/device:CPU:0"], 2);
+        assert_eq!(counts["/job:localhost/replica:0/task:0/device:GPU:0"], 1);
+    }
+
+    #[test]
+    fn finds_ops_that_ran_elsewhere() {
+        let mut p = Placement::new("t");
+        p.devices.insert("a".into(), "/device:CPU:0".into());
+        p.devices.insert(
+            "c".into(),
+            "/job:localhost/replica:0/task:0/device:CPU:1".into(),
+        );
+        let m = placement_mismatches(&stats(), &p, |_| None);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].op, "c");
+        // A node rewritten into another op type (label says Const, graph says Prod) is skipped.
+        let mut s = stats();
+        s.dev_stats[1].node_stats[0].timeline_label = "c = Const()".into();
+        assert!(placement_mismatches(&s, &p, |n| (n == "c").then_some("Prod")).is_empty());
+    }
+}

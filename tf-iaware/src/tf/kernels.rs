@@ -1,0 +1,80 @@
+//! Which device types have a registered kernel for an op (`TF_GetRegisteredKernelsForOp`), cached.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Mutex, OnceLock};
+
+use prost::Message;
+use tf_iaware_sys as sys;
+
+use super::status::Status;
+use crate::error::{Error, Result};
+use crate::proto::KernelList;
+
+/// Device types (`"CPU"`, `"GPU"`, …, sorted, deduplicated) with a kernel registered for op
+/// type `op`. Empty for ops that need no kernel (e.g. function calls resolved at run time).
+///
+/// # Errors
+/// [`Error::TensorFlow`] if the registry cannot be queried; [`Error::GraphDecode`] if its answer
+/// does not decode.
+pub fn kernel_device_types(op: &str) -> Result<Vec<String>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Vec<String>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(op) {
+        return Ok(hit.clone());
+    }
+    let types = query(op)?;
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(op.to_string(), types.clone());
+    Ok(types)
+}
+
+fn query(op: &str) -> Result<Vec<String>> {
+    let name = CString::new(op).map_err(|_| Error::InvalidGraph {
+        node: op.into(),
+        reason: "op type contains a NUL byte".into(),
+    })?;
+    let status = Status::new();
+    // SAFETY: name is NUL-terminated, status live; the returned buffer is ours to delete.
+    let buf = unsafe { sys::TF_GetRegisteredKernelsForOp(name.as_ptr(), status.as_ptr()) };
+    let checked = status.check(&format!("TF_GetRegisteredKernelsForOp({op})"));
+    if buf.is_null() {
+        checked?;
+        return Ok(Vec::new());
+    }
+    // SAFETY: a non-null TF_Buffer holds `length` readable bytes at `data` until deleted.
+    let bytes = unsafe {
+        let b = &*buf;
+        if b.data.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(b.data as *const u8, b.length).to_vec()
+        }
+    };
+    // SAFETY: buf came from TensorFlow and is deleted exactly once.
+    unsafe { sys::TF_DeleteBuffer(buf) };
+    checked?;
+    let list = KernelList::decode(bytes.as_slice()).map_err(|source| Error::GraphDecode {
+        what: format!("KernelList for {op}"),
+        source,
+    })?;
+    let mut types: Vec<String> = list.kernel.into_iter().map(|k| k.device_type).collect();
+    types.sort();
+    types.dedup();
+    Ok(types)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_has_a_cpu_kernel_and_unknown_ops_have_none() {
+        assert!(kernel_device_types("MatMul")
+            .unwrap()
+            .contains(&"CPU".to_string()));
+        assert!(kernel_device_types("NoSuchOpAnywhere").unwrap().is_empty());
+    }
+}
