@@ -30,6 +30,10 @@ enum Command {
 }
 
 fn main() {
+    // SAFETY: called before any thread starts; SIG_DFL is always a valid disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // TensorFlow's own INFO chatter (CPU feature notes) is noise on a CLI; users can still set it.
     if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
         std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");

@@ -11,7 +11,11 @@ pub fn bin() -> Command {
 
 /// Runs `tf-iaware args…`, returning the output.
 pub fn run(args: &[&str]) -> Output {
-    bin().args(args).env("RUST_LOG", "warn").output().expect("the tf-iaware binary runs")
+    bin()
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the tf-iaware binary runs")
 }
 
 /// Runs and asserts success, returning stdout.
@@ -30,14 +34,28 @@ pub fn ok(args: &[&str]) -> String {
 pub fn fails(args: &[&str]) -> String {
     let out = run(args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "tf-iaware {args:?} should fail cleanly: {stderr}");
-    assert!(!stderr.contains("panicked"), "tf-iaware {args:?} panicked: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "tf-iaware {args:?} should fail cleanly: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "tf-iaware {args:?} panicked: {stderr}"
+    );
     stderr
 }
 
 /// Writes zoo model `name` (batch `batch`) into `dir`, returning the GraphDef path.
 pub fn model(dir: &Path, name: &str, batch: usize) -> PathBuf {
     let path = dir.join(format!("{name}.pb"));
-    ok(&["model", name, "--batch", &batch.to_string(), "--out", path.to_str().unwrap()]);
+    ok(&[
+        "model",
+        name,
+        "--batch",
+        &batch.to_string(),
+        "--out",
+        path.to_str().unwrap(),
+    ]);
     path
 }

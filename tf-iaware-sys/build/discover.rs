@@ -132,7 +132,7 @@ pub fn python_package(expected_version: &str, notes: &mut Vec<String>) -> Option
         return None;
     }
     let pkg = PathBuf::from(pkg);
-    let version = pkg.parent().and_then(|site| dist_info_version(site));
+    let version = pkg.parent().and_then(dist_info_version);
     match version.as_deref() {
         Some(v) if v == expected_version => {}
         other => {

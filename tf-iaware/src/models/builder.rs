@@ -76,19 +76,19 @@ impl Net {
             full.push('/');
         }
         full.push_str(base);
-        if self.graph.operation_by_name(&full).ok().flatten().is_none() {
+        self.unique(full)
+    }
+
+    /// `full` if no op has that name yet, else `full_N` for the first free `N`.
+    fn unique(&mut self, full: String) -> String {
+        let taken = |g: &Graph, n: &str| g.operation_by_name(n).ok().flatten().is_some();
+        if !taken(&self.graph, &full) {
             return full;
         }
         loop {
             self.counter += 1;
             let candidate = format!("{full}_{}", self.counter);
-            if self
-                .graph
-                .operation_by_name(&candidate)
-                .ok()
-                .flatten()
-                .is_none()
-            {
+            if !taken(&self.graph, &candidate) {
                 return candidate;
             }
         }
@@ -104,6 +104,18 @@ impl Net {
         attrs: impl FnOnce(&mut OperationDescription<'_>) -> AttrResult,
     ) -> Result<Operation> {
         let name = self.name(base);
+        self.op_named(ty, &name, inputs, attrs)
+    }
+
+    /// Adds an op with the exact (unscoped) name `name`.
+    fn op_named(
+        &mut self,
+        ty: &str,
+        name: &str,
+        inputs: &[Output],
+        attrs: impl FnOnce(&mut OperationDescription<'_>) -> AttrResult,
+    ) -> Result<Operation> {
+        let name = name.to_string();
         let mut d = self
             .graph
             .new_operation(ty, &name)
@@ -228,7 +240,7 @@ impl Net {
             }
             Ok(())
         })?;
-        let read = self.op(
+        let read = self.op_named(
             "ReadVariableOp",
             &format!("{handle_name}/Read/ReadVariableOp"),
             &[Self::out(handle.clone())],
@@ -243,7 +255,7 @@ impl Net {
     }
 
     fn assign_initial(&mut self, var: &Var, value: Output) -> Result<()> {
-        let assign = self.op(
+        let assign = self.op_named(
             "AssignVariableOp",
             &format!("{}/Assign", var.name),
             &[Self::out(var.handle.clone()), value],

@@ -110,20 +110,20 @@ fn lenet(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
     net.scoped("logits", |n| n.dense(h, 84, classes))
 }
 
-/// conv → batch norm → (relu).
-fn conv_bn(
-    net: &mut Net,
-    scope: &str,
-    x: Output,
+/// A square convolution: kernel size, input and output channels, stride.
+#[derive(Clone, Copy)]
+struct Conv {
     k: i64,
     cin: i64,
     cout: i64,
     stride: i64,
-    relu: bool,
-) -> Result<Output> {
+}
+
+/// conv → batch norm → (relu).
+fn conv_bn(net: &mut Net, scope: &str, x: Output, c: Conv, relu: bool) -> Result<Output> {
     net.scoped(scope, |n| {
-        let y = n.conv2d(x, k, cin, cout, stride, "SAME")?;
-        let y = n.batch_norm(y, cout)?;
+        let y = n.conv2d(x, c.k, c.cin, c.cout, c.stride, "SAME")?;
+        let y = n.batch_norm(y, c.cout)?;
         if relu {
             n.relu(y)
         } else {
@@ -135,7 +135,18 @@ fn conv_bn(
 /// ResNet-20 for CIFAR-10 (He et al. 2016): 3 stages of 3 basic blocks, 16/32/64 channels,
 /// 1×1 projection shortcuts where the shape changes.
 fn resnet20(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
-    let mut h = conv_bn(net, "conv1", x, 3, 3, 16, 1, true)?;
+    let mut h = conv_bn(
+        net,
+        "conv1",
+        x,
+        Conv {
+            k: 3,
+            cin: 3,
+            cout: 16,
+            stride: 1,
+        },
+        true,
+    )?;
     let mut cin = 16;
     for (stage, cout) in [16i64, 32, 64].into_iter().enumerate() {
         for block in 0..3 {
@@ -143,10 +154,43 @@ fn resnet20(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
             let scope = format!("stage{}_block{}", stage + 1, block + 1);
             let input = h.clone();
             h = net.scoped(&scope, |n| {
-                let y = conv_bn(n, "conv_a", input.clone(), 3, cin, cout, stride, true)?;
-                let y = conv_bn(n, "conv_b", y, 3, cout, cout, 1, false)?;
+                let y = conv_bn(
+                    n,
+                    "conv_a",
+                    input.clone(),
+                    Conv {
+                        k: 3,
+                        cin,
+                        cout,
+                        stride,
+                    },
+                    true,
+                )?;
+                let y = conv_bn(
+                    n,
+                    "conv_b",
+                    y,
+                    Conv {
+                        k: 3,
+                        cin: cout,
+                        cout,
+                        stride: 1,
+                    },
+                    false,
+                )?;
                 let shortcut = if stride != 1 || cin != cout {
-                    conv_bn(n, "shortcut", input, 1, cin, cout, stride, false)?
+                    conv_bn(
+                        n,
+                        "shortcut",
+                        input,
+                        Conv {
+                            k: 1,
+                            cin,
+                            cout,
+                            stride,
+                        },
+                        false,
+                    )?
                 } else {
                     input
                 };
@@ -162,7 +206,18 @@ fn resnet20(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
 
 /// MobileNet (Howard et al. 2017) shrunk for CIFAR: a 3×3 stem, then depthwise-separable blocks.
 fn mobilenet(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
-    let mut h = conv_bn(net, "conv1", x, 3, 3, 32, 1, true)?;
+    let mut h = conv_bn(
+        net,
+        "conv1",
+        x,
+        Conv {
+            k: 3,
+            cin: 3,
+            cout: 32,
+            stride: 1,
+        },
+        true,
+    )?;
     let mut cin = 32;
     let blocks: [(i64, i64); 6] = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)];
     for (i, (cout, stride)) in blocks.into_iter().enumerate() {
@@ -173,7 +228,18 @@ fn mobilenet(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
                 let y = n.batch_norm(y, cin)?;
                 n.relu(y)
             })?;
-            conv_bn(n, "pw", y, 1, cin, cout, 1, true)
+            conv_bn(
+                n,
+                "pw",
+                y,
+                Conv {
+                    k: 1,
+                    cin,
+                    cout,
+                    stride: 1,
+                },
+                true,
+            )
         })?;
         cin = cout;
     }

@@ -137,7 +137,7 @@ impl Trainer {
     /// [`Error::TensorFlow`] if initialisation fails.
     pub fn init(&self) -> Result<()> {
         self.session
-            .run(&[], &[self.init.clone()], &[], false)
+            .run(&[], std::slice::from_ref(&self.init), &[], false)
             .map(|_| ())
     }
 
@@ -148,9 +148,12 @@ impl Trainer {
     pub fn step(&self, index: usize, trace: bool) -> Result<(f32, f64, Option<StepStats>)> {
         let feeds: Vec<(Operation, &Tensor<f32>)> =
             self.feeds.iter().map(|(o, t)| (o.clone(), t)).collect();
-        let out = self
-            .session
-            .run(&feeds, &[self.train.clone()], &[self.loss.clone()], trace)?;
+        let out = self.session.run(
+            &feeds,
+            std::slice::from_ref(&self.train),
+            std::slice::from_ref(&self.loss),
+            trace,
+        )?;
         let loss = out
             .fetched
             .first()

@@ -1,0 +1,161 @@
+//! The `tf-iaware` CLI end to end: the documented quick start, and clean failures on bad input.
+
+mod common;
+
+use common::{fails, ok};
+
+#[test]
+fn resnet20_trains_on_four_cpu_devices_with_finite_losses() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = common::model(dir.path(), "resnet20", 8);
+    let out = ok(&[
+        "run",
+        "--graph",
+        graph.to_str().unwrap(),
+        "--cluster",
+        "local:cpu=4",
+        "--strategy",
+        "round-robin",
+        "--steps",
+        "3",
+        "--warmup",
+        "0",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("--json prints one JSON document");
+    for key in [
+        "strategy",
+        "placement_ms",
+        "devices",
+        "step_ms",
+        "images_per_sec",
+        "loss_first",
+        "loss_last",
+        "executed",
+    ] {
+        assert!(v.get(key).is_some(), "report lacks `{key}`: {out}");
+    }
+    let losses = v["losses"].as_array().unwrap();
+    assert_eq!(losses.len(), 3);
+    assert!(
+        losses
+            .iter()
+            .all(|l| l.as_f64().is_some_and(f64::is_finite)),
+        "{losses:?}"
+    );
+    let executed = v["executed"].as_object().unwrap();
+    assert_eq!(executed.len(), 4, "{executed:?}");
+    for d in 0..4 {
+        let key = format!("/job:localhost/replica:0/task:0/device:CPU:{d}");
+        assert!(executed[&key].as_u64().unwrap() > 0, "nothing ran on {key}");
+    }
+}
+
+#[test]
+fn place_writes_a_placed_graph_and_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = common::model(dir.path(), "lenet", 4);
+    let placed = dir.path().join("placed.pb");
+    let report = dir.path().join("report.json");
+    ok(&[
+        "place",
+        "--graph",
+        graph.to_str().unwrap(),
+        "--cluster",
+        "local:cpu=3",
+        "--strategy",
+        "round-robin",
+        "--out",
+        placed.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["devices"].as_object().unwrap().len(), 3);
+    // The placed graph is itself a valid input, and its devices are what the report says.
+    let again = ok(&[
+        "place",
+        "--graph",
+        placed.to_str().unwrap(),
+        "--cluster",
+        "local:cpu=3",
+        "--json",
+    ]);
+    let a: serde_json::Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(a["strategy"], "tf-default");
+}
+
+#[test]
+fn devices_lists_local_cpus_as_json() {
+    let out = ok(&["devices", "--cluster", "local:cpu=3", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["devices"].as_array().unwrap().len(), 3);
+    assert!(v["tensorflow"].as_str().unwrap().starts_with("2.21"));
+}
+
+#[test]
+fn bad_inputs_fail_cleanly_and_name_the_culprit() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.pb");
+    std::fs::write(&garbage, b"\x0a\xff\xff\xff\xff this is not a GraphDef").unwrap();
+    let g = garbage.to_str().unwrap();
+    assert!(fails(&["place", "--graph", g, "--cluster", "local"]).contains("GraphDef"));
+
+    let graph = common::model(dir.path(), "mlp", 4);
+    let bytes = std::fs::read(&graph).unwrap();
+    let truncated = dir.path().join("truncated.pb");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
+    fails(&[
+        "place",
+        "--graph",
+        truncated.to_str().unwrap(),
+        "--cluster",
+        "local",
+    ]);
+
+    let gp = graph.to_str().unwrap();
+    assert!(fails(&["place", "--graph", gp, "--cluster", "local:cpu=0"]).contains("cpu=0"));
+    assert!(fails(&["place", "--graph", gp, "--cluster", "moon:base"]).contains("moon:base"));
+    assert!(fails(&[
+        "place",
+        "--graph",
+        gp,
+        "--cluster",
+        "local",
+        "--strategy",
+        "psychic"
+    ])
+    .contains("psychic"));
+    assert!(fails(&[
+        "place",
+        "--graph",
+        "/nonexistent/graph.pb",
+        "--cluster",
+        "local"
+    ])
+    .contains("/nonexistent/graph.pb"));
+    assert!(fails(&[
+        "model",
+        "alexnet",
+        "--out",
+        dir.path().join("a.pb").to_str().unwrap()
+    ])
+    .contains("alexnet"));
+
+    let sidecar = dir.path().join("bad.json");
+    std::fs::write(&sidecar, r#"{"inputs": {"x": [4, 784], "y": [4, 10]}, "init": "init", "train": "no_such_op", "loss": "loss"}"#).unwrap();
+    let err = fails(&[
+        "run",
+        "--graph",
+        gp,
+        "--meta",
+        sidecar.to_str().unwrap(),
+        "--steps",
+        "1",
+    ]);
+    assert!(err.contains("no_such_op") && err.contains("train"), "{err}");
+    std::fs::write(&sidecar, "{not json").unwrap();
+    assert!(
+        fails(&["run", "--graph", gp, "--meta", sidecar.to_str().unwrap()]).contains("bad.json")
+    );
+}
