@@ -27,6 +27,8 @@ enum Command {
     Place(cmd::place::Args),
     /// Place (if asked) and train a GraphDef with synthetic data; report what ran where.
     Run(cmd::run::Args),
+    /// Run one TensorFlow gRPC server (and metrics agent) of a TF_CONFIG cluster.
+    Worker(cmd::worker::Args),
 }
 
 fn main() {
@@ -47,6 +49,7 @@ fn main() {
         Command::Model(a) => cmd::model::run(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Worker(a) => cmd::worker::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

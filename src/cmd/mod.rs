@@ -4,3 +4,4 @@ pub mod devices;
 pub mod model;
 pub mod place;
 pub mod run;
+pub mod worker;

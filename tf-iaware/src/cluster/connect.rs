@@ -3,6 +3,7 @@
 use super::local;
 use super::model::Cluster;
 use super::spec::ClusterSpec;
+use super::tf_config::{TaskId, TfConfig};
 use crate::error::{Error, Result};
 use crate::runtime::SessionConfig;
 
@@ -15,13 +16,48 @@ pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
     let config = match spec {
         ClusterSpec::Local => SessionConfig::default(),
         ClusterSpec::LocalCpu(n) => SessionConfig::local_cpus(*n),
-        ClusterSpec::TfConfig(_) | ClusterSpec::Emulated(_) => {
+        ClusterSpec::TfConfig(path) => {
+            let tf_config = match path {
+                Some(p) => TfConfig::from_file(p)?,
+                None => TfConfig::from_env()?,
+            };
+            return connect_tf_config(&tf_config);
+        }
+        ClusterSpec::Emulated(_) => {
             return Err(Error::ClusterSpec {
                 spec: spec.to_string(),
-                reason: "distributed clusters (tf-config, emulated) are not available in this build yet; use local or local:cpu=N".into(),
+                reason: "emulated clusters are started with `tf-iaware bench`/`tf_iaware::emulate`, not connected to".into(),
             })
         }
     };
     let cluster = local::discover(&config)?;
+    Ok((cluster, config))
+}
+
+/// Connects to the master task of a TF_CONFIG cluster and lists every device of every task.
+/// Devices of one task share its address as `host`; memory of CPU devices is not capped.
+///
+/// # Errors
+/// [`Error::TensorFlow`] if the master cannot be reached or listed.
+pub fn connect_tf_config(tf_config: &TfConfig) -> Result<(Cluster, SessionConfig)> {
+    let master = tf_config.master();
+    let address = tf_config.address(&master).unwrap_or_default();
+    let config = SessionConfig {
+        target: format!("grpc://{address}"),
+        operation_timeout_ms: 60_000,
+        ..SessionConfig::default()
+    };
+    let mut cluster = local::discover(&config)?;
+    for d in &mut cluster.devices {
+        if let Ok(name) = d.parsed_name() {
+            if let (Some(job), Some(task)) = (name.job, name.task) {
+                let id = TaskId {
+                    job,
+                    index: task as usize,
+                };
+                d.host = tf_config.address(&id).unwrap_or("unknown").to_string();
+            }
+        }
+    }
     Ok((cluster, config))
 }

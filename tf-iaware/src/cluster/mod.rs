@@ -4,6 +4,7 @@ pub mod connect;
 pub mod local;
 pub mod model;
 pub mod spec;
+pub mod tf_config;
 
 pub use connect::connect;
 pub use model::{Cluster, Device};

@@ -1,0 +1,83 @@
+//! `tf-iaware worker`: one TensorFlow gRPC server (and its metrics agent) of a TF_CONFIG cluster.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// TF_CONFIG JSON file (default: the TF_CONFIG environment variable).
+    #[arg(long)]
+    tf_config: Option<PathBuf>,
+    /// Job of this task (default: TF_CONFIG's task.type).
+    #[arg(long)]
+    job: Option<String>,
+    /// Index of this task (default: TF_CONFIG's task.index).
+    #[arg(long)]
+    task: Option<usize>,
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and threads it starts later) and waits for one.
+fn wait_for_termination() -> i32 {
+    // SAFETY: plain libc signal-set manipulation on a local set; sigwait returns the signal.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let mut sig = 0;
+        libc::sigwait(&set, &mut sig);
+        sig
+    }
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let config = match &args.tf_config {
+        Some(path) => TfConfig::from_file(path)?,
+        None => TfConfig::from_env()?,
+    };
+    let task = match (&args.job, args.task, &config.task) {
+        (Some(job), index, _) => TaskId {
+            job: job.clone(),
+            index: index.unwrap_or(0),
+        },
+        (None, Some(index), Some(t)) => TaskId {
+            job: t.job.clone(),
+            index,
+        },
+        (None, None, Some(t)) => t.clone(),
+        (None, _, None) => bail!("no task: TF_CONFIG has no \"task\"; pass --job and --task"),
+    };
+    let def = config.server_def(&task)?;
+    let address = config.address(&task).unwrap_or_default().to_string();
+    // TensorFlow reports a taken port only vaguely; check it first and name it.
+    std::net::TcpListener::bind(("0.0.0.0", def.port as u16)).with_context(|| {
+        format!(
+            "port {} of task {}:{} ({address}) is not free",
+            def.port, task.job, task.index
+        )
+    })?;
+    // Signals must be blocked before TensorFlow starts its threads, so they inherit the mask.
+    // SAFETY: as in wait_for_termination.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    let server = tf_iaware::tf::Server::start(&def)?;
+    println!(
+        "task={}:{} target={}",
+        task.job,
+        task.index,
+        server.target()
+    );
+    let sig = wait_for_termination();
+    log::info!("signal {sig}: shutting down {}:{}", task.job, task.index);
+    // TensorFlow's gRPC server cannot always stop cleanly; the process exit releases everything.
+    std::mem::forget(server);
+    Ok(())
+}

@@ -1,0 +1,410 @@
+//! TF_CONFIG, parsed as TensorFlow's `TFConfigClusterResolver` reads it:
+//! `{"cluster": {"worker": ["host:port", …], "ps": […], "chief": […]}, "task": {"type": "worker",
+//! "index": 0}, "rpc_layer": "grpc"}`. Unknown keys are ignored, except tf-iaware's own optional
+//! `"metrics": {"worker": ["host:port", …], …}` — where each task's metrics agent listens.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::proto::{ClusterDef, JobDef};
+
+/// One task of a cluster: job name and index.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TaskId {
+    pub job: String,
+    pub index: usize,
+}
+
+impl TaskId {
+    /// `/job:JOB/replica:0/task:INDEX`.
+    pub fn device_prefix(&self) -> String {
+        format!("/job:{}/replica:0/task:{}", self.job, self.index)
+    }
+}
+
+/// A parsed TF_CONFIG.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TfConfig {
+    /// Job name → task addresses (`host:port`), in task order.
+    pub cluster: BTreeMap<String, Vec<String>>,
+    /// This process's task, when the document names one.
+    pub task: Option<TaskId>,
+    /// `grpc` (the only protocol TensorFlow's distributed runtime serves here).
+    pub rpc_layer: String,
+    /// Job name → metrics agent addresses (tf-iaware extension; may be absent or partial).
+    pub metrics: BTreeMap<String, Vec<String>>,
+}
+
+impl TfConfig {
+    /// Parses TF_CONFIG JSON text; `origin` names where it came from, for errors.
+    ///
+    /// # Errors
+    /// [`Error::TfConfig`] naming the origin and exactly what is wrong.
+    pub fn parse(text: &str, origin: &str) -> Result<TfConfig> {
+        let bad = |reason: String| Error::TfConfig {
+            origin: origin.into(),
+            reason,
+        };
+        let doc: Value = serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let obj = doc
+            .as_object()
+            .ok_or_else(|| bad("must be a JSON object".into()))?;
+        let cluster = jobs(
+            obj.get("cluster")
+                .ok_or_else(|| bad("has no \"cluster\"".into()))?,
+            "cluster",
+        )
+        .map_err(bad)?;
+        if cluster.is_empty() {
+            return Err(bad("\"cluster\" has no jobs".into()));
+        }
+        for (job, addrs) in &cluster {
+            if addrs.is_empty() {
+                return Err(bad(format!("job \"{job}\" has no tasks")));
+            }
+            for a in addrs {
+                check_address(a).map_err(|r| bad(format!("cluster.{job}: `{a}` {r}")))?;
+            }
+        }
+        let task = match obj.get("task") {
+            None | Some(Value::Null) => None,
+            Some(t) => {
+                let ty = t
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| bad("task.type must be a string".into()))?;
+                let index = match t.get("index") {
+                    None => 0,
+                    Some(i) => i
+                        .as_u64()
+                        .ok_or_else(|| bad("task.index must be a non-negative integer".into()))?
+                        as usize,
+                };
+                let tasks = cluster.get(ty).ok_or_else(|| {
+                    bad(format!(
+                        "task.type \"{ty}\" is not a job of the cluster ({})",
+                        keys(&cluster)
+                    ))
+                })?;
+                if index >= tasks.len() {
+                    return Err(bad(format!(
+                        "task.index {index} is out of range: job \"{ty}\" has {} task(s)",
+                        tasks.len()
+                    )));
+                }
+                Some(TaskId {
+                    job: ty.into(),
+                    index,
+                })
+            }
+        };
+        let rpc_layer = match obj.get("rpc_layer") {
+            None | Some(Value::Null) => "grpc".to_string(),
+            Some(Value::String(s)) if s == "grpc" || s.is_empty() => "grpc".to_string(),
+            Some(other) => {
+                return Err(bad(format!(
+                    "rpc_layer {other} is not supported (only \"grpc\")"
+                )))
+            }
+        };
+        let metrics = match obj.get("metrics") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(m) => {
+                let m = jobs(m, "metrics").map_err(bad)?;
+                for (job, addrs) in &m {
+                    let n = cluster.get(job).map_or(0, Vec::len);
+                    if addrs.len() > n {
+                        return Err(bad(format!(
+                            "metrics.{job} lists {} addresses for {n} task(s)",
+                            addrs.len()
+                        )));
+                    }
+                    for a in addrs {
+                        check_address(a).map_err(|r| bad(format!("metrics.{job}: `{a}` {r}")))?;
+                    }
+                }
+                m
+            }
+        };
+        Ok(TfConfig {
+            cluster,
+            task,
+            rpc_layer,
+            metrics,
+        })
+    }
+
+    /// Reads TF_CONFIG from the environment.
+    ///
+    /// # Errors
+    /// [`Error::TfConfig`] if it is unset or invalid.
+    pub fn from_env() -> Result<TfConfig> {
+        let text = std::env::var("TF_CONFIG").map_err(|_| Error::TfConfig {
+            origin: "environment".into(),
+            reason: "TF_CONFIG is not set".into(),
+        })?;
+        Self::parse(&text, "TF_CONFIG environment variable")
+    }
+
+    /// Reads a TF_CONFIG JSON file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if unreadable; [`Error::TfConfig`] if invalid.
+    pub fn from_file(path: &Path) -> Result<TfConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Every task, jobs in name order.
+    pub fn tasks(&self) -> Vec<TaskId> {
+        self.cluster
+            .iter()
+            .flat_map(|(job, addrs)| {
+                (0..addrs.len()).map(move |index| TaskId {
+                    job: job.clone(),
+                    index,
+                })
+            })
+            .collect()
+    }
+
+    /// Address of `task`.
+    pub fn address(&self, task: &TaskId) -> Option<&str> {
+        self.cluster
+            .get(&task.job)?
+            .get(task.index)
+            .map(String::as_str)
+    }
+
+    /// Metrics agent address of `task`, when TF_CONFIG names one.
+    pub fn metrics_address(&self, task: &TaskId) -> Option<&str> {
+        self.metrics
+            .get(&task.job)?
+            .get(task.index)
+            .map(String::as_str)
+    }
+
+    /// The task a client session should talk to: the chief if there is one, else worker 0,
+    /// else the first task.
+    pub fn master(&self) -> TaskId {
+        for job in ["chief", "master", "worker"] {
+            if self.cluster.contains_key(job) {
+                return TaskId {
+                    job: job.into(),
+                    index: 0,
+                };
+            }
+        }
+        self.tasks().into_iter().next().unwrap_or(TaskId {
+            job: "worker".into(),
+            index: 0,
+        })
+    }
+
+    /// `ClusterDef` for a `ServerDef` or a session `ConfigProto`.
+    pub fn cluster_def(&self) -> ClusterDef {
+        ClusterDef {
+            job: self
+                .cluster
+                .iter()
+                .map(|(name, addrs)| JobDef {
+                    name: name.clone(),
+                    tasks: addrs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, a)| (i as i32, a.clone()))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn keys(m: &BTreeMap<String, Vec<String>>) -> String {
+    m.keys().cloned().collect::<Vec<_>>().join(", ")
+}
+
+/// `{"job": ["addr", …]}` (TensorFlow also accepts `{"job": {"0": "addr"}}`, a sparse map).
+fn jobs(v: &Value, what: &str) -> std::result::Result<BTreeMap<String, Vec<String>>, String> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| format!("\"{what}\" must be an object of job → addresses"))?;
+    let mut out = BTreeMap::new();
+    for (job, tasks) in obj {
+        if job.is_empty()
+            || !job
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "{what}: job name `{job}` must be letters, digits, '_' or '-'"
+            ));
+        }
+        let addrs: Vec<String> = match tasks {
+            Value::Array(a) => a
+                .iter()
+                .map(|t| {
+                    t.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| format!("{what}.{job}: every address must be a string"))
+                })
+                .collect::<std::result::Result<_, _>>()?,
+            Value::Object(m) => {
+                let mut indexed: Vec<(usize, String)> = Vec::new();
+                for (k, t) in m {
+                    let i = k
+                        .parse::<usize>()
+                        .map_err(|_| format!("{what}.{job}: task key `{k}` is not an index"))?;
+                    let a = t
+                        .as_str()
+                        .ok_or_else(|| format!("{what}.{job}.{k} must be a string"))?;
+                    indexed.push((i, a.to_string()));
+                }
+                indexed.sort();
+                if indexed.iter().enumerate().any(|(pos, (i, _))| pos != *i) {
+                    return Err(format!(
+                        "{what}.{job}: task indices must be 0..n without gaps"
+                    ));
+                }
+                indexed.into_iter().map(|(_, a)| a).collect()
+            }
+            _ => {
+                return Err(format!(
+                    "{what}.{job} must be a list of \"host:port\" strings"
+                ))
+            }
+        };
+        out.insert(job.clone(), addrs);
+    }
+    Ok(out)
+}
+
+fn check_address(a: &str) -> std::result::Result<(), String> {
+    let (host, port) = a.rsplit_once(':').ok_or("has no :port")?;
+    if host.is_empty() {
+        return Err("has no host".into());
+    }
+    port.parse::<u16>()
+        .map_err(|_| format!("has port `{port}`, not a number in 0..=65535"))?;
+    Ok(())
+}
+
+impl TfConfig {
+    /// The `ServerDef` that starts `task`'s gRPC server.
+    ///
+    /// # Errors
+    /// [`Error::TfConfig`] if `task` is not in the cluster.
+    pub fn server_def(&self, task: &TaskId) -> Result<crate::proto::ServerDef> {
+        let address = self.address(task).ok_or_else(|| Error::TfConfig {
+            origin: "server".into(),
+            reason: format!("task {}:{} is not in the cluster", task.job, task.index),
+        })?;
+        let port = address
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<i32>().ok())
+            .unwrap_or(0);
+        Ok(crate::proto::ServerDef {
+            cluster: Some(self.cluster_def()),
+            job_name: task.job.clone(),
+            task_index: task.index as i32,
+            default_session_config: None,
+            protocol: "grpc".into(),
+            port,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"], "ps": ["127.0.0.1:2224"]},
+        "task": {"type": "worker", "index": 1}, "rpc_layer": "grpc", "environment": "cloud",
+        "metrics": {"worker": ["127.0.0.1:9101", "127.0.0.1:9102"]}}"#;
+
+    #[test]
+    fn parses_like_tensorflow() {
+        let c = TfConfig::parse(GOOD, "test").unwrap();
+        assert_eq!(
+            c.task,
+            Some(TaskId {
+                job: "worker".into(),
+                index: 1
+            })
+        );
+        assert_eq!(c.tasks().len(), 3);
+        assert_eq!(
+            c.master(),
+            TaskId {
+                job: "worker".into(),
+                index: 0
+            }
+        );
+        assert_eq!(
+            c.metrics_address(&TaskId {
+                job: "worker".into(),
+                index: 1
+            }),
+            Some("127.0.0.1:9102")
+        );
+        assert_eq!(
+            c.metrics_address(&TaskId {
+                job: "ps".into(),
+                index: 0
+            }),
+            None
+        );
+        let def = c.cluster_def();
+        assert_eq!(def.job.len(), 2);
+        assert_eq!(def.job[0].name, "ps");
+        let sparse =
+            TfConfig::parse(r#"{"cluster": {"worker": {"1": "h:2", "0": "h:1"}}}"#, "t").unwrap();
+        assert_eq!(sparse.cluster["worker"], vec!["h:1", "h:2"]);
+        assert_eq!(sparse.task, None);
+    }
+
+    #[test]
+    fn rejects_what_tensorflow_would_and_says_why() {
+        for (text, needle) in [
+            ("not json", "not JSON"),
+            ("[]", "JSON object"),
+            (r#"{"task": {"type": "worker"}}"#, "no \"cluster\""),
+            (r#"{"cluster": {}}"#, "no jobs"),
+            (r#"{"cluster": {"worker": []}}"#, "no tasks"),
+            (r#"{"cluster": {"worker": ["localhost"]}}"#, "no :port"),
+            (r#"{"cluster": {"worker": ["h:99999"]}}"#, "99999"),
+            (r#"{"cluster": {"worker": [1]}}"#, "string"),
+            (
+                r#"{"cluster": {"worker": ["h:1"]}, "task": {"type": "ps", "index": 0}}"#,
+                "not a job",
+            ),
+            (
+                r#"{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 3}}"#,
+                "out of range",
+            ),
+            (
+                r#"{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": -1}}"#,
+                "non-negative",
+            ),
+            (
+                r#"{"cluster": {"worker": ["h:1"]}, "rpc_layer": "grpc+verbs"}"#,
+                "not supported",
+            ),
+            (
+                r#"{"cluster": {"worker": {"0": "h:1", "2": "h:2"}}}"#,
+                "without gaps",
+            ),
+            (
+                r#"{"cluster": {"worker": ["h:1"]}, "metrics": {"worker": ["m:1", "m:2"]}}"#,
+                "2 addresses",
+            ),
+        ] {
+            let err = TfConfig::parse(text, "test").unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+}
