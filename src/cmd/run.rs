@@ -2,19 +2,25 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::apply;
-use tf_iaware::runtime::{PlacedSession, TrainReport, Trainer};
+use tf_iaware::models::replicated;
+use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
+use tf_iaware::runtime::{data_parallel, PlacedSession, TrainReport, Trainer};
 
 use crate::cmd::place;
 use crate::common;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// GraphDef to train.
+    /// GraphDef to train (ops placed by the strategy).
+    #[arg(long, required_unless_present = "model", conflicts_with = "model")]
+    graph: Option<PathBuf>,
+    /// Zoo model to train data-parallel over the cluster's workers and ps tasks (strategies
+    /// replica-setter, infra-aware); `--batch` is the global batch.
     #[arg(long)]
-    graph: PathBuf,
+    model: Option<String>,
     /// Sidecar JSON (default: the graph's path with extension .json).
     #[arg(long)]
     meta: Option<PathBuf>,
@@ -50,8 +56,15 @@ struct RunReport {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let analyzed = common::load_graph(&args.graph)?;
-    let sidecar = common::load_sidecar(&args.graph, args.meta.as_ref(), &analyzed)?;
+    if let Some(model) = &args.model {
+        return run_data_parallel(args, model);
+    }
+    let graph = args
+        .graph
+        .as_ref()
+        .context("--graph or --model is required")?;
+    let analyzed = common::load_graph(graph)?;
+    let sidecar = common::load_sidecar(graph, args.meta.as_ref(), &analyzed)?;
     let (cluster, config) = common::connect(&args.cluster)?;
     let (placement, ms) = common::place(&args.strategy, &analyzed, &cluster)?;
     let placed = apply::apply(
@@ -96,5 +109,71 @@ pub fn run(args: &Args) -> Result<()> {
     for (d, n) in &t.executed {
         println!("  {d:<50} {n:>6} ops executed");
     }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DataParallelReport {
+    strategy: String,
+    model: String,
+    global_batch: usize,
+    plan: DataParallelPlan,
+    calibration: Option<Vec<WorkerCapacity>>,
+    #[serde(flatten)]
+    train: TrainReport,
+}
+
+fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
+    let (cluster, config) = common::connect(&args.cluster)?;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&cluster)?;
+    let batch = args.batch.unwrap_or(32 * workers.len());
+    let vars = replicated::variables(model)?;
+    let (plan, calibration) = match args.strategy.as_str() {
+        "replica-setter" => (parallel::replica_setter(&workers, &ps, &vars, batch)?, None),
+        "infra-aware" => {
+            let probe = (batch / workers.len()).clamp(1, 32);
+            let cal = data_parallel::calibrate_workers(model, &workers, &ps[0], &cluster, &config, probe, 1.0)?;
+            let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
+            let plan = parallel::infra_aware(&cal, &ps_cap, &vars, batch, &InfraAwareOptions::default())?;
+            (plan, Some(cal))
+        }
+        other => bail!("data-parallel training (--model) takes --strategy replica-setter or infra-aware, not `{other}`"),
+    };
+    for r in &plan.replicas {
+        log::info!("{}: {} samples on {}", plan.strategy, r.batch, r.device);
+    }
+    let train = data_parallel::train(
+        model,
+        &plan,
+        &cluster,
+        &config,
+        args.steps,
+        args.warmup,
+        args.seed,
+    )?;
+    let report = DataParallelReport {
+        strategy: plan.strategy.clone(),
+        model: model.to_string(),
+        global_batch: plan.global_batch(),
+        plan,
+        calibration,
+        train,
+    };
+    if args.json {
+        return common::print_json(&report);
+    }
+    let t = &report.train;
+    println!(
+        "{} ({} replicas, global batch {}): step {:.1} ms (p10 {:.1}, p90 {:.1}), {:.1} images/s, loss {:.4} → {:.4}",
+        report.strategy,
+        report.plan.replicas.len(),
+        report.global_batch,
+        t.step_ms.median,
+        t.step_ms.p10,
+        t.step_ms.p90,
+        t.images_per_sec,
+        t.loss_first,
+        t.loss_last
+    );
     Ok(())
 }

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod error;
 pub mod graph;
 pub mod models;
+pub mod parallel;
 pub mod placer;
 pub mod proto;
 pub mod runtime;

@@ -3,6 +3,8 @@
 //! initialisers, gradients from `TF_AddGradients`, momentum slots colocated with their variables
 //! through `_class`, and one `init` and one `train` op.
 
+use std::collections::{BTreeMap, HashMap};
+
 use tensorflow::{DataType, Graph, Operation, OperationDescription, Output, Shape, Tensor};
 
 use crate::error::{Error, Result};
@@ -14,16 +16,49 @@ pub struct Var {
     pub handle: Operation,
     pub read: Output,
     pub shape: Vec<i64>,
+    /// Device the variable was created on (`None`: TensorFlow decides).
+    pub device: Option<String>,
+}
+
+/// One replica's loss, its weight in the global loss (its share of the global batch), the name
+/// prefix of its ops (`""` for a single model) and its device.
+pub struct TowerLoss {
+    pub loss: Output,
+    pub weight: f32,
+    pub prefix: String,
+    pub device: Option<String>,
 }
 
 /// A graph under construction.
+///
+/// For data-parallel replicas, [`Net::tower`] builds the same layers again under a name prefix
+/// and on a device: variables are created once (on the device [`Net::set_variable_devices`]
+/// chose) and shared by every tower. Ops created under a device context are recorded in
+/// [`Net::placement`].
 pub struct Net {
     graph: Graph,
     scope: Vec<String>,
     vars: Vec<Var>,
+    var_index: HashMap<String, usize>,
     initializers: Vec<Operation>,
     seed: i64,
     counter: usize,
+    /// Name prefix of the tower being built.
+    tower: Option<String>,
+    /// Device of the ops being created.
+    device: Option<String>,
+    /// Op name → device, for ops created under a device context.
+    placement: BTreeMap<String, String>,
+    /// Variable name → device.
+    var_devices: HashMap<String, String>,
+    /// Device of variables not in `var_devices` and of global ops (loss, train, init).
+    default_device: Option<String>,
+}
+
+/// How inputs are attached: one argument each, or one list argument.
+enum Inputs<'a> {
+    Each(&'a [Output]),
+    List(&'a [Output]),
 }
 
 /// What attribute setters return: TensorFlow and C-string errors alike.
@@ -40,10 +75,65 @@ impl Net {
             graph: Graph::new(),
             scope: Vec::new(),
             vars: Vec::new(),
+            var_index: HashMap::new(),
             initializers: Vec::new(),
             seed: (seed % (i64::MAX as u64)) as i64,
             counter: 0,
+            tower: None,
+            device: None,
+            placement: BTreeMap::new(),
+            var_devices: HashMap::new(),
+            default_device: None,
         }
+    }
+
+    /// Puts variable `name → device` (names as [`Var::name`]); others go to `default`, which
+    /// also takes the global ops (loss, optimiser constants, `train`, `init`).
+    pub fn set_variable_devices(
+        &mut self,
+        devices: HashMap<String, String>,
+        default: Option<String>,
+    ) {
+        self.var_devices = devices;
+        self.default_device = default.clone();
+        self.device = default;
+    }
+
+    /// Op name → device of every op created under a device context.
+    pub fn placement(&self) -> &BTreeMap<String, String> {
+        &self.placement
+    }
+
+    /// Builds one replica: ops get the name prefix `prefix/` and `device`; variables are shared.
+    pub fn tower<T>(
+        &mut self,
+        prefix: &str,
+        device: Option<&str>,
+        f: impl FnOnce(&mut Net) -> Result<T>,
+    ) -> Result<T> {
+        let saved_tower = self.tower.replace(prefix.to_string());
+        let saved_device = std::mem::replace(&mut self.device, device.map(String::from));
+        let out = f(self);
+        self.tower = saved_tower;
+        self.device = saved_device;
+        out
+    }
+
+    /// Runs `f` with ops going to `device`.
+    pub fn on_device<T>(
+        &mut self,
+        device: Option<String>,
+        f: impl FnOnce(&mut Net) -> Result<T>,
+    ) -> Result<T> {
+        let saved = std::mem::replace(&mut self.device, device);
+        let out = f(self);
+        self.device = saved;
+        out
+    }
+
+    /// The device of global ops.
+    pub fn default_device(&self) -> Option<String> {
+        self.default_device.clone()
     }
 
     /// The graph built so far.
@@ -71,7 +161,13 @@ impl Net {
 
     /// A unique, scoped op name from `base`.
     fn name(&mut self, base: &str) -> String {
-        let mut full = self.scope.join("/");
+        let mut full: String = self
+            .tower
+            .iter()
+            .chain(self.scope.iter())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("/");
         if !full.is_empty() {
             full.push('/');
         }
@@ -115,16 +211,46 @@ impl Net {
         inputs: &[Output],
         attrs: impl FnOnce(&mut OperationDescription<'_>) -> AttrResult,
     ) -> Result<Operation> {
+        self.op_inputs(ty, name, &[Inputs::Each(inputs)], attrs)
+    }
+
+    /// Adds an op whose single input argument is the list `inputs` (`AddN`, `ConcatV2` values),
+    /// named (uniquely, in scope) `base`.
+    pub fn op_list(
+        &mut self,
+        ty: &str,
+        base: &str,
+        inputs: &[Output],
+        attrs: impl FnOnce(&mut OperationDescription<'_>) -> AttrResult,
+    ) -> Result<Operation> {
+        let name = self.name(base);
+        self.op_inputs(ty, &name, &[Inputs::List(inputs)], attrs)
+    }
+
+    fn op_inputs(
+        &mut self,
+        ty: &str,
+        name: &str,
+        inputs: &[Inputs<'_>],
+        attrs: impl FnOnce(&mut OperationDescription<'_>) -> AttrResult,
+    ) -> Result<Operation> {
         let name = name.to_string();
         let mut d = self
             .graph
             .new_operation(ty, &name)
             .map_err(|e| tf_err(&name, e))?;
-        for i in inputs {
-            d.add_input(i.clone());
+        for group in inputs {
+            match group {
+                Inputs::Each(each) => each.iter().for_each(|i| d.add_input(i.clone())),
+                Inputs::List(list) => d.add_input_list(list),
+            }
         }
         attrs(&mut d).map_err(|e| tf_err(&name, e))?;
-        d.finish().map_err(|e| tf_err(&name, e))
+        let op = d.finish().map_err(|e| tf_err(&name, e))?;
+        if let Some(device) = &self.device {
+            self.placement.insert(name, device.clone());
+        }
+        Ok(op)
     }
 
     fn out(op: Operation) -> Output {
@@ -175,6 +301,41 @@ impl Net {
     /// A resource variable initialised with a truncated normal of `stddev` (seeded), or with the
     /// constant `fill` when `stddev` is 0.
     pub fn variable(&mut self, base: &str, shape: &[i64], stddev: f32, fill: f32) -> Result<Var> {
+        let mut canonical = self.scope.join("/");
+        if !canonical.is_empty() {
+            canonical.push('/');
+        }
+        canonical.push_str(base);
+        if let Some(&i) = self.var_index.get(&canonical) {
+            return Ok(self.vars[i].clone());
+        }
+        // Variables live outside any tower, on their own device.
+        let device = self
+            .var_devices
+            .get(&canonical)
+            .cloned()
+            .or_else(|| self.default_device.clone());
+        let saved_scope = std::mem::take(&mut self.scope);
+        let saved_tower = self.tower.take();
+        let saved_device = std::mem::replace(&mut self.device, device);
+        let var = self.create_variable(&canonical, shape, stddev, fill);
+        self.scope = saved_scope;
+        self.tower = saved_tower;
+        self.device = saved_device;
+        let var = var?;
+        self.var_index.insert(canonical, self.vars.len());
+        self.vars.push(var.clone());
+        Ok(var)
+    }
+
+    /// Creates variable `base` (an absolute name) with its initialiser.
+    fn create_variable(
+        &mut self,
+        base: &str,
+        shape: &[i64],
+        stddev: f32,
+        fill: f32,
+    ) -> Result<Var> {
         let var = self.raw_variable(base, shape, None)?;
         let init = if stddev > 0.0 {
             self.seed += 1;
@@ -204,7 +365,6 @@ impl Net {
             self.filled(&format!("{base}/Initializer"), shape, fill)?
         };
         self.assign_initial(&var, init)?;
-        self.vars.push(var.clone());
         Ok(var)
     }
 
@@ -251,6 +411,7 @@ impl Net {
             handle,
             read: Self::out(read),
             shape: shape.to_vec(),
+            device: self.device.clone(),
         })
     }
 
@@ -368,18 +529,17 @@ impl Net {
         })?;
         let n = xs.len() as i64;
         let name = self.name("concat");
-        let mut d = self
-            .graph
-            .new_operation("ConcatV2", &name)
-            .map_err(|e| tf_err(&name, e))?;
-        d.add_input_list(xs);
-        d.add_input(Self::out(ax));
-        d.set_attr_int("N", n).map_err(|e| tf_err(&name, e))?;
-        d.set_attr_type("T", DataType::Float)
-            .map_err(|e| tf_err(&name, e))?;
-        d.set_attr_type("Tidx", DataType::Int32)
-            .map_err(|e| tf_err(&name, e))?;
-        d.finish().map(Self::out).map_err(|e| tf_err(&name, e))
+        self.op_inputs(
+            "ConcatV2",
+            &name,
+            &[Inputs::List(xs), Inputs::Each(&[Self::out(ax)])],
+            |d| {
+                d.set_attr_int("N", n)?;
+                d.set_attr_type("T", DataType::Float)?;
+                Ok(d.set_attr_type("Tidx", DataType::Int32)?)
+            },
+        )
+        .map(Self::out)
     }
 
     /// `Mean` over `axes`.
@@ -420,16 +580,21 @@ impl Net {
         .map(Self::out)
     }
 
-    /// Mean softmax cross-entropy of `logits` against one-hot `labels`, as the op named `loss`.
-    pub fn softmax_xent_loss(&mut self, logits: Output, labels: Output) -> Result<Output> {
+    /// Mean softmax cross-entropy of `logits` against one-hot `labels`, as the op named `name`.
+    pub fn softmax_xent_loss(
+        &mut self,
+        logits: Output,
+        labels: Output,
+        name: &str,
+    ) -> Result<Output> {
         let xent = self.op(
             "SoftmaxCrossEntropyWithLogits",
             "xent",
             &[logits, labels],
             |d| Ok(d.set_attr_type("T", DataType::Float)?),
         )?;
-        let ax = self.const_i32("loss/reduction_indices", &[0])?;
-        self.op("Mean", "loss", &[Self::out(xent), ax], |d| {
+        let ax = self.const_i32(&format!("{name}/reduction_indices"), &[0])?;
+        self.op("Mean", name, &[Self::out(xent), ax], |d| {
             d.set_attr_type("T", DataType::Float)?;
             d.set_attr_type("Tidx", DataType::Int32)?;
             Ok(d.set_attr_bool("keep_dims", false)?)
@@ -445,54 +610,92 @@ impl Net {
     /// [`Error::TensorFlow`] if TensorFlow has no gradient for an op of the model.
     pub fn minimize_momentum(
         &mut self,
-        loss: Output,
+        towers: &[TowerLoss],
         learning_rate: f32,
         momentum: f32,
     ) -> Result<()> {
         let reads: Vec<Output> = self.vars.iter().map(|v| v.read.clone()).collect();
-        let grads = self
-            .graph
-            .add_gradients(Some("gradients"), &[loss], &reads, None)
-            .map_err(|e| Error::tf("TF_AddGradients", e))?;
+        let mut tower_grads = Vec::with_capacity(towers.len());
+        for t in towers {
+            let prefix = if t.prefix.is_empty() {
+                "gradients".to_string()
+            } else {
+                format!("{}/gradients", t.prefix)
+            };
+            let grads = self
+                .graph
+                .add_gradients(Some(&prefix), std::slice::from_ref(&t.loss), &reads, None)
+                .map_err(|e| Error::tf("TF_AddGradients", e))?;
+            tower_grads.push(grads);
+        }
         let lr = self.scalar("SGD/learning_rate", learning_rate)?;
         let mom = self.scalar("SGD/momentum", momentum)?;
         let mut applies = Vec::new();
         let vars = self.vars.clone();
-        for (var, grad) in vars.iter().zip(grads) {
-            let Some(grad) = grad else {
-                return Err(Error::InvalidGraph {
-                    node: var.name.clone(),
-                    reason: "no gradient reaches this variable".into(),
-                });
-            };
-            let slot = self.raw_variable(
-                &format!("{}/Momentum", var.name),
-                &var.shape,
-                Some(&var.name),
-            )?;
-            let zeros = self.filled(
-                &format!("{}/Momentum/Initializer", var.name),
-                &var.shape,
-                0.0,
-            )?;
-            self.assign_initial(&slot, zeros)?;
-            let inputs = [
-                Self::out(var.handle.clone()),
-                Self::out(slot.handle.clone()),
-                lr.clone(),
-                grad,
-                mom.clone(),
-            ];
-            applies.push(self.op(
-                "ResourceApplyMomentum",
-                &format!("SGD/update_{}", var.name),
-                &inputs,
-                |d| {
-                    d.set_attr_type("T", DataType::Float)?;
-                    d.set_attr_bool("use_locking", false)?;
-                    Ok(d.set_attr_bool("use_nesterov", false)?)
-                },
-            )?);
+        for (v, var) in vars.iter().enumerate() {
+            let mut parts = Vec::with_capacity(towers.len());
+            for (t, grads) in towers.iter().zip(&tower_grads) {
+                let Some(grad) = grads[v].clone() else {
+                    return Err(Error::InvalidGraph {
+                        node: var.name.clone(),
+                        reason: "no gradient reaches this variable".into(),
+                    });
+                };
+                if towers.len() == 1 && t.weight == 1.0 {
+                    parts.push(grad);
+                    continue;
+                }
+                // Each replica scales its own gradient by its share of the batch.
+                let scaled = self.tower(&t.prefix, t.device.as_deref(), |n| {
+                    let w = n.scalar(&format!("scale/{}/weight", var.name), t.weight)?;
+                    n.op("Mul", &format!("scale/{}", var.name), &[grad, w], |d| {
+                        Ok(d.set_attr_type("T", DataType::Float)?)
+                    })
+                })?;
+                parts.push(Self::out(scaled));
+            }
+            let var_device = var.device.clone();
+            let apply = self.on_device(var_device, |n| {
+                let grad = if parts.len() == 1 {
+                    parts[0].clone()
+                } else {
+                    let name = n.unique(format!("SGD/aggregate_{}", var.name));
+                    let k = parts.len() as i64;
+                    Self::out(n.op_inputs("AddN", &name, &[Inputs::List(&parts)], |d| {
+                        d.set_attr_int("N", k)?;
+                        Ok(d.set_attr_type("T", DataType::Float)?)
+                    })?)
+                };
+                let slot = n.raw_variable(
+                    &format!("{}/Momentum", var.name),
+                    &var.shape,
+                    Some(&var.name),
+                )?;
+                let zeros = n.filled(
+                    &format!("{}/Momentum/Initializer", var.name),
+                    &var.shape,
+                    0.0,
+                )?;
+                n.assign_initial(&slot, zeros)?;
+                let inputs = [
+                    Self::out(var.handle.clone()),
+                    Self::out(slot.handle.clone()),
+                    lr.clone(),
+                    grad,
+                    mom.clone(),
+                ];
+                n.op(
+                    "ResourceApplyMomentum",
+                    &format!("SGD/update_{}", var.name),
+                    &inputs,
+                    |d| {
+                        d.set_attr_type("T", DataType::Float)?;
+                        d.set_attr_bool("use_locking", false)?;
+                        Ok(d.set_attr_bool("use_nesterov", false)?)
+                    },
+                )
+            })?;
+            applies.push(apply);
         }
         let train_deps = applies;
         self.op("NoOp", "train", &[], |d| {
@@ -509,5 +712,115 @@ impl Net {
             Ok(())
         })?;
         Ok(())
+    }
+
+    /// A non-trainable float variable on the current device holding a fixed synthetic batch:
+    /// uniform noise in [-1, 1) (seeded), or — with `one_hot` — one-hot rows over the last
+    /// dimension. Initialised by `init`; read every step without feeding anything.
+    pub fn synthetic_input(&mut self, base: &str, shape: &[i64], one_hot: bool) -> Result<Output> {
+        let prefix: String = self
+            .tower
+            .iter()
+            .chain(self.scope.iter())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("/");
+        let full = if prefix.is_empty() {
+            base.to_string()
+        } else {
+            format!("{prefix}/{base}")
+        };
+        let saved_scope = std::mem::take(&mut self.scope);
+        let saved_tower = self.tower.take();
+        let result = (|| {
+            let var = self.raw_variable(&full, shape, None)?;
+            self.seed += 1;
+            let seed = self.seed;
+            let value = if one_hot {
+                let classes = *shape.last().unwrap_or(&1);
+                let rows: i64 = shape.iter().rev().skip(1).product();
+                let dims = self.const_i32(&format!("{full}/Initializer/rows"), &[rows as i32])?;
+                let hi = Tensor::<i32>::new(&[])
+                    .with_values(&[classes as i32])
+                    .map_err(|e| tf_err(&full, e))?;
+                let lo = Tensor::<i32>::new(&[])
+                    .with_values(&[0])
+                    .map_err(|e| tf_err(&full, e))?;
+                let hi = self.op("Const", &format!("{full}/Initializer/maxval"), &[], |d| {
+                    d.set_attr_type("dtype", DataType::Int32)?;
+                    Ok(d.set_attr_tensor("value", hi)?)
+                })?;
+                let lo = self.op("Const", &format!("{full}/Initializer/minval"), &[], |d| {
+                    d.set_attr_type("dtype", DataType::Int32)?;
+                    Ok(d.set_attr_tensor("value", lo)?)
+                })?;
+                let labels = self.op(
+                    "RandomUniformInt",
+                    &format!("{full}/Initializer/labels"),
+                    &[dims, Self::out(lo), Self::out(hi)],
+                    |d| {
+                        d.set_attr_type("Tout", DataType::Int32)?;
+                        d.set_attr_type("T", DataType::Int32)?;
+                        d.set_attr_int("seed", 1234567)?;
+                        Ok(d.set_attr_int("seed2", seed)?)
+                    },
+                )?;
+                let on = self.scalar(&format!("{full}/Initializer/on"), 1.0)?;
+                let off = self.scalar(&format!("{full}/Initializer/off"), 0.0)?;
+                let depth = Tensor::<i32>::new(&[])
+                    .with_values(&[classes as i32])
+                    .map_err(|e| tf_err(&full, e))?;
+                let depth = self.op("Const", &format!("{full}/Initializer/depth"), &[], |d| {
+                    d.set_attr_type("dtype", DataType::Int32)?;
+                    Ok(d.set_attr_tensor("value", depth)?)
+                })?;
+                Self::out(self.op(
+                    "OneHot",
+                    &format!("{full}/Initializer/one_hot"),
+                    &[Self::out(labels), Self::out(depth), on, off],
+                    |d| {
+                        d.set_attr_type("T", DataType::Float)?;
+                        d.set_attr_type("TI", DataType::Int32)?;
+                        Ok(d.set_attr_int("axis", -1)?)
+                    },
+                )?)
+            } else {
+                let dims = self.const_i32(
+                    &format!("{full}/Initializer/shape"),
+                    &shape.iter().map(|&d| d as i32).collect::<Vec<_>>(),
+                )?;
+                let u = self.op(
+                    "RandomUniform",
+                    &format!("{full}/Initializer/uniform"),
+                    &[dims],
+                    |d| {
+                        d.set_attr_type("dtype", DataType::Float)?;
+                        d.set_attr_type("T", DataType::Int32)?;
+                        d.set_attr_int("seed", 1234567)?;
+                        Ok(d.set_attr_int("seed2", seed)?)
+                    },
+                )?;
+                // [0, 1) → [-1, 1)
+                let two = self.scalar(&format!("{full}/Initializer/two"), 2.0)?;
+                let one = self.scalar(&format!("{full}/Initializer/one"), 1.0)?;
+                let m = self.op(
+                    "Mul",
+                    &format!("{full}/Initializer/scale"),
+                    &[Self::out(u), two],
+                    |d| Ok(d.set_attr_type("T", DataType::Float)?),
+                )?;
+                Self::out(self.op(
+                    "Sub",
+                    &format!("{full}/Initializer/shift"),
+                    &[Self::out(m), one],
+                    |d| Ok(d.set_attr_type("T", DataType::Float)?),
+                )?)
+            };
+            self.assign_initial(&var, value)?;
+            Ok(var.read)
+        })();
+        self.scope = saved_scope;
+        self.tower = saved_tower;
+        result
     }
 }

@@ -2,6 +2,7 @@
 //! ([`builder::Net`]) and the model zoo ([`zoo`]).
 
 pub mod builder;
+pub mod replicated;
 pub mod zoo;
 
-pub use zoo::{build, Model, MODELS};
+pub use zoo::{build, input_shape, logits, Model, MODELS};

@@ -3,7 +3,7 @@
 
 use tensorflow::Output;
 
-use super::builder::Net;
+use super::builder::{Net, TowerLoss};
 use crate::error::{Error, Result};
 use crate::runtime::Sidecar;
 
@@ -17,42 +17,71 @@ pub struct Model {
     pub sidecar: Sidecar,
 }
 
-/// Builds model `name` for a fixed `batch`, initialisers seeded with `seed`.
+/// Shape of one input image of model `name` (without the batch), and its number of classes.
 ///
 /// # Errors
-/// [`Error::UnknownModel`]; [`Error::InvalidArgument`] for `batch == 0`; [`Error::TensorFlow`]
-/// if TensorFlow rejects an op.
-pub fn build(name: &str, batch: usize, seed: u64) -> Result<Model> {
+/// [`Error::UnknownModel`] listing the zoo.
+pub fn input_shape(name: &str) -> Result<(Vec<i64>, i64)> {
+    match name {
+        "mlp" => Ok((vec![784], 10)),
+        "lenet" => Ok((vec![28, 28, 1], 10)),
+        "resnet20" | "mobilenet" | "inception" => Ok((vec![32, 32, 3], 10)),
+        other => Err(Error::UnknownModel {
+            name: other.into(),
+            known: MODELS.join(", "),
+        }),
+    }
+}
+
+/// Adds model `name`'s layers on input `x`, returning the logits.
+///
+/// # Errors
+/// [`Error::UnknownModel`]; [`Error::TensorFlow`] if TensorFlow rejects an op.
+pub fn logits(net: &mut Net, name: &str, x: Output) -> Result<Output> {
+    let (_, classes) = input_shape(name)?;
+    match name {
+        "mlp" => mlp(net, x, classes),
+        "lenet" => lenet(net, x, classes),
+        "resnet20" => resnet20(net, x, classes),
+        "mobilenet" => mobilenet(net, x, classes),
+        _ => inception(net, x, classes),
+    }
+}
+
+/// Checks a batch size.
+pub(crate) fn check_batch(batch: usize) -> Result<()> {
     if batch == 0 || batch > 1 << 16 {
         return Err(Error::InvalidArgument {
             what: "batch".into(),
             reason: format!("{batch} is not in 1..=65536"),
         });
     }
+    Ok(())
+}
+
+/// Builds model `name` for a fixed `batch`, initialisers seeded with `seed`: placeholders `x`
+/// and `y` (one-hot), loss `loss`, momentum SGD `train`, `init`.
+///
+/// # Errors
+/// [`Error::UnknownModel`]; [`Error::InvalidArgument`] for a batch outside 1..=65536;
+/// [`Error::TensorFlow`] if TensorFlow rejects an op.
+pub fn build(name: &str, batch: usize, seed: u64) -> Result<Model> {
+    check_batch(batch)?;
+    let (shape, classes) = input_shape(name)?;
     let b = batch as i64;
+    let image: Vec<i64> = std::iter::once(b).chain(shape).collect();
     let mut net = Net::new(seed);
-    let (image, classes): (Vec<i64>, i64) = match name {
-        "mlp" => (vec![b, 784], 10),
-        "lenet" => (vec![b, 28, 28, 1], 10),
-        "resnet20" | "mobilenet" | "inception" => (vec![b, 32, 32, 3], 10),
-        other => {
-            return Err(Error::UnknownModel {
-                name: other.into(),
-                known: MODELS.join(", "),
-            })
-        }
-    };
     let x = net.placeholder("x", &image)?;
     let y = net.placeholder("y", &[b, classes])?;
-    let logits = match name {
-        "mlp" => mlp(&mut net, x, classes)?,
-        "lenet" => lenet(&mut net, x, classes)?,
-        "resnet20" => resnet20(&mut net, x, classes)?,
-        "mobilenet" => mobilenet(&mut net, x, classes)?,
-        _ => inception(&mut net, x, classes)?,
+    let logits = logits(&mut net, name, x)?;
+    let loss = net.softmax_xent_loss(logits, y, "loss")?;
+    let tower = TowerLoss {
+        loss,
+        weight: 1.0,
+        prefix: String::new(),
+        device: None,
     };
-    let loss = net.softmax_xent_loss(logits, y)?;
-    net.minimize_momentum(loss, 0.01, 0.9)?;
+    net.minimize_momentum(&[tower], LEARNING_RATE, MOMENTUM)?;
     let sidecar = Sidecar {
         inputs: [
             ("x".to_string(), image),
@@ -72,6 +101,11 @@ pub fn build(name: &str, batch: usize, seed: u64) -> Result<Model> {
         sidecar,
     })
 }
+
+/// Learning rate of the zoo's momentum SGD.
+pub const LEARNING_RATE: f32 = 0.01;
+/// Momentum of the zoo's momentum SGD.
+pub const MOMENTUM: f32 = 0.9;
 
 fn mlp(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
     let h = net.scoped("dense", |n| n.dense(x, 784, 256))?;

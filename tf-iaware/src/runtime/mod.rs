@@ -2,6 +2,7 @@
 //! deadlines and step stats, the sidecar, and synthetic-data training.
 
 pub mod config;
+pub mod data_parallel;
 pub mod session;
 pub mod sidecar;
 pub mod stats;

@@ -1,0 +1,10 @@
+//! Synchronous data-parallel training with parameter servers: the plan (which workers take which
+//! share of the global batch, which ps holds which variable) and the strategies that make it —
+//! TensorFlow's stock `replica-setter` recipe and `infra-aware`.
+
+pub mod plan;
+
+pub use plan::{
+    infra_aware, replica_setter, DataParallelPlan, InfraAwareOptions, Replica, VarInfo,
+    WorkerCapacity,
+};

@@ -1,0 +1,364 @@
+//! Data-parallel plans, pure: no TensorFlow, no I/O.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A trainable variable: its name and size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VarInfo {
+    pub name: String,
+    /// Size of the variable, bytes.
+    pub bytes: u64,
+}
+
+/// One replica of the model: the device it runs on and its share of the global batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Replica {
+    /// Device prefix or full device of a worker, e.g. `/job:worker/replica:0/task:1/device:CPU:0`.
+    pub device: String,
+    /// Samples of the global batch this replica computes per step.
+    pub batch: usize,
+}
+
+/// Where everything of a synchronous data-parallel step goes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DataParallelPlan {
+    pub strategy: String,
+    pub replicas: Vec<Replica>,
+    /// Variable name → parameter-server device.
+    pub variable_devices: BTreeMap<String, String>,
+    /// Device of the global ops (summed loss, optimiser constants, `train`, `init`).
+    pub global_device: String,
+    /// Predicted step time, ms, when the strategy predicts one.
+    pub predicted_step_ms: Option<f64>,
+}
+
+impl DataParallelPlan {
+    /// Sum of the replicas' batches.
+    pub fn global_batch(&self) -> usize {
+        self.replicas.iter().map(|r| r.batch).sum()
+    }
+}
+
+/// What a worker can do: its device and its measured training throughput.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerCapacity {
+    pub device: String,
+    /// Samples per second this worker trains on its own (calibrated, scaled by availability).
+    pub samples_per_sec: f64,
+}
+
+fn check(workers: usize, ps: &[String], global_batch: usize) -> Result<()> {
+    if workers == 0 {
+        return Err(Error::Infeasible {
+            group: "(replicas)".into(),
+            reason: "the cluster has no worker tasks".into(),
+        });
+    }
+    if ps.is_empty() {
+        return Err(Error::Infeasible {
+            group: "(variables)".into(),
+            reason: "the cluster has no ps tasks".into(),
+        });
+    }
+    if global_batch == 0 {
+        return Err(Error::InvalidArgument {
+            what: "global batch".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(())
+}
+
+/// TensorFlow's stock recipe (`tf.compat.v1.train.replica_device_setter` with one replica per
+/// worker): every worker takes an equal share of the global batch (the remainder goes to the
+/// first workers), variables are dealt round-robin over the ps tasks in creation order.
+///
+/// # Errors
+/// [`Error::Infeasible`] without workers or ps; [`Error::InvalidArgument`] for a zero batch or a
+/// batch smaller than the number of workers.
+pub fn replica_setter(
+    workers: &[String],
+    ps: &[String],
+    vars: &[VarInfo],
+    global_batch: usize,
+) -> Result<DataParallelPlan> {
+    check(workers.len(), ps, global_batch)?;
+    if global_batch < workers.len() {
+        return Err(Error::InvalidArgument {
+            what: "global batch".into(),
+            reason: format!(
+                "{global_batch} samples cannot be shared by {} workers",
+                workers.len()
+            ),
+        });
+    }
+    let n = workers.len();
+    let replicas = workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Replica {
+            device: w.clone(),
+            batch: global_batch / n + usize::from(i < global_batch % n),
+        })
+        .collect();
+    let variable_devices = vars
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v.name.clone(), ps[i % ps.len()].clone()))
+        .collect();
+    Ok(DataParallelPlan {
+        strategy: "replica-setter".into(),
+        replicas,
+        variable_devices,
+        global_device: ps[0].clone(),
+        predicted_step_ms: None,
+    })
+}
+
+/// Knobs of [`infra_aware`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InfraAwareOptions {
+    /// Workers slower than this fraction of the fastest are never used.
+    pub min_relative_throughput: f64,
+    /// Fixed cost one more replica adds to every step (synchronisation, variable transfer), ms.
+    pub per_replica_overhead_ms: f64,
+}
+
+impl Default for InfraAwareOptions {
+    fn default() -> Self {
+        InfraAwareOptions {
+            min_relative_throughput: 0.05,
+            per_replica_overhead_ms: 2.0,
+        }
+    }
+}
+
+/// IA-TF's idea for synchronous data parallelism: rank workers by measured throughput, drop those
+/// below a threshold, use the best ones while adding one more still shortens the predicted step
+/// (`global_batch / Σ throughput + replicas × overhead`), give each a share of the global batch
+/// proportional to its throughput (largest remainders, at least one sample each), and put the
+/// variables, largest first, on the least-loaded ps relative to its capacity.
+///
+/// `ps` pairs each parameter server with a relative capacity (1.0 when unknown).
+///
+/// # Errors
+/// [`Error::Infeasible`] without workers, ps, or any worker with positive throughput;
+/// [`Error::InvalidArgument`] for a zero batch.
+pub fn infra_aware(
+    workers: &[WorkerCapacity],
+    ps: &[(String, f64)],
+    vars: &[VarInfo],
+    global_batch: usize,
+    options: &InfraAwareOptions,
+) -> Result<DataParallelPlan> {
+    let ps_names: Vec<String> = ps.iter().map(|(p, _)| p.clone()).collect();
+    check(workers.len(), &ps_names, global_batch)?;
+    let mut ranked: Vec<&WorkerCapacity> =
+        workers.iter().filter(|w| w.samples_per_sec > 0.0).collect();
+    ranked.sort_by(|a, b| b.samples_per_sec.total_cmp(&a.samples_per_sec));
+    let best = ranked
+        .first()
+        .map(|w| w.samples_per_sec)
+        .ok_or_else(|| Error::Infeasible {
+            group: "(replicas)".into(),
+            reason: "no worker has positive measured throughput".into(),
+        })?;
+    ranked.retain(|w| w.samples_per_sec >= options.min_relative_throughput * best);
+    ranked.truncate(global_batch.max(1));
+    let predict = |m: usize| {
+        let rate: f64 = ranked[..m].iter().map(|w| w.samples_per_sec).sum();
+        global_batch as f64 / rate * 1e3 + m as f64 * options.per_replica_overhead_ms
+    };
+    let (mut chosen, mut predicted) = (1, predict(1));
+    for m in 2..=ranked.len() {
+        let t = predict(m);
+        if t < predicted {
+            chosen = m;
+            predicted = t;
+        }
+    }
+    let used = &ranked[..chosen];
+    let shares = proportional_shares(
+        &used.iter().map(|w| w.samples_per_sec).collect::<Vec<_>>(),
+        global_batch,
+    );
+    let replicas = used
+        .iter()
+        .zip(shares)
+        .map(|(w, batch)| Replica {
+            device: w.device.clone(),
+            batch,
+        })
+        .collect();
+    // Largest variables first onto the ps with the lowest load relative to its capacity.
+    let mut order: Vec<&VarInfo> = vars.iter().collect();
+    order.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+    let mut load = vec![0f64; ps.len()];
+    let mut variable_devices = BTreeMap::new();
+    for v in order {
+        let pick = (0..ps.len())
+            .min_by(|&a, &b| {
+                let cost = |i: usize| (load[i] + v.bytes as f64) / ps[i].1.max(1e-9);
+                cost(a).total_cmp(&cost(b))
+            })
+            .unwrap_or(0);
+        load[pick] += v.bytes as f64;
+        variable_devices.insert(v.name.clone(), ps[pick].0.clone());
+    }
+    let global = (0..ps.len())
+        .max_by(|&a, &b| ps[a].1.total_cmp(&ps[b].1))
+        .unwrap_or(0);
+    Ok(DataParallelPlan {
+        strategy: "infra-aware".into(),
+        replicas,
+        variable_devices,
+        global_device: ps[global].0.clone(),
+        predicted_step_ms: Some(predicted),
+    })
+}
+
+/// Splits `total` into integer shares proportional to `weights` (largest remainder), each at
+/// least 1 when `total >= weights.len()`.
+pub fn proportional_shares(weights: &[f64], total: usize) -> Vec<usize> {
+    let n = weights.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let floor_each = usize::from(total >= n);
+    let rest = total - floor_each * n;
+    let sum: f64 = weights.iter().sum();
+    let exact: Vec<f64> = weights.iter().map(|w| w / sum * rest as f64).collect();
+    let mut shares: Vec<usize> = exact
+        .iter()
+        .map(|e| e.floor() as usize + floor_each)
+        .collect();
+    let mut left = total - shares.iter().sum::<usize>();
+    let mut by_remainder: Vec<usize> = (0..n).collect();
+    by_remainder
+        .sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
+    for i in by_remainder.into_iter().cycle() {
+        if left == 0 {
+            break;
+        }
+        shares[i] += 1;
+        left -= 1;
+    }
+    shares
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> Vec<VarInfo> {
+        vec![
+            VarInfo {
+                name: "a".into(),
+                bytes: 100,
+            },
+            VarInfo {
+                name: "b".into(),
+                bytes: 10,
+            },
+            VarInfo {
+                name: "c".into(),
+                bytes: 60,
+            },
+        ]
+    }
+
+    fn w(i: usize, rate: f64) -> WorkerCapacity {
+        WorkerCapacity {
+            device: format!("/job:worker/task:{i}"),
+            samples_per_sec: rate,
+        }
+    }
+
+    #[test]
+    fn replica_setter_splits_evenly_and_deals_variables() {
+        let workers: Vec<String> = (0..3).map(|i| format!("w{i}")).collect();
+        let ps = vec!["ps0".to_string(), "ps1".to_string()];
+        let p = replica_setter(&workers, &ps, &vars(), 32).unwrap();
+        assert_eq!(
+            p.replicas.iter().map(|r| r.batch).collect::<Vec<_>>(),
+            vec![11, 11, 10]
+        );
+        assert_eq!(p.variable_devices["a"], "ps0");
+        assert_eq!(p.variable_devices["b"], "ps1");
+        assert_eq!(p.variable_devices["c"], "ps0");
+        assert!(replica_setter(&workers, &ps, &vars(), 2).is_err());
+        assert!(replica_setter(&[], &ps, &vars(), 8).is_err());
+    }
+
+    #[test]
+    fn infra_aware_gives_shares_by_throughput_and_drops_stragglers() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        let workers = vec![w(0, 100.0), w(1, 50.0), w(2, 25.0), w(3, 1.0)];
+        let p = infra_aware(&workers, &ps, &vars(), 64, &InfraAwareOptions::default()).unwrap();
+        let shares: Vec<(String, usize)> = p
+            .replicas
+            .iter()
+            .map(|r| (r.device.clone(), r.batch))
+            .collect();
+        // The 1 sample/s worker is below 5 % of the best and is dropped; the rest share 64 ∝ rate.
+        assert_eq!(shares.len(), 3, "{shares:?}");
+        assert_eq!(shares[0].1 + shares[1].1 + shares[2].1, 64);
+        assert!(
+            shares[0].1 > shares[1].1 && shares[1].1 > shares[2].1,
+            "{shares:?}"
+        );
+        assert_eq!(shares[0].0, "/job:worker/task:0");
+        // Equal workers share equally.
+        let even = infra_aware(
+            &[w(0, 10.0), w(1, 10.0)],
+            &ps,
+            &vars(),
+            10,
+            &InfraAwareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            even.replicas.iter().map(|r| r.batch).collect::<Vec<_>>(),
+            vec![5, 5]
+        );
+    }
+
+    #[test]
+    fn infra_aware_stops_adding_workers_when_overhead_outweighs_them() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        let opts = InfraAwareOptions {
+            min_relative_throughput: 0.0,
+            per_replica_overhead_ms: 50.0,
+        };
+        // 10 samples: alone 100 ms; with the 10 %-speed worker 10/110*1000 + 100 = 190 ms > 150.
+        let p = infra_aware(&[w(0, 100.0), w(1, 10.0)], &ps, &vars(), 10, &opts).unwrap();
+        assert_eq!(p.replicas.len(), 1);
+        assert!((p.predicted_step_ms.unwrap() - 150.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn variables_go_largest_first_to_the_least_loaded_ps() {
+        let ps = vec![("ps0".to_string(), 1.0), ("ps1".to_string(), 1.0)];
+        let p = infra_aware(&[w(0, 1.0)], &ps, &vars(), 4, &InfraAwareOptions::default()).unwrap();
+        assert_eq!(p.variable_devices["a"], "ps0");
+        assert_eq!(p.variable_devices["c"], "ps1");
+        assert_eq!(p.variable_devices["b"], "ps1");
+    }
+
+    #[test]
+    fn shares_sum_to_the_total_and_respect_the_minimum() {
+        assert_eq!(proportional_shares(&[1.0, 1.0, 1.0], 10), vec![4, 3, 3]);
+        assert_eq!(proportional_shares(&[100.0, 1.0], 10), vec![9, 1]);
+        assert_eq!(proportional_shares(&[3.0, 1.0], 8), vec![6, 2]);
+        assert_eq!(
+            proportional_shares(&[1.0, 1.0, 1.0], 2)
+                .iter()
+                .sum::<usize>(),
+            2
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! Running synchronous data-parallel training on a cluster: calibrating each worker's throughput
+//! through TensorFlow itself, and training a [`DataParallelPlan`].
+
+use std::time::Instant;
+
+use super::config::SessionConfig;
+use super::session::PlacedSession;
+use super::train::{TrainReport, Trainer};
+use crate::apply;
+use crate::cluster::Cluster;
+use crate::error::{Error, Result};
+use crate::graph::analyze::analyze_graph;
+use crate::models::replicated;
+use crate::parallel::{DataParallelPlan, Replica, WorkerCapacity};
+
+/// Worker and ps devices of a cluster: the first CPU of every task of job `worker` (or `chief`)
+/// and of job `ps`, in task order.
+///
+/// # Errors
+/// [`Error::Infeasible`] if the cluster has no workers or no ps.
+pub fn worker_and_ps_devices(cluster: &Cluster) -> Result<(Vec<String>, Vec<String>)> {
+    let mut workers = Vec::new();
+    let mut ps = Vec::new();
+    for d in &cluster.devices {
+        let Ok(name) = d.parsed_name() else { continue };
+        if name.device_type.as_deref() != Some("CPU") || name.id != Some(0) {
+            continue;
+        }
+        match name.job.as_deref() {
+            Some("worker") | Some("chief") => {
+                workers.push((name.job.clone(), name.task, d.name.clone()))
+            }
+            Some("ps") => ps.push((name.job.clone(), name.task, d.name.clone())),
+            _ => {}
+        }
+    }
+    workers.sort();
+    ps.sort();
+    if workers.is_empty() || ps.is_empty() {
+        return Err(Error::Infeasible {
+            group: "(cluster)".into(),
+            reason: format!(
+                "data-parallel training needs worker and ps tasks; devices: {}",
+                cluster.device_list()
+            ),
+        });
+    }
+    Ok((
+        workers.into_iter().map(|w| w.2).collect(),
+        ps.into_iter().map(|p| p.2).collect(),
+    ))
+}
+
+/// Builds, places and trains `plan` for model `name`: `steps` timed steps after `warmup`.
+///
+/// # Errors
+/// Anything building, placing or running can return; [`Error::TensorFlow`] when a step fails
+/// or passes its deadline (a lost worker, say).
+pub fn train(
+    name: &str,
+    plan: &DataParallelPlan,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    steps: usize,
+    warmup: usize,
+    seed: u64,
+) -> Result<TrainReport> {
+    let trainer = prepare(name, plan, cluster, config, seed)?;
+    trainer
+        .0
+        .train(steps, warmup, Some((&trainer.1, &trainer.2)))
+}
+
+/// A ready-to-step trainer for `plan`, with its placement and graph (for checks).
+///
+/// # Errors
+/// As [`train`].
+pub fn prepare(
+    name: &str,
+    plan: &DataParallelPlan,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    seed: u64,
+) -> Result<(Trainer, crate::placer::Placement, crate::graph::OpGraph)> {
+    let built = replicated::build(name, plan, seed)?;
+    let analyzed = analyze_graph(built.net.graph())?;
+    let placed = apply::apply(
+        &analyzed.graph_def,
+        &analyzed.op_graph,
+        cluster,
+        &built.placement,
+    )?;
+    let session = PlacedSession::new(placed.graph, config)?;
+    let trainer = Trainer::new(session, &built.sidecar, None, seed)?;
+    Ok((trainer, built.placement, analyzed.op_graph))
+}
+
+/// Measures each worker's training throughput (samples/s) by training model `name` on it alone
+/// with batch `probe_batch` (variables on `ps`) for at least `min_seconds` after one warm-up step.
+/// Runs the workers one after another so they do not disturb each other.
+///
+/// # Errors
+/// As [`train`].
+pub fn calibrate_workers(
+    name: &str,
+    workers: &[String],
+    ps: &str,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    probe_batch: usize,
+    min_seconds: f64,
+) -> Result<Vec<WorkerCapacity>> {
+    let vars = replicated::variables(name)?;
+    let mut out = Vec::with_capacity(workers.len());
+    for w in workers {
+        let plan = DataParallelPlan {
+            strategy: "calibration".into(),
+            replicas: vec![Replica {
+                device: w.clone(),
+                batch: probe_batch,
+            }],
+            variable_devices: vars
+                .iter()
+                .map(|v| (v.name.clone(), ps.to_string()))
+                .collect(),
+            global_device: ps.to_string(),
+            predicted_step_ms: None,
+        };
+        let (trainer, _, _) = prepare(name, &plan, cluster, config, 1)?;
+        trainer.init()?;
+        trainer.step(0, false)?;
+        let start = Instant::now();
+        let mut times = Vec::new();
+        while times.len() < 2 || (start.elapsed().as_secs_f64() < min_seconds && times.len() < 50) {
+            let (_, ms, _) = trainer.step(times.len() + 1, false)?;
+            times.push(ms);
+        }
+        times.sort_by(f64::total_cmp);
+        let median_ms = times[times.len() / 2];
+        log::info!("calibration: {w}: {probe_batch} samples in {median_ms:.1} ms");
+        out.push(WorkerCapacity {
+            device: w.clone(),
+            samples_per_sec: probe_batch as f64 / (median_ms / 1e3),
+        });
+    }
+    Ok(out)
+}
