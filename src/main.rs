@@ -27,8 +27,17 @@ enum Command {
     Place(cmd::place::Args),
     /// Place (if asked) and train a GraphDef with synthetic data; report what ran where.
     Run(cmd::run::Args),
+    /// Compare placement strategies side by side on an emulated heterogeneous cluster.
+    Bench(cmd::bench::Args),
     /// Run one TensorFlow gRPC server (and metrics agent) of a TF_CONFIG cluster.
     Worker(cmd::worker::Args),
+    /// Burn a fixed amount of CPU (the co-tenant of emulated clusters).
+    #[command(hide = true)]
+    Hog {
+        /// CPUs to burn, e.g. 0.3.
+        #[arg(long)]
+        cores: f64,
+    },
 }
 
 fn main() {
@@ -44,12 +53,18 @@ fn main() {
         .target(env_logger::Target::Stderr)
         .init();
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Bench(_)) {
+        // Ctrl-C tears down the emulated cluster's processes and cgroups.
+        tf_iaware::emulate::cleanup_on_signal();
+    }
     let result = match &cli.command {
         Command::Devices(a) => cmd::devices::run(a),
         Command::Model(a) => cmd::model::run(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Worker(a) => cmd::worker::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Hog { cores } => tf_iaware::emulate::hog::burn(*cores),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

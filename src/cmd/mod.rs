@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod devices;
 pub mod model;
 pub mod place;

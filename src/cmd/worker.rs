@@ -16,6 +16,14 @@ pub struct Args {
     /// Index of this task (default: TF_CONFIG's task.index).
     #[arg(long)]
     task: Option<usize>,
+    /// Port to serve on, when peers reach this task through another address (a proxy);
+    /// default: the port of the task's address in TF_CONFIG.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address of the embedded metrics agent (default: TF_CONFIG's "metrics" entry for this
+    /// task, else none).
+    #[arg(long)]
+    metrics: Option<String>,
 }
 
 /// Blocks SIGINT and SIGTERM in this thread (and threads it starts later) and waits for one.
@@ -50,7 +58,10 @@ pub fn run(args: &Args) -> Result<()> {
         (None, None, Some(t)) => t.clone(),
         (None, _, None) => bail!("no task: TF_CONFIG has no \"task\"; pass --job and --task"),
     };
-    let def = config.server_def(&task)?;
+    let mut def = config.server_def(&task)?;
+    if let Some(port) = args.port {
+        def.port = i32::from(port);
+    }
     let address = config.address(&task).unwrap_or_default().to_string();
     // TensorFlow reports a taken port only vaguely; check it first and name it.
     std::net::TcpListener::bind(("0.0.0.0", def.port as u16)).with_context(|| {

@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod cluster;
+pub mod emulate;
 pub mod error;
 pub mod graph;
 pub mod models;

@@ -40,8 +40,26 @@ pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
 /// # Errors
 /// [`Error::TensorFlow`] if the master cannot be reached or listed.
 pub fn connect_tf_config(tf_config: &TfConfig) -> Result<(Cluster, SessionConfig)> {
-    let master = tf_config.master();
-    let address = tf_config.address(&master).unwrap_or_default();
+    connect_tf_config_at(tf_config, &tf_config.master())
+}
+
+/// As [`connect_tf_config`], with sessions mastered by `master` (e.g. an unthrottled ps task,
+/// so the master's work is not charged to a worker's CPU quota).
+///
+/// # Errors
+/// [`Error::TfConfig`] if `master` is not a task of the cluster; [`Error::TensorFlow`] if it
+/// cannot be reached.
+pub fn connect_tf_config_at(
+    tf_config: &TfConfig,
+    master: &TaskId,
+) -> Result<(Cluster, SessionConfig)> {
+    let address = tf_config.address(master).ok_or_else(|| Error::TfConfig {
+        origin: "connect".into(),
+        reason: format!(
+            "master task {}:{} is not in the cluster",
+            master.job, master.index
+        ),
+    })?;
     let config = SessionConfig {
         target: format!("grpc://{address}"),
         operation_timeout_ms: 60_000,

@@ -41,6 +41,8 @@ pub struct Net {
     vars: Vec<Var>,
     var_index: HashMap<String, usize>,
     initializers: Vec<Operation>,
+    /// Initialisers of synthetic-data variables only (run by `init_data`).
+    data_initializers: Vec<Operation>,
     seed: i64,
     counter: usize,
     /// Name prefix of the tower being built.
@@ -77,6 +79,7 @@ impl Net {
             vars: Vec::new(),
             var_index: HashMap::new(),
             initializers: Vec::new(),
+            data_initializers: Vec::new(),
             seed: (seed % (i64::MAX as u64)) as i64,
             counter: 0,
             tower: None,
@@ -704,6 +707,13 @@ impl Net {
             }
             Ok(())
         })?;
+        let data_deps = self.data_initializers.clone();
+        self.op("NoOp", "init_data", &[], |d| {
+            for a in &data_deps {
+                d.add_control_input(a);
+            }
+            Ok(())
+        })?;
         let init_deps = self.initializers.clone();
         self.op("NoOp", "init", &[], |d| {
             for a in &init_deps {
@@ -817,6 +827,9 @@ impl Net {
                 )?)
             };
             self.assign_initial(&var, value)?;
+            if let Some(assign) = self.initializers.last() {
+                self.data_initializers.push(assign.clone());
+            }
             Ok(var.read)
         })();
         self.scope = saved_scope;

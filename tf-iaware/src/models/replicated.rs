@@ -78,8 +78,9 @@ pub fn build(name: &str, plan: &DataParallelPlan, seed: u64) -> Result<Replicate
         let b = replica.batch as i64;
         let loss = net.tower(&prefix, Some(&replica.device), |n| {
             let image: Vec<i64> = std::iter::once(b).chain(shape.iter().copied()).collect();
-            let x = n.synthetic_input("data/x", &image, false)?;
-            let y = n.synthetic_input("data/y", &[b, classes], true)?;
+            // Named by share, so a re-planned graph brings its own batch (see `init_data`).
+            let x = n.synthetic_input(&format!("data_b{b}/x"), &image, false)?;
+            let y = n.synthetic_input(&format!("data_b{b}/y"), &[b, classes], true)?;
             let l = logits(n, name, x)?;
             n.softmax_xent_loss(l, y, "loss")
         })?;

@@ -43,12 +43,67 @@ impl DataParallelPlan {
     }
 }
 
-/// What a worker can do: its device and its measured training throughput.
+/// What a worker can do, as calibrated: a step with `b` samples of its own takes
+/// `fixed_ms + b / samples_per_sec` (fetching variables and sending gradients cost the same
+/// whatever the batch, so a weak worker pays them slowly too).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerCapacity {
     pub device: String,
-    /// Samples per second this worker trains on its own (calibrated, scaled by availability).
+    /// Marginal throughput, samples per second.
     pub samples_per_sec: f64,
+    /// Per-step cost independent of the batch, ms.
+    pub fixed_ms: f64,
+}
+
+impl WorkerCapacity {
+    /// A worker with no fixed cost.
+    pub fn rate(device: &str, samples_per_sec: f64) -> Self {
+        WorkerCapacity {
+            device: device.into(),
+            samples_per_sec,
+            fixed_ms: 0.0,
+        }
+    }
+
+    /// Predicted time of a step with `batch` samples on this worker, ms (0 for no samples).
+    pub fn step_ms(&self, batch: usize) -> f64 {
+        if batch == 0 {
+            0.0
+        } else {
+            self.fixed_ms + batch as f64 / self.samples_per_sec * 1e3
+        }
+    }
+
+    /// Fits `fixed_ms` and `samples_per_sec` to (batch, ms) measurements by least squares; a
+    /// non-positive slope (noise) falls back to no fixed cost at the largest batch's rate.
+    pub fn fit(device: &str, points: &[(usize, f64)]) -> Self {
+        let n = points.len() as f64;
+        let (sx, sy) = points
+            .iter()
+            .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x as f64, b + y));
+        let (mx, my) = (sx / n, sy / n);
+        let sxx: f64 = points.iter().map(|&(x, _)| (x as f64 - mx).powi(2)).sum();
+        let sxy: f64 = points
+            .iter()
+            .map(|&(x, y)| (x as f64 - mx) * (y - my))
+            .sum();
+        let slope = sxy / sxx; // ms per sample
+        if slope.is_finite() && slope > 0.0 {
+            let fixed = (my - slope * mx).max(0.0);
+            WorkerCapacity {
+                device: device.into(),
+                samples_per_sec: 1e3 / slope,
+                fixed_ms: fixed,
+            }
+        } else {
+            let (b, ms) = points
+                .iter()
+                .copied()
+                .max_by_key(|&(b, _)| b)
+                .unwrap_or((1, 1e3));
+            WorkerCapacity::rate(device, b as f64 / (ms / 1e3))
+        }
+    }
 }
 
 fn check(workers: usize, ps: &[String], global_batch: usize) -> Result<()> {
@@ -137,11 +192,12 @@ impl Default for InfraAwareOptions {
     }
 }
 
-/// IA-TF's idea for synchronous data parallelism: rank workers by measured throughput, drop those
-/// below a threshold, use the best ones while adding one more still shortens the predicted step
-/// (`global_batch / Σ throughput + replicas × overhead`), give each a share of the global batch
-/// proportional to its throughput (largest remainders, at least one sample each), and put the
-/// variables, largest first, on the least-loaded ps relative to its capacity.
+/// IA-TF's idea for synchronous data parallelism: drop workers whose throughput is below a
+/// threshold of the best, then share the global batch so the slowest replica finishes as early
+/// as possible — each sample goes to the worker that would finish it first, counting each
+/// worker's fixed per-step cost once it is used, plus `per_replica_overhead_ms` per replica — so
+/// stragglers get small shares or none; put the variables, largest first, on the least-loaded ps
+/// relative to its capacity.
 ///
 /// `ps` pairs each parameter server with a relative capacity (1.0 when unknown).
 ///
@@ -157,38 +213,27 @@ pub fn infra_aware(
 ) -> Result<DataParallelPlan> {
     let ps_names: Vec<String> = ps.iter().map(|(p, _)| p.clone()).collect();
     check(workers.len(), &ps_names, global_batch)?;
-    let mut ranked: Vec<&WorkerCapacity> =
-        workers.iter().filter(|w| w.samples_per_sec > 0.0).collect();
-    ranked.sort_by(|a, b| b.samples_per_sec.total_cmp(&a.samples_per_sec));
-    let best = ranked
-        .first()
+    let best = workers
+        .iter()
         .map(|w| w.samples_per_sec)
-        .ok_or_else(|| Error::Infeasible {
+        .fold(0.0, f64::max);
+    if best <= 0.0 {
+        return Err(Error::Infeasible {
             group: "(replicas)".into(),
             reason: "no worker has positive measured throughput".into(),
-        })?;
-    ranked.retain(|w| w.samples_per_sec >= options.min_relative_throughput * best);
-    ranked.truncate(global_batch.max(1));
-    let predict = |m: usize| {
-        let rate: f64 = ranked[..m].iter().map(|w| w.samples_per_sec).sum();
-        global_batch as f64 / rate * 1e3 + m as f64 * options.per_replica_overhead_ms
-    };
-    let (mut chosen, mut predicted) = (1, predict(1));
-    for m in 2..=ranked.len() {
-        let t = predict(m);
-        if t < predicted {
-            chosen = m;
-            predicted = t;
-        }
+        });
     }
-    let used = &ranked[..chosen];
-    let shares = proportional_shares(
-        &used.iter().map(|w| w.samples_per_sec).collect::<Vec<_>>(),
-        global_batch,
-    );
-    let replicas = used
+    let eligible: Vec<&WorkerCapacity> = workers
         .iter()
-        .zip(shares)
+        .filter(|w| {
+            w.samples_per_sec > 0.0 && w.samples_per_sec >= options.min_relative_throughput * best
+        })
+        .collect();
+    let (batches, predicted) = balance(&eligible, global_batch, options.per_replica_overhead_ms);
+    let replicas = eligible
+        .iter()
+        .zip(batches)
+        .filter(|(_, b)| *b > 0)
         .map(|(w, batch)| Replica {
             device: w.device.clone(),
             batch,
@@ -219,6 +264,42 @@ pub fn infra_aware(
         global_device: ps[global].0.clone(),
         predicted_step_ms: Some(predicted),
     })
+}
+
+/// Shares of `total` samples over `workers` minimising the slowest replica's step time
+/// (greedy earliest finish, optimal for unit samples and affine step costs), then the best
+/// prefix of replicas once `overhead_ms` per replica is counted. Returns the shares (0: unused)
+/// and the predicted step time, ms.
+fn balance(workers: &[&WorkerCapacity], total: usize, overhead_ms: f64) -> (Vec<usize>, f64) {
+    let mut best: Option<(Vec<usize>, f64)> = None;
+    // Try using the k workers with the lowest single-sample finish time, for every k.
+    let mut order: Vec<usize> = (0..workers.len()).collect();
+    order.sort_by(|&a, &b| workers[a].step_ms(1).total_cmp(&workers[b].step_ms(1)));
+    for k in 1..=workers.len() {
+        let used = &order[..k];
+        let mut shares = vec![0usize; workers.len()];
+        for _ in 0..total {
+            let pick = used
+                .iter()
+                .copied()
+                .min_by(|&a, &b| {
+                    workers[a]
+                        .step_ms(shares[a] + 1)
+                        .total_cmp(&workers[b].step_ms(shares[b] + 1))
+                })
+                .unwrap_or(used[0]);
+            shares[pick] += 1;
+        }
+        let replicas = shares.iter().filter(|&&b| b > 0).count();
+        let makespan = (0..workers.len())
+            .map(|i| workers[i].step_ms(shares[i]))
+            .fold(0.0, f64::max);
+        let predicted = makespan + replicas as f64 * overhead_ms;
+        if best.as_ref().is_none_or(|(_, t)| predicted < *t) {
+            best = Some((shares, predicted));
+        }
+    }
+    best.unwrap_or_else(|| (vec![0; workers.len()], f64::INFINITY))
 }
 
 /// Splits `total` into integer shares proportional to `weights` (largest remainder), each at
@@ -272,10 +353,7 @@ mod tests {
     }
 
     fn w(i: usize, rate: f64) -> WorkerCapacity {
-        WorkerCapacity {
-            device: format!("/job:worker/task:{i}"),
-            samples_per_sec: rate,
-        }
+        WorkerCapacity::rate(&format!("/job:worker/task:{i}"), rate)
     }
 
     #[test]
@@ -334,10 +412,57 @@ mod tests {
             min_relative_throughput: 0.0,
             per_replica_overhead_ms: 50.0,
         };
-        // 10 samples: alone 100 ms; with the 10 %-speed worker 10/110*1000 + 100 = 190 ms > 150.
+        // 10 samples: alone 100 ms + 50; with the 10 %-speed worker at best 9 + 1 samples:
+        // max(90, 100) + 2 × 50 = 200 ms > 150.
         let p = infra_aware(&[w(0, 100.0), w(1, 10.0)], &ps, &vars(), 10, &opts).unwrap();
         assert_eq!(p.replicas.len(), 1);
         assert!((p.predicted_step_ms.unwrap() - 150.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fixed_costs_shift_work_to_the_workers_that_pay_them_quickly() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        let opts = InfraAwareOptions {
+            min_relative_throughput: 0.0,
+            per_replica_overhead_ms: 0.0,
+        };
+        let fast = WorkerCapacity {
+            device: "fast".into(),
+            samples_per_sec: 100.0,
+            fixed_ms: 10.0,
+        };
+        // Same marginal speed, but 500 ms to fetch variables and send gradients: unused.
+        let far = WorkerCapacity {
+            device: "far".into(),
+            samples_per_sec: 100.0,
+            fixed_ms: 500.0,
+        };
+        let p = infra_aware(&[fast.clone(), far], &ps, &vars(), 20, &opts).unwrap();
+        assert_eq!(p.replicas.len(), 1);
+        assert_eq!(p.replicas[0].device, "fast");
+        assert!((p.predicted_step_ms.unwrap() - 210.0).abs() < 1e-9);
+        // Two equal workers with fixed costs share evenly; the prediction counts the fixed cost.
+        let twin = WorkerCapacity {
+            device: "twin".into(),
+            ..fast.clone()
+        };
+        let p = infra_aware(&[fast, twin], &ps, &vars(), 20, &opts).unwrap();
+        assert_eq!(
+            p.replicas.iter().map(|r| r.batch).collect::<Vec<_>>(),
+            vec![10, 10]
+        );
+        assert!((p.predicted_step_ms.unwrap() - 110.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fit_recovers_fixed_cost_and_rate() {
+        let c = WorkerCapacity::fit("w", &[(4, 140.0), (8, 180.0), (16, 260.0)]);
+        assert!((c.samples_per_sec - 100.0).abs() < 1e-9);
+        assert!((c.fixed_ms - 100.0).abs() < 1e-9);
+        // Noise that makes the slope negative falls back to a plain rate.
+        let c = WorkerCapacity::fit("w", &[(4, 300.0), (16, 200.0)]);
+        assert_eq!(c.fixed_ms, 0.0);
+        assert!((c.samples_per_sec - 80.0).abs() < 1e-9);
     }
 
     #[test]

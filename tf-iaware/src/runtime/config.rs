@@ -24,6 +24,9 @@ pub struct SessionConfig {
     /// (MatMul+BiasAdd, Conv2D+BiasAdd+Relu, …) run the fused op on one neighbour's device.
     /// On by default so step stats prove a placement; applies to every strategy alike.
     pub exact_placement: bool,
+    /// Keep this session's variables to itself (ConfigProto `isolate_session_state`), so several
+    /// sessions on one cluster — strategies benchmarked side by side — do not share state.
+    pub isolate_state: bool,
 }
 
 impl Default for SessionConfig {
@@ -36,6 +39,7 @@ impl Default for SessionConfig {
             soft_placement: false,
             operation_timeout_ms: 0,
             exact_placement: true,
+            isolate_state: false,
         }
     }
 }
@@ -56,6 +60,7 @@ impl SessionConfig {
             inter_op_parallelism_threads: self.inter_op_threads,
             allow_soft_placement: self.soft_placement,
             operation_timeout_in_ms: self.operation_timeout_ms,
+            isolate_session_state: self.isolate_state,
             ..Default::default()
         };
         if self.exact_placement {

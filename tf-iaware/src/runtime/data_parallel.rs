@@ -95,9 +95,11 @@ pub fn prepare(
     Ok((trainer, built.placement, analyzed.op_graph))
 }
 
-/// Measures each worker's training throughput (samples/s) by training model `name` on it alone
-/// with batch `probe_batch` (variables on `ps`) for at least `min_seconds` after one warm-up step.
-/// Runs the workers one after another so they do not disturb each other.
+/// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables
+/// on `ps`) with `probe_batch / 4`, `probe_batch / 2` and `probe_batch` samples — two warm-up
+/// steps, then at least three timed steps and `min_seconds` each, the median counting — and fits
+/// a fixed per-step cost and a marginal throughput ([`WorkerCapacity::fit`]). Workers are calibrated one
+/// after another so they do not disturb each other.
 ///
 /// # Errors
 /// As [`train`].
@@ -111,37 +113,91 @@ pub fn calibrate_workers(
     min_seconds: f64,
 ) -> Result<Vec<WorkerCapacity>> {
     let vars = replicated::variables(name)?;
+    let sizes = [
+        (probe_batch / 4).max(1),
+        (probe_batch / 2).max(2),
+        probe_batch.max(3),
+    ];
     let mut out = Vec::with_capacity(workers.len());
     for w in workers {
-        let plan = DataParallelPlan {
-            strategy: "calibration".into(),
-            replicas: vec![Replica {
-                device: w.clone(),
-                batch: probe_batch,
-            }],
-            variable_devices: vars
-                .iter()
-                .map(|v| (v.name.clone(), ps.to_string()))
-                .collect(),
-            global_device: ps.to_string(),
-            predicted_step_ms: None,
-        };
-        let (trainer, _, _) = prepare(name, &plan, cluster, config, 1)?;
-        trainer.init()?;
-        trainer.step(0, false)?;
-        let start = Instant::now();
-        let mut times = Vec::new();
-        while times.len() < 2 || (start.elapsed().as_secs_f64() < min_seconds && times.len() < 50) {
-            let (_, ms, _) = trainer.step(times.len() + 1, false)?;
-            times.push(ms);
+        let mut points = Vec::with_capacity(sizes.len());
+        for batch in sizes {
+            let plan = DataParallelPlan {
+                strategy: "calibration".into(),
+                replicas: vec![Replica {
+                    device: w.clone(),
+                    batch,
+                }],
+                variable_devices: vars
+                    .iter()
+                    .map(|v| (v.name.clone(), ps.to_string()))
+                    .collect(),
+                global_device: ps.to_string(),
+                predicted_step_ms: None,
+            };
+            let (trainer, _, _) = prepare(name, &plan, cluster, config, 1)?;
+            trainer.init()?;
+            trainer.step(0, false)?;
+            trainer.step(1, false)?;
+            let start = Instant::now();
+            let mut times = Vec::new();
+            while times.len() < 3
+                || (start.elapsed().as_secs_f64() < min_seconds && times.len() < 50)
+            {
+                let (_, ms, _) = trainer.step(times.len() + 2, false)?;
+                times.push(ms);
+            }
+            times.sort_by(f64::total_cmp);
+            points.push((batch, times[times.len() / 2]));
         }
-        times.sort_by(f64::total_cmp);
-        let median_ms = times[times.len() / 2];
-        log::info!("calibration: {w}: {probe_batch} samples in {median_ms:.1} ms");
-        out.push(WorkerCapacity {
-            device: w.clone(),
-            samples_per_sec: probe_batch as f64 / (median_ms / 1e3),
-        });
+        let capacity = WorkerCapacity::fit(w, &points);
+        log::info!(
+            "calibration: {w}: {:?} → {:.1} samples/s + {:.0} ms per step",
+            points,
+            capacity.samples_per_sec,
+            capacity.fixed_ms
+        );
+        out.push(capacity);
     }
     Ok(out)
+}
+
+/// Each replica's throughput in one traced step of `plan`: its share of the batch over its busy
+/// window in the step stats (samples/s). Replicas with no recorded window are left out.
+pub fn observed_throughput(
+    plan: &DataParallelPlan,
+    stats: &crate::proto::StepStats,
+) -> Vec<WorkerCapacity> {
+    let spans = super::stats::device_spans(stats);
+    plan.replicas
+        .iter()
+        .filter_map(|r| {
+            let (start, end) = spans.get(&r.device)?;
+            let secs = (end - start) as f64 / 1e6;
+            (secs > 0.0).then(|| WorkerCapacity::rate(&r.device, r.batch as f64 / secs))
+        })
+        .collect()
+}
+
+/// Predicted step time of `plan`, ms, from calibrated workers: the slowest replica's
+/// [`WorkerCapacity::step_ms`], plus `per_replica_overhead_ms` per replica (synchronisation).
+/// Replicas on workers missing from `capacity` make the prediction `None`.
+pub fn predict_step_ms(
+    plan: &DataParallelPlan,
+    capacity: &[WorkerCapacity],
+    per_replica_overhead_ms: f64,
+) -> Option<f64> {
+    let mut worst: f64 = 0.0;
+    for r in &plan.replicas {
+        let c = capacity.iter().find(|c| c.device == r.device)?;
+        worst = worst.max(c.step_ms(r.batch));
+    }
+    Some(worst + plan.replicas.len() as f64 * per_replica_overhead_ms)
+}
+
+/// Lower bound of a synchronous step of `global_batch` samples on workers of `capacity`, ms:
+/// every worker's marginal throughput used for the same time, no fixed or synchronisation cost.
+pub fn lower_bound_ms(global_batch: usize, capacity: &[WorkerCapacity]) -> f64 {
+    let rate: f64 = capacity.iter().map(|c| c.samples_per_sec).sum();
+    global_batch as f64 / rate * 1e3
 }

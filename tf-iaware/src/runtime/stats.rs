@@ -107,6 +107,29 @@ pub fn placement_mismatches<'a>(
     out
 }
 
+/// Busy window of every device in one traced step: (first op start, last op end), µs since the
+/// epoch. A replica's window is how long its share of the step took it.
+pub fn device_spans(stats: &StepStats) -> BTreeMap<String, (i64, i64)> {
+    let mut out: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for dev in &stats.dev_stats {
+        for n in &dev.node_stats {
+            if n.node_name == "_SOURCE" || n.node_name == "_SINK" || n.all_start_micros == 0 {
+                continue;
+            }
+            let (start, end) = (
+                n.all_start_micros,
+                n.all_start_micros + n.all_end_rel_micros.max(0),
+            );
+            let e = out
+                .entry(normalize_device(&dev.device))
+                .or_insert((start, end));
+            e.0 = e.0.min(start);
+            e.1 = e.1.max(end);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

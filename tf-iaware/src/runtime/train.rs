@@ -141,6 +141,15 @@ impl Trainer {
             .map(|_| ())
     }
 
+    /// Runs the op called `name` once (e.g. `init_data` after switching plans).
+    ///
+    /// # Errors
+    /// [`Error::UnknownOp`] if the graph has no such op; [`Error::TensorFlow`] if it fails.
+    pub fn run_op(&self, name: &str) -> Result<()> {
+        let op = self.session.op(name, "Trainer::run_op")?;
+        self.session.run(&[], &[op], &[], false).map(|_| ())
+    }
+
     /// One training step: runs `train`, fetches the loss. Returns (loss, wall ms, step stats).
     ///
     /// # Errors

@@ -1,0 +1,356 @@
+//! `tf-iaware bench`: strategies side by side on an emulated heterogeneous cluster — TensorFlow's
+//! stock data-parallel recipe against infra-aware — interleaved so machine drift hits all alike;
+//! for scenarios with drift, step time over steps with and without adaptation.
+
+mod adapt;
+mod svg;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware::models::replicated;
+use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, VarInfo, WorkerCapacity};
+use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
+
+/// Per-replica synchronisation cost assumed by predictions, ms.
+const OVERHEAD_MS: f64 = 5.0;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Emulated scenario: paper, uniform, busy, mixed, slow-net, drift, or inline
+    /// (`workers=1.0,0.5:busy=0,0.6`, see the README).
+    #[arg(long, default_value = "paper")]
+    scenario: String,
+    /// Zoo model trained data-parallel.
+    #[arg(long, default_value = "resnet20")]
+    model: String,
+    /// Strategies, comma-separated: replica-setter (stock TensorFlow), infra-aware.
+    #[arg(
+        long,
+        default_value = "replica-setter,infra-aware",
+        value_delimiter = ','
+    )]
+    strategies: Vec<String>,
+    /// Timed steps per strategy (split over the repeats).
+    #[arg(long, default_value_t = 8)]
+    steps: usize,
+    /// Untimed warm-up steps per strategy.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Rounds the strategies take turns in.
+    #[arg(long, default_value_t = 2)]
+    repeats: usize,
+    /// Global batch per step.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// Samples for the "time to train" column (default: one CIFAR-10 epoch).
+    #[arg(long, default_value_t = 50_000)]
+    samples: usize,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write an SVG chart here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// One strategy's measured run.
+#[derive(Serialize)]
+pub struct StrategyResult {
+    pub strategy: String,
+    pub plan: DataParallelPlan,
+    pub step_ms: StepTimes,
+    pub step_ms_all: Vec<f64>,
+    pub images_per_sec: f64,
+    pub images_per_sec_std: f64,
+    /// Seconds to train `samples` samples at the median step time.
+    pub time_to_train_s: f64,
+    /// 1 − step / stock step (positive: faster than stock).
+    pub reduction_vs_stock: Option<f64>,
+    pub lower_bound_ms: f64,
+    pub ratio_to_lower_bound: f64,
+    pub predicted_step_ms: Option<f64>,
+    /// |predicted − measured| / measured.
+    pub prediction_error: Option<f64>,
+    pub loss_first: f32,
+    pub loss_last: f32,
+}
+
+#[derive(Serialize)]
+struct BenchReport {
+    scenario: Scenario,
+    model: String,
+    global_batch: usize,
+    steps: usize,
+    warmup: usize,
+    repeats: usize,
+    samples: usize,
+    calibration: Vec<WorkerCapacity>,
+    lower_bound_ms: f64,
+    results: Vec<StrategyResult>,
+    adaptation: Option<adapt::AdaptationReport>,
+    quota_warning: Option<String>,
+    wall_s: f64,
+}
+
+/// A strategy ready to step.
+struct Contender {
+    name: String,
+    plan: DataParallelPlan,
+    trainer: Trainer,
+    times: Vec<f64>,
+    losses: Vec<f32>,
+}
+
+fn plan_for(
+    name: &str,
+    workers: &[String],
+    ps: &[String],
+    vars: &[VarInfo],
+    batch: usize,
+    calibration: &[WorkerCapacity],
+) -> Result<DataParallelPlan> {
+    Ok(match name {
+        "replica-setter" => parallel::replica_setter(workers, ps, vars, batch)?,
+        "infra-aware" => {
+            let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
+            let options = InfraAwareOptions {
+                per_replica_overhead_ms: OVERHEAD_MS,
+                ..Default::default()
+            };
+            parallel::infra_aware(calibration, &ps_cap, vars, batch, &options)?
+        }
+        other => bail!("unknown benchmark strategy `{other}` (replica-setter, infra-aware)"),
+    })
+}
+
+fn progress(len: u64, msg: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:<28} [{bar:30}] {pos}/{len} steps, eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(msg.to_string());
+    bar
+}
+
+/// Mean and standard deviation.
+fn mean_std(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len().max(1) as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    if args.steps == 0 || args.repeats == 0 || args.strategies.is_empty() {
+        bail!("--steps, --repeats and --strategies must be non-empty");
+    }
+    let started = Instant::now();
+    let scenario = Scenario::parse(&args.scenario)?;
+    let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
+    eprintln!("scenario {}: {}", scenario.name, scenario.description);
+    let mut cluster = EmulatedCluster::start(&scenario, &exe)?;
+    let (devices, mut config) = cluster.connect()?;
+    config.isolate_state = true;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
+    let vars = replicated::variables(&args.model)?;
+    let probe = (args.batch / workers.len()).clamp(3, 12);
+    eprintln!(
+        "calibrating {} workers with {probe}-sample steps of {}…",
+        workers.len(),
+        args.model
+    );
+    let calibration = data_parallel::calibrate_workers(
+        &args.model,
+        &workers,
+        &ps[0],
+        &devices,
+        &config,
+        probe,
+        1.0,
+    )?;
+    for c in &calibration {
+        eprintln!(
+            "  {:<45} {:>8.1} images/sec + {:.0} ms per step",
+            c.device, c.samples_per_sec, c.fixed_ms
+        );
+    }
+    let lower_bound = data_parallel::lower_bound_ms(args.batch, &calibration);
+
+    let mut contenders = Vec::new();
+    for name in &args.strategies {
+        let plan = plan_for(name, &workers, &ps, &vars, args.batch, &calibration)?;
+        let shares: Vec<String> = plan.replicas.iter().map(|r| r.batch.to_string()).collect();
+        eprintln!(
+            "{name}: {} replicas, shares [{}]",
+            plan.replicas.len(),
+            shares.join(", ")
+        );
+        let (trainer, _, _) = data_parallel::prepare(&args.model, &plan, &devices, &config, 1)?;
+        trainer.init()?;
+        contenders.push(Contender {
+            name: name.clone(),
+            plan,
+            trainer,
+            times: Vec::new(),
+            losses: Vec::new(),
+        });
+    }
+    let per_round = args.steps.div_ceil(args.repeats);
+    let total = (contenders.len() * (args.warmup + per_round * args.repeats)) as u64;
+    let bar = progress(total, "warm-up");
+    for c in &mut contenders {
+        for i in 0..args.warmup {
+            let (loss, _, _) = c.trainer.step(i, false)?;
+            c.losses.push(loss);
+            bar.inc(1);
+        }
+    }
+    for round in 0..args.repeats {
+        for c in &mut contenders {
+            bar.set_message(format!("round {} {}", round + 1, c.name));
+            for _ in 0..per_round {
+                let (loss, ms, _) = c.trainer.step(c.losses.len(), false)?;
+                c.losses.push(loss);
+                c.times.push(ms);
+                bar.inc(1);
+            }
+            let ips: Vec<f64> = c
+                .times
+                .iter()
+                .map(|ms| args.batch as f64 / (ms / 1e3))
+                .collect();
+            let (mean, std) = mean_std(&ips);
+            let line = format!(
+                "{:<16} {:>3}\timages/sec: {:.1} +/- {:.1} (jitter = {:.1})\t{:.3}",
+                c.name,
+                c.times.len(),
+                mean,
+                std,
+                std / mean.max(1e-9) * 100.0,
+                c.losses.last().copied().unwrap_or(f32::NAN)
+            );
+            bar.suspend(|| println!("{line}"));
+        }
+    }
+    bar.finish_and_clear();
+
+    let stock_ms = contenders
+        .iter()
+        .find(|c| c.name == "replica-setter")
+        .and_then(|c| StepTimes::from_samples(&c.times))
+        .map(|t| t.median);
+    let mut results = Vec::new();
+    for c in contenders {
+        let step = StepTimes::from_samples(&c.times).context("no timed steps")?;
+        let ips: Vec<f64> = c
+            .times
+            .iter()
+            .map(|ms| args.batch as f64 / (ms / 1e3))
+            .collect();
+        let (_, std) = mean_std(&ips);
+        let predicted = data_parallel::predict_step_ms(&c.plan, &calibration, OVERHEAD_MS);
+        results.push(StrategyResult {
+            strategy: c.name.clone(),
+            images_per_sec: args.batch as f64 / (step.median / 1e3),
+            images_per_sec_std: std,
+            time_to_train_s: args.samples as f64 / args.batch as f64 * step.median / 1e3,
+            reduction_vs_stock: stock_ms.map(|s| 1.0 - step.median / s),
+            lower_bound_ms: lower_bound,
+            ratio_to_lower_bound: step.median / lower_bound,
+            prediction_error: predicted.map(|p| (p - step.median).abs() / step.median),
+            predicted_step_ms: predicted,
+            loss_first: c.losses.first().copied().unwrap_or(f32::NAN),
+            loss_last: c.losses.last().copied().unwrap_or(f32::NAN),
+            step_ms_all: c.times,
+            plan: c.plan,
+            step_ms: step,
+        });
+    }
+    print_table(&results, args, lower_bound);
+
+    let adaptation = if scenario.drift.is_empty() {
+        None
+    } else {
+        let setup = adapt::Setup {
+            devices: &devices,
+            model: &args.model,
+            workers: &workers,
+            ps: &ps,
+            vars: &vars,
+            batch: args.batch,
+        };
+        Some(adapt::run(&mut cluster, &setup, &config, &scenario)?)
+    };
+    let report = BenchReport {
+        quota_warning: cluster.quota_warning.clone(),
+        scenario,
+        model: args.model.clone(),
+        global_batch: args.batch,
+        steps: args.steps,
+        warmup: args.warmup,
+        repeats: args.repeats,
+        samples: args.samples,
+        calibration,
+        lower_bound_ms: lower_bound,
+        results,
+        adaptation,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    drop(cluster);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        let chart = match &report.adaptation {
+            Some(a) => svg::drift_chart(a, &report.scenario.name),
+            None => svg::strategy_chart(&report.results, &report.scenario.name, &report.model),
+        };
+        std::fs::write(path, chart).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("bench finished in {:.0} s", report.wall_s);
+    Ok(())
+}
+
+fn print_table(results: &[StrategyResult], args: &Args, lower_bound: f64) {
+    println!();
+    println!(
+        "{:<16} {:>10} {:>10} {:>14} {:>12} {:>9} {:>11} {:>7}",
+        "strategy",
+        "step ms",
+        "images/s",
+        "time to train",
+        "vs stock",
+        "÷ bound",
+        "predicted",
+        "error"
+    );
+    for r in results {
+        let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:+.1} %", -v * 100.0));
+        println!(
+            "{:<16} {:>10.1} {:>10.1} {:>12.0} s {:>12} {:>9.2} {:>9} {:>7}",
+            r.strategy,
+            r.step_ms.median,
+            r.images_per_sec,
+            r.time_to_train_s,
+            pct(r.reduction_vs_stock),
+            r.ratio_to_lower_bound,
+            r.predicted_step_ms
+                .map_or("-".into(), |p| format!("{p:.1} ms")),
+            r.prediction_error
+                .map_or("-".into(), |e| format!("{:.1} %", e * 100.0)),
+        );
+    }
+    println!(
+        "lower bound {lower_bound:.1} ms/step (global batch {} over the calibrated throughput of all workers); \
+         time to train = {} samples",
+        args.batch, args.samples
+    );
+}

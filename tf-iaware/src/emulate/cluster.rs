@@ -1,0 +1,405 @@
+//! [`EmulatedCluster`]: worker and ps processes (`tf-iaware worker`) on 127.0.0.1 with unequal
+//! capacity — a CPU-quota cgroup per worker, co-tenant hog processes inside chosen workers'
+//! cgroups, shaped links through a user-space proxy — torn down on drop, on Ctrl-C and on panic.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::cgroup::{self, CpuCgroup, Hierarchy};
+use super::proxy::LinkProxy;
+use super::scenario::Scenario;
+use crate::cluster::tf_config::{TaskId, TfConfig};
+use crate::error::{Error, Result};
+
+/// One running task process.
+struct Task {
+    id: TaskId,
+    child: Child,
+    log: PathBuf,
+}
+
+/// A running emulated cluster. Dropping it kills every process and removes every cgroup.
+pub struct EmulatedCluster {
+    scenario: Scenario,
+    exe: PathBuf,
+    tasks: Vec<Task>,
+    hogs: Vec<Option<Child>>,
+    cgroups: Vec<Option<CpuCgroup>>,
+    proxies: Vec<LinkProxy>,
+    tf_config: TfConfig,
+    dir: tempfile::TempDir,
+    /// Why CPU quotas are not enforced, when they are not.
+    pub quota_warning: Option<String>,
+}
+
+/// A live cluster as the signal handler sees it: its folder (the key), pids and cgroup folders.
+type Registration = (PathBuf, Vec<u32>, Vec<PathBuf>);
+
+/// Every live emulated cluster of this process, for the signal handler.
+static ACTIVE: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| Error::io("127.0.0.1:0", e))
+}
+
+fn spawn(exe: &Path, args: &[String], log: &Path) -> Result<Child> {
+    let out = std::fs::File::create(log).map_err(|e| Error::io(log, e))?;
+    let err = out.try_clone().map_err(|e| Error::io(log, e))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .env("TF_CPP_MIN_LOG_LEVEL", "2")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the child when this
+    // process dies, so nothing outlives a killed driver.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|e| Error::io(exe, e))
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
+impl EmulatedCluster {
+    /// Starts `scenario`: one ps per `scenario.ps`, one worker per spec, each a `exe worker`
+    /// process (`exe` is the `tf-iaware` binary), waits until every gRPC port answers.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if a process or cgroup cannot be created; [`Error::TensorFlow`]-style
+    /// [`Error::InvalidArgument`] naming the task whose server did not come up (with its log).
+    pub fn start(scenario: &Scenario, exe: &Path) -> Result<EmulatedCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("tf-iaware-emulated-")
+            .tempdir()
+            .map_err(|e| Error::io("/tmp", e))?;
+        let hierarchy = Hierarchy::detect();
+        if let Ok(h) = &hierarchy {
+            cgroup::remove_stale(h);
+        }
+        let quota_warning = hierarchy.as_ref().err().map(|why| {
+            let msg = format!("CPU quotas are not enforced ({why}); co-tenant hogs still run");
+            log::warn!("{msg}");
+            msg
+        });
+        // Ports: the real ones servers bind, and what peers dial (a proxy where a link is shaped).
+        let n = scenario.workers.len();
+        let worker_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>>>()?;
+        let ps_ports = (0..scenario.ps)
+            .map(|_| free_port())
+            .collect::<Result<Vec<_>>>()?;
+        let metric_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>>>()?;
+        let mut proxies = Vec::new();
+        let mut dial = Vec::with_capacity(n);
+        for (k, spec) in scenario.workers.iter().enumerate() {
+            match &spec.link {
+                Some(link) => {
+                    let proxy = LinkProxy::start(("127.0.0.1", worker_ports[k]), link.clone())?;
+                    dial.push(format!("127.0.0.1:{}", proxy.port()));
+                    proxies.push(proxy);
+                }
+                None => dial.push(format!("127.0.0.1:{}", worker_ports[k])),
+            }
+        }
+        let cluster_json = serde_json::json!({
+            "cluster": {
+                "worker": dial,
+                "ps": ps_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
+            },
+            "metrics": {"worker": metric_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>()},
+        });
+        let config_path = dir.path().join("tf_config.json");
+        std::fs::write(&config_path, cluster_json.to_string())
+            .map_err(|e| Error::io(&config_path, e))?;
+        let tf_config = TfConfig::parse(&cluster_json.to_string(), "emulated cluster")?;
+        let mut cluster = EmulatedCluster {
+            scenario: scenario.clone(),
+            exe: exe.to_path_buf(),
+            tasks: Vec::new(),
+            hogs: (0..n).map(|_| None).collect(),
+            cgroups: (0..n).map(|_| None).collect(),
+            proxies,
+            tf_config,
+            dir,
+            quota_warning,
+        };
+        let start_task =
+            |c: &mut EmulatedCluster, job: &str, index: usize, port: u16| -> Result<()> {
+                let log = c.dir.path().join(format!("{job}{index}.log"));
+                let mut args = vec![
+                    "worker".to_string(),
+                    "--tf-config".into(),
+                    config_path.display().to_string(),
+                    "--job".into(),
+                    job.into(),
+                    "--task".into(),
+                    index.to_string(),
+                    "--port".into(),
+                    port.to_string(),
+                ];
+                if job == "worker" {
+                    args.extend([
+                        "--metrics".to_string(),
+                        format!("127.0.0.1:{}", metric_ports[index]),
+                    ]);
+                }
+                let child = spawn(&c.exe, &args, &log)?;
+                c.tasks.push(Task {
+                    id: TaskId {
+                        job: job.into(),
+                        index,
+                    },
+                    child,
+                    log,
+                });
+                Ok(())
+            };
+        for (i, &p) in ps_ports.iter().enumerate() {
+            start_task(&mut cluster, "ps", i, p)?;
+        }
+        for (k, &p) in worker_ports.iter().enumerate() {
+            start_task(&mut cluster, "worker", k, p)?;
+            if let Ok(h) = &hierarchy {
+                let spec = &scenario.workers[k];
+                let group = CpuCgroup::create(h, &format!("worker{k}"), spec.cpu, spec.busy)?;
+                group.add_tf(cluster.tasks.last().map_or(0, |t| t.child.id()))?;
+                cluster.cgroups[k] = Some(group);
+            }
+            cluster.set_busy(k, scenario.workers[k].busy)?;
+        }
+        cluster.register();
+        let ports: Vec<(usize, u16)> = ps_ports
+            .iter()
+            .chain(&worker_ports)
+            .copied()
+            .enumerate()
+            .collect();
+        cluster.wait_ready(&ports, Duration::from_secs(60))?;
+        Ok(cluster)
+    }
+
+    /// Records (or refreshes) this cluster's processes and cgroups for the signal handler,
+    /// keyed by its temporary folder.
+    fn register(&self) {
+        let pids = self.pids();
+        let groups = self
+            .cgroups
+            .iter()
+            .flatten()
+            .map(|g| g.path().to_path_buf())
+            .collect();
+        let key = self.dir.path().to_path_buf();
+        let mut active = ACTIVE.lock().unwrap_or_else(|p| p.into_inner());
+        active.retain(|(k, _, _)| *k != key);
+        active.push((key, pids, groups));
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.tasks
+            .iter()
+            .map(|t| t.child.id())
+            .chain(self.hogs.iter().flatten().map(Child::id))
+            .collect()
+    }
+
+    fn wait_ready(&mut self, ports: &[(usize, u16)], timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        for &(t, port) in ports {
+            loop {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    break;
+                }
+                let task = &mut self.tasks[t];
+                if let Ok(Some(status)) = task.child.try_wait() {
+                    return Err(Error::InvalidArgument {
+                        what: format!("emulated task {}:{}", task.id.job, task.id.index),
+                        reason: format!(
+                            "exited with {status} before serving:\n{}",
+                            tail(&task.log)
+                        ),
+                    });
+                }
+                if start.elapsed() > timeout {
+                    return Err(Error::InvalidArgument {
+                        what: format!("emulated task {}:{}", task.id.job, task.id.index),
+                        reason: format!(
+                            "did not open port {port} within {timeout:?}:\n{}",
+                            tail(&task.log)
+                        ),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    /// The cluster as TF_CONFIG (addresses peers dial; metrics agents under `"metrics"`).
+    pub fn tf_config(&self) -> &TfConfig {
+        &self.tf_config
+    }
+
+    /// The task sessions should be mastered by: ps 0, which has no CPU quota, so coordinating a
+    /// step is not charged to an emulated worker.
+    pub fn master(&self) -> TaskId {
+        TaskId {
+            job: "ps".into(),
+            index: 0,
+        }
+    }
+
+    /// Connects to the cluster through [`EmulatedCluster::master`]: its devices and how to open
+    /// sessions on it.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if the master cannot be reached.
+    pub fn connect(&self) -> Result<(crate::cluster::Cluster, crate::runtime::SessionConfig)> {
+        crate::cluster::connect::connect_tf_config_at(&self.tf_config, &self.master())
+    }
+
+    /// The scenario, with co-tenant loads as currently set.
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    /// Sets worker `k`'s co-tenant load to `busy` of its quota. With cgroups, a hog that always
+    /// wants CPU runs in the node's `cotenant` group, which gets `busy` of the quota and
+    /// TensorFlow the rest; without, a hog duty-cycled to `busy × quota` cores runs beside it.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the hog cannot be started or its cgroup written.
+    pub fn set_busy(&mut self, k: usize, busy: f64) -> Result<()> {
+        self.scenario.workers[k].busy = busy;
+        let cpu = self.scenario.workers[k].cpu;
+        if let Some(group) = &self.cgroups[k] {
+            group.set_busy(cpu, busy)?;
+        }
+        if let Some(mut old) = self.hogs.get_mut(k).and_then(Option::take) {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+        if busy <= 0.0 {
+            return Ok(());
+        }
+        let cores = if self.cgroups[k].is_some() {
+            (busy * cpu).ceil()
+        } else {
+            busy * cpu
+        };
+        let log = self.dir.path().join(format!("hog{k}.log"));
+        let hog = spawn(
+            &self.exe,
+            &["hog".to_string(), "--cores".into(), format!("{cores:.3}")],
+            &log,
+        )?;
+        if let Some(group) = &self.cgroups[k] {
+            group.add_cotenant(hog.id())?;
+        }
+        self.hogs[k] = Some(hog);
+        self.register();
+        Ok(())
+    }
+
+    /// Kills worker `k`'s server process (fault injection).
+    pub fn kill_worker(&mut self, k: usize) {
+        if let Some(t) = self
+            .tasks
+            .iter_mut()
+            .find(|t| t.id.job == "worker" && t.id.index == k)
+        {
+            let _ = t.child.kill();
+            let _ = t.child.wait();
+        }
+    }
+
+    /// Folder with the tasks' logs and TF_CONFIG.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Pids of every process the cluster started (servers and hogs).
+    pub fn process_ids(&self) -> Vec<u32> {
+        self.pids()
+    }
+
+    /// Folders of the cgroups the cluster created.
+    pub fn cgroup_paths(&self) -> Vec<PathBuf> {
+        self.cgroups
+            .iter()
+            .flatten()
+            .map(|g| g.path().to_path_buf())
+            .collect()
+    }
+}
+
+impl Drop for EmulatedCluster {
+    fn drop(&mut self) {
+        for child in self
+            .tasks
+            .iter_mut()
+            .map(|t| &mut t.child)
+            .chain(self.hogs.iter_mut().flatten())
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.proxies.clear();
+        // Cgroups go after their processes (CpuCgroup's own drop removes the folder).
+        self.cgroups.clear();
+        let key = self.dir.path().to_path_buf();
+        ACTIVE
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(k, _, _)| *k != key);
+    }
+}
+
+/// Makes SIGINT/SIGTERM tear down every emulated cluster (kill processes, remove cgroups) and
+/// exit with status 130. Call it first thing in `main`, before any thread starts: it blocks the
+/// signals in the calling thread, so every thread started later inherits the mask.
+pub fn cleanup_on_signal() {
+    // SAFETY: signal-mask manipulation on a local set before other threads exist.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    std::thread::spawn(move || {
+        let mut sig = 0;
+        // SAFETY: `set` is a valid signal set; sigwait stores the signal number.
+        unsafe { libc::sigwait(&set, &mut sig) };
+        eprintln!("signal {sig}: tearing down emulated clusters");
+        let active = std::mem::take(&mut *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()));
+        for (_, pids, groups) in active {
+            for pid in pids {
+                // SAFETY: kill(2) on pids this process started.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            for g in groups {
+                if let Some(root) = g.parent() {
+                    cgroup::remove(&g, root);
+                }
+            }
+        }
+        std::process::exit(130);
+    });
+}

@@ -1,0 +1,167 @@
+//! A user-space link shaper (tc netem does not exist here): a TCP proxy that forwards every
+//! connection to a target with added one-way delay and limited bandwidth, in both directions.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::scenario::LinkSpec;
+use crate::error::{Error, Result};
+
+/// Largest chunk forwarded at once, bytes.
+const CHUNK: usize = 16 * 1024;
+
+/// A running proxy; stops accepting on drop (open connections end with their peers).
+pub struct LinkProxy {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl LinkProxy {
+    /// Listens on 127.0.0.1 (a free port) and forwards to `target` shaped as `link`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if it cannot listen or resolve the target.
+    pub fn start(target: impl ToSocketAddrs, link: LinkSpec) -> Result<LinkProxy> {
+        let target = target
+            .to_socket_addrs()
+            .map_err(|e| Error::io("proxy target", e))?
+            .next()
+            .ok_or_else(|| Error::io("proxy target", std::io::Error::other("no address")))?;
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("proxy", e))?
+            .port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(target) else {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                if let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) {
+                    pump(client, s2, link.clone());
+                    pump(server, c2, link.clone());
+                }
+            }
+        });
+        Ok(LinkProxy { port, stop })
+    }
+
+    /// Port peers dial.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for LinkProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Forwards `from` → `to`: a reader stamps each chunk with its due time (now + delay), a writer
+/// sends it no earlier, then waits its serialisation time at the link's bandwidth.
+fn pump(mut from: TcpStream, mut to: TcpStream, link: LinkSpec) {
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    let delay = Duration::from_secs_f64(link.delay_ms / 1e3);
+    thread::spawn(move || {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let bytes_per_sec = link.mbit * 1e6 / 8.0;
+    thread::spawn(move || {
+        let mut free_at = Instant::now();
+        for (due, chunk) in rx {
+            let now = Instant::now();
+            let start = due.max(free_at).max(now);
+            if start > now {
+                thread::sleep(start - now);
+            }
+            if to.write_all(&chunk).is_err() {
+                break;
+            }
+            free_at = start + Duration::from_secs_f64(chunk.len() as f64 / bytes_per_sec);
+        }
+        let _ = to.shutdown(Shutdown::Write);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwards_both_ways_with_delay_and_limited_bandwidth() {
+        let echo = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = echo.local_addr().unwrap();
+        thread::spawn(move || {
+            let (mut s, _) = echo.accept().unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => s.write_all(&buf[..n]).unwrap(),
+                }
+            }
+        });
+        // 8 Mbit/s = 1 MB/s, 20 ms each way.
+        let proxy = LinkProxy::start(
+            addr,
+            LinkSpec {
+                mbit: 8.0,
+                delay_ms: 20.0,
+            },
+        )
+        .unwrap();
+        let mut c = TcpStream::connect(("127.0.0.1", proxy.port())).unwrap();
+        let start = Instant::now();
+        c.write_all(b"ping").unwrap();
+        let mut got = [0u8; 4];
+        c.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        assert!(
+            start.elapsed() >= Duration::from_millis(40),
+            "round trip {:?}",
+            start.elapsed()
+        );
+        // 200 KB at 1 MB/s takes at least ~0.2 s one way.
+        let data = vec![7u8; 200 * 1024];
+        let start = Instant::now();
+        c.write_all(&data).unwrap();
+        let mut back = vec![0u8; data.len()];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(back, data);
+        assert!(
+            start.elapsed() >= Duration::from_millis(200),
+            "200 KB took {:?}",
+            start.elapsed()
+        );
+    }
+}

@@ -1,0 +1,353 @@
+//! Emulated-cluster scenarios: per-worker CPU quota, co-tenant load, link shaping and drift
+//! events; the named scenarios and the inline grammar of `emulated:…`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Shaping of one worker's network link (applied by a user-space proxy in front of it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkSpec {
+    /// Bandwidth, megabits per second.
+    pub mbit: f64,
+    /// One-way delay added to every chunk, milliseconds.
+    pub delay_ms: f64,
+}
+
+/// One emulated worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// CPU quota, cores (cgroup `cpu.cfs_quota_us / cpu.cfs_period_us`).
+    pub cpu: f64,
+    /// Share of that quota a co-tenant hog process burns, 0–1.
+    pub busy: f64,
+    /// Shaped link, if any.
+    pub link: Option<LinkSpec>,
+}
+
+impl WorkerSpec {
+    /// Cores left to TensorFlow: quota × (1 − busy).
+    pub fn effective_cores(&self) -> f64 {
+        self.cpu * (1.0 - self.busy)
+    }
+}
+
+/// A change during a run: before step `at_step`, worker `worker`'s co-tenant load becomes `busy`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriftEvent {
+    pub at_step: usize,
+    pub worker: usize,
+    pub busy: f64,
+}
+
+/// A whole emulated cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    pub workers: Vec<WorkerSpec>,
+    /// Number of parameter-server tasks (unlimited CPU).
+    pub ps: usize,
+    pub drift: Vec<DriftEvent>,
+}
+
+/// Names of the built-in scenarios.
+pub const SCENARIOS: &[&str] = &["paper", "uniform", "busy", "mixed", "slow-net", "drift"];
+
+fn w(cpu: f64, busy: f64) -> WorkerSpec {
+    WorkerSpec {
+        cpu,
+        busy,
+        link: None,
+    }
+}
+
+impl Scenario {
+    /// A built-in scenario, or an inline description (see [`Scenario::parse_inline`]).
+    ///
+    /// # Errors
+    /// [`Error::ClusterSpec`] naming the text and what is wrong.
+    pub fn parse(text: &str) -> Result<Scenario> {
+        let named = |name: &str,
+                     description: &str,
+                     workers: Vec<WorkerSpec>,
+                     drift: Vec<DriftEvent>| Scenario {
+            name: name.into(),
+            description: description.into(),
+            workers,
+            ps: 1,
+            drift,
+        };
+        Ok(match text {
+            "paper" => named(
+                "paper",
+                "four workers of unequal capability and availability, as in IA-TF's evaluation: \
+                 0.5 core idle; 0.3 core idle; 0.3 core half taken by a co-tenant; 0.3 core three quarters taken",
+                vec![w(0.5, 0.0), w(0.3, 0.0), w(0.3, 0.5), w(0.3, 0.75)],
+                vec![],
+            ),
+            "uniform" => named("uniform", "four equal, idle workers of 0.3 core", vec![w(0.3, 0.0); 4], vec![]),
+            "busy" => named(
+                "busy",
+                "four 0.3-core workers, one of them 75 % taken by a co-tenant",
+                vec![w(0.3, 0.0), w(0.3, 0.0), w(0.3, 0.0), w(0.3, 0.75)],
+                vec![],
+            ),
+            "mixed" => named(
+                "mixed",
+                "unequal quotas (0.6, 0.4, 0.2, 0.1 core), all idle",
+                vec![w(0.6, 0.0), w(0.4, 0.0), w(0.2, 0.0), w(0.1, 0.0)],
+                vec![],
+            ),
+            "slow-net" => named(
+                "slow-net",
+                "four 0.3-core workers; worker 3 behind a 20 Mbit/s link with 5 ms delay",
+                vec![
+                    w(0.3, 0.0),
+                    w(0.3, 0.0),
+                    w(0.3, 0.0),
+                    WorkerSpec { cpu: 0.3, busy: 0.0, link: Some(LinkSpec { mbit: 20.0, delay_ms: 5.0 }) },
+                ],
+                vec![],
+            ),
+            "drift" => named(
+                "drift",
+                "four 0.3-core workers; before step 6 a co-tenant takes 75 % of worker 0",
+                vec![w(0.3, 0.0); 4],
+                vec![DriftEvent { at_step: 6, worker: 0, busy: 0.75 }],
+            ),
+            inline => Self::parse_inline(inline)?,
+        })
+    }
+
+    /// Parses `workers=C0,C1,…[:busy=B0,B1,…][:net=W@MBIT/DELAYms,…][:drift=STEP@W=BUSY,…][:ps=N]`:
+    /// CPU quota per worker in cores, co-tenant share per worker (0–1), shaped links, drift events
+    /// and the number of ps tasks. Example: `workers=1.0,0.5,0.5:busy=0,0,0.6`.
+    ///
+    /// # Errors
+    /// [`Error::ClusterSpec`] naming the part that is wrong.
+    pub fn parse_inline(text: &str) -> Result<Scenario> {
+        let bad = |reason: String| Error::ClusterSpec {
+            spec: format!("emulated:{text}"),
+            reason,
+        };
+        let mut workers: Vec<WorkerSpec> = Vec::new();
+        let mut busy: Option<Vec<f64>> = None;
+        let mut links: Vec<(usize, LinkSpec)> = Vec::new();
+        let mut drift = Vec::new();
+        let mut ps = 1usize;
+        let num = |s: &str, what: &str| -> Result<f64> {
+            s.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
+        };
+        for part in text.split(':') {
+            let (key, value) = part.split_once('=').ok_or_else(|| {
+                bad(format!(
+                    "`{part}` is neither a scenario ({}) nor key=value",
+                    SCENARIOS.join(", ")
+                ))
+            })?;
+            match key {
+                "workers" => {
+                    for c in value.split(',') {
+                        let cpu = num(c, "CPU quota")?;
+                        if !(0.01..=256.0).contains(&cpu) {
+                            return Err(bad(format!(
+                                "CPU quota {cpu} must be within 0.01..=256 cores"
+                            )));
+                        }
+                        workers.push(w(cpu, 0.0));
+                    }
+                }
+                "busy" => {
+                    let v = value
+                        .split(',')
+                        .map(|b| num(b, "busy share"))
+                        .collect::<Result<Vec<_>>>()?;
+                    if let Some(b) = v.iter().find(|b| !(0.0..1.0).contains(*b)) {
+                        return Err(bad(format!("busy share {b} must be within [0, 1)")));
+                    }
+                    busy = Some(v);
+                }
+                "net" => {
+                    for l in value.split(',') {
+                        let (idx, rest) = l
+                            .split_once('@')
+                            .ok_or_else(|| bad(format!("link `{l}` is not W@MBIT/DELAYms")))?;
+                        let (mbit, delay) = rest.split_once('/').unwrap_or((rest, "0ms"));
+                        let delay = delay.strip_suffix("ms").unwrap_or(delay);
+                        let idx = idx
+                            .parse::<usize>()
+                            .map_err(|_| bad(format!("link worker `{idx}` is not an index")))?;
+                        let spec = LinkSpec {
+                            mbit: num(mbit, "bandwidth")?,
+                            delay_ms: num(delay, "delay")?,
+                        };
+                        if spec.mbit <= 0.0 || spec.delay_ms < 0.0 {
+                            return Err(bad(format!(
+                                "link `{l}` needs positive bandwidth and non-negative delay"
+                            )));
+                        }
+                        links.push((idx, spec));
+                    }
+                }
+                "drift" => {
+                    for d in value.split(',') {
+                        let (step, rest) = d
+                            .split_once('@')
+                            .ok_or_else(|| bad(format!("drift `{d}` is not STEP@W=BUSY")))?;
+                        let (idx, b) = rest
+                            .split_once('=')
+                            .ok_or_else(|| bad(format!("drift `{d}` is not STEP@W=BUSY")))?;
+                        let at_step = step
+                            .parse()
+                            .map_err(|_| bad(format!("drift step `{step}` is not a number")))?;
+                        let worker = idx
+                            .parse()
+                            .map_err(|_| bad(format!("drift worker `{idx}` is not an index")))?;
+                        let busy = num(b, "drift busy share")?;
+                        if !(0.0..1.0).contains(&busy) {
+                            return Err(bad(format!(
+                                "drift busy share {busy} must be within [0, 1)"
+                            )));
+                        }
+                        drift.push(DriftEvent {
+                            at_step,
+                            worker,
+                            busy,
+                        });
+                    }
+                }
+                "ps" => {
+                    ps = value
+                        .parse()
+                        .ok()
+                        .filter(|&n| (1..=16).contains(&n))
+                        .ok_or_else(|| bad(format!("ps={value} must be 1..=16")))?;
+                }
+                other => {
+                    return Err(bad(format!(
+                        "unknown key `{other}` (workers, busy, net, drift, ps)"
+                    )))
+                }
+            }
+        }
+        if workers.is_empty() {
+            return Err(bad(
+                "`workers=` with at least one CPU quota is required".into()
+            ));
+        }
+        if let Some(b) = busy {
+            if b.len() != workers.len() {
+                return Err(bad(format!(
+                    "busy lists {} shares for {} workers",
+                    b.len(),
+                    workers.len()
+                )));
+            }
+            for (wk, b) in workers.iter_mut().zip(b) {
+                wk.busy = b;
+            }
+        }
+        for (idx, spec) in links {
+            let n = workers.len();
+            workers
+                .get_mut(idx)
+                .ok_or_else(|| bad(format!("link names worker {idx} of {n}")))?
+                .link = Some(spec);
+        }
+        if let Some(d) = drift.iter().find(|d| d.worker >= workers.len()) {
+            return Err(bad(format!(
+                "drift names worker {} of {}",
+                d.worker,
+                workers.len()
+            )));
+        }
+        Ok(Scenario {
+            name: "inline".into(),
+            description: text.into(),
+            workers,
+            ps,
+            drift,
+        })
+    }
+
+    /// Effective cores per worker right now.
+    pub fn effective_cores(&self) -> Vec<f64> {
+        self.workers
+            .iter()
+            .map(WorkerSpec::effective_cores)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_scenarios_exist_and_are_sane() {
+        for name in SCENARIOS {
+            let s = Scenario::parse(name).unwrap();
+            assert_eq!(s.name, *name);
+            assert!(!s.workers.is_empty() && s.ps >= 1);
+            // Leave room for the ps/master and the driver on a 2-core machine.
+            assert!(
+                s.workers.iter().map(|w| w.cpu).sum::<f64>() <= 1.4 + 1e-9,
+                "{name} fits a 2-core machine"
+            );
+        }
+        let paper = Scenario::parse("paper").unwrap();
+        assert_eq!(paper.effective_cores(), vec![0.5, 0.3, 0.15, 0.075]);
+        assert_eq!(Scenario::parse("drift").unwrap().drift.len(), 1);
+        assert!(Scenario::parse("slow-net").unwrap().workers[3]
+            .link
+            .is_some());
+    }
+
+    #[test]
+    fn inline_grammar() {
+        let s = Scenario::parse("workers=1.0,0.5,0.5:busy=0,0,0.6:net=2@10/5ms:drift=4@1=0.5:ps=2")
+            .unwrap();
+        assert_eq!(s.workers.len(), 3);
+        assert_eq!(s.workers[2].busy, 0.6);
+        assert_eq!(
+            s.workers[2].link,
+            Some(LinkSpec {
+                mbit: 10.0,
+                delay_ms: 5.0
+            })
+        );
+        assert_eq!(
+            s.drift,
+            vec![DriftEvent {
+                at_step: 4,
+                worker: 1,
+                busy: 0.5
+            }]
+        );
+        assert_eq!(s.ps, 2);
+    }
+
+    #[test]
+    fn inline_errors_name_the_part() {
+        for (text, needle) in [
+            ("moon", "neither a scenario"),
+            ("workers=", "not a number"),
+            ("workers=0", "0.01..=256"),
+            ("workers=1,1:busy=0.5", "1 shares for 2"),
+            ("workers=1:busy=1.5", "[0, 1)"),
+            ("workers=1:net=3@10", "worker 3 of 1"),
+            ("workers=1:drift=2@5=0.1", "worker 5 of 1"),
+            ("workers=1:ps=0", "ps=0"),
+            ("busy=0.1", "`workers=`"),
+            ("workers=1:color=red", "unknown key"),
+        ] {
+            let err = Scenario::parse(text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+}
