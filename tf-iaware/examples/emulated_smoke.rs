@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let exe = std::path::PathBuf::from(&args[1]);
     let scenario = Scenario::parse(args.get(2).map_or("paper", String::as_str))?;
     let model = args.get(3).map_or("mlp", String::as_str);
+    let batch: usize = args.get(4).and_then(|b| b.parse().ok()).unwrap_or(64);
     let t = std::time::Instant::now();
     let cluster = EmulatedCluster::start(&scenario, &exe)?;
     println!(
@@ -23,8 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.isolate_state = true;
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
     let vars = replicated::variables(model)?;
-    let stock = parallel::replica_setter(&workers, &ps, &vars, 64)?;
-    let r = data_parallel::train(model, &stock, &devices, &config, 3, 1, 1)?;
+    let stock = parallel::replica_setter(&workers, &ps, &vars, batch)?;
+    let r = data_parallel::train(model, &stock, &devices, &config, 1, 0, 1)?;
     println!("replica-setter: {:.1} ms", r.step_ms.median);
     let cal = data_parallel::calibrate_workers(model, &workers, &ps[0], &devices, &config, 8, 1.0)?;
     println!(
@@ -32,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cal.iter().map(|c| c.samples_per_sec).collect::<Vec<_>>()
     );
     let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
-    let ia = parallel::infra_aware(&cal, &ps_cap, &vars, 64, &Default::default())?;
+    let ia = parallel::infra_aware(&cal, &ps_cap, &vars, batch, &Default::default())?;
     println!(
         "infra-aware shares: {:?}",
         ia.replicas.iter().map(|r| r.batch).collect::<Vec<_>>()

@@ -63,6 +63,7 @@ pub fn connect_tf_config_at(
     let config = SessionConfig {
         target: format!("grpc://{address}"),
         operation_timeout_ms: 60_000,
+        run_timeout_ms: 120_000,
         ..SessionConfig::default()
     };
     let mut cluster = local::discover(&config)?;

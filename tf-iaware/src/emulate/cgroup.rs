@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// CFS period the quotas are expressed in, µs.
-const PERIOD_US: u64 = 100_000;
+/// CFS period the quotas are expressed in, µs. Short, so a throttled step is not quantised to
+/// 100 ms slices (the kernel default), which would make calibration noisy.
+const PERIOD_US: u64 = 20_000;
 
 /// Prefix of every cgroup tf-iaware creates; the creating process's pid follows.
 pub const PREFIX: &str = "tf-iaware-";
@@ -66,7 +67,7 @@ pub struct CpuCgroup {
 
 impl CpuCgroup {
     /// Creates `PREFIX<pid>-<name>` with a quota of `cores` CPUs, split `1 − busy : busy`
-    /// between its `tf` and `cotenant` children.
+    /// between its `tf` and `cotenant` children. `name` must be unique within the process.
     ///
     /// # Errors
     /// [`Error::Io`] naming the cgroup file that could not be written.
@@ -75,9 +76,8 @@ impl CpuCgroup {
             .root()
             .join(format!("{PREFIX}{}-{name}", std::process::id()));
         for dir in [path.clone(), path.join("tf"), path.join("cotenant")] {
-            if !dir.is_dir() {
-                std::fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-            }
+            // A name must be new: another live cluster's group is not ours to reconfigure.
+            std::fs::create_dir(&dir).map_err(|e| Error::io(&dir, e))?;
         }
         if let Hierarchy::V2(_) = hierarchy {
             write(&path.join("cgroup.subtree_control"), "+cpu")?;
@@ -166,13 +166,21 @@ pub fn remove(path: &Path, root: &Path) {
         }
     }
     if let Err(e) = std::fs::remove_dir(path) {
-        log::warn!("could not remove cgroup {}: {e}", path.display());
+        log::debug!("could not remove cgroup {} yet: {e}", path.display());
     }
 }
 
 impl Drop for CpuCgroup {
     fn drop(&mut self) {
-        remove(&self.path, self.hierarchy.root());
+        // A process that was just killed leaves the group only once the kernel has reaped it.
+        for _ in 0..40 {
+            remove(&self.path, self.hierarchy.root());
+            if !self.path.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        log::warn!("could not remove cgroup {}", self.path.display());
     }
 }
 

@@ -84,6 +84,9 @@ impl EmulatedCluster {
     /// [`Error::Io`] if a process or cgroup cannot be created; [`Error::TensorFlow`]-style
     /// [`Error::InvalidArgument`] naming the task whose server did not come up (with its log).
     pub fn start(scenario: &Scenario, exe: &Path) -> Result<EmulatedCluster> {
+        // Several clusters may live in one process (tests): number them for unique cgroup names.
+        static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = tempfile::Builder::new()
             .prefix("tf-iaware-emulated-")
             .tempdir()
@@ -176,7 +179,8 @@ impl EmulatedCluster {
             start_task(&mut cluster, "worker", k, p)?;
             if let Ok(h) = &hierarchy {
                 let spec = &scenario.workers[k];
-                let group = CpuCgroup::create(h, &format!("worker{k}"), spec.cpu, spec.busy)?;
+                let group =
+                    CpuCgroup::create(h, &format!("{serial}-worker{k}"), spec.cpu, spec.busy)?;
                 group.add_tf(cluster.tasks.last().map_or(0, |t| t.child.id()))?;
                 cluster.cgroups[k] = Some(group);
             }
@@ -389,14 +393,24 @@ pub fn cleanup_on_signal() {
         eprintln!("signal {sig}: tearing down emulated clusters");
         let active = std::mem::take(&mut *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()));
         for (_, pids, groups) in active {
-            for pid in pids {
+            for &pid in &pids {
                 // SAFETY: kill(2) on pids this process started.
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
-            std::thread::sleep(Duration::from_millis(200));
+            // Reap them: a zombie still counts as a member of its cgroup.
+            for &pid in &pids {
+                // SAFETY: waitpid(2) on our own child; a null status pointer is allowed.
+                unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
+            }
+            // Killed processes leave their cgroups only once they have exited: retry a while.
+            let deadline = Instant::now() + Duration::from_secs(3);
             for g in groups {
-                if let Some(root) = g.parent() {
+                let Some(root) = g.parent() else { continue };
+                while g.exists() && Instant::now() < deadline {
                     cgroup::remove(&g, root);
+                    if g.exists() {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
                 }
             }
         }

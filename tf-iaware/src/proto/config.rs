@@ -10,6 +10,10 @@ pub struct ConfigProto {
     pub device_count: BTreeMap<String, i32>,
     #[prost(int32, tag = "2")]
     pub intra_op_parallelism_threads: i32,
+    /// Only these devices (partial names such as `/job:ps`) take part in the session; tasks
+    /// outside them are never contacted — a lost worker outside the filter cannot stall it.
+    #[prost(string, repeated, tag = "4")]
+    pub device_filters: Vec<String>,
     #[prost(int32, tag = "5")]
     pub inter_op_parallelism_threads: i32,
     #[prost(bool, tag = "7")]

@@ -27,6 +27,10 @@ pub struct SessionConfig {
     /// Keep this session's variables to itself (ConfigProto `isolate_session_state`), so several
     /// sessions on one cluster — strategies benchmarked side by side — do not share state.
     pub isolate_state: bool,
+    /// Deadline of every `Session::run`, ms (RunOptions `timeout_in_ms`): nothing hangs forever.
+    pub run_timeout_ms: i64,
+    /// Restrict the session to these devices or tasks (ConfigProto `device_filters`); empty: all.
+    pub device_filters: Vec<String>,
 }
 
 impl Default for SessionConfig {
@@ -40,6 +44,8 @@ impl Default for SessionConfig {
             operation_timeout_ms: 0,
             exact_placement: true,
             isolate_state: false,
+            run_timeout_ms: 600_000,
+            device_filters: Vec::new(),
         }
     }
 }
@@ -61,6 +67,7 @@ impl SessionConfig {
             allow_soft_placement: self.soft_placement,
             operation_timeout_in_ms: self.operation_timeout_ms,
             isolate_session_state: self.isolate_state,
+            device_filters: self.device_filters.clone(),
             ..Default::default()
         };
         if self.exact_placement {

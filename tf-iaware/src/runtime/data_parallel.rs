@@ -1,15 +1,20 @@
 //! Running synchronous data-parallel training on a cluster: calibrating each worker's throughput
 //! through TensorFlow itself, and training a [`DataParallelPlan`].
 
-use std::time::Instant;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
 
 use super::config::SessionConfig;
 use super::session::PlacedSession;
 use super::train::{TrainReport, Trainer};
 use crate::apply;
+use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
+use crate::graph::DeviceName;
 use crate::models::replicated;
 use crate::parallel::{DataParallelPlan, Replica, WorkerCapacity};
 
@@ -48,6 +53,17 @@ pub fn worker_and_ps_devices(cluster: &Cluster) -> Result<(Vec<String>, Vec<Stri
     Ok((
         workers.into_iter().map(|w| w.2).collect(),
         ps.into_iter().map(|p| p.2).collect(),
+    ))
+}
+
+/// `/job:J/replica:R/task:T` of a device name, if it names a task.
+fn task_of(device: &str) -> Option<String> {
+    let d = DeviceName::parse(device).ok()?;
+    Some(format!(
+        "/job:{}/replica:{}/task:{}",
+        d.job?,
+        d.replica.unwrap_or(0),
+        d.task?
     ))
 }
 
@@ -90,7 +106,22 @@ pub fn prepare(
         cluster,
         &built.placement,
     )?;
-    let session = PlacedSession::new(placed.graph, config)?;
+    // Only the tasks the plan uses take part: a lost worker outside it cannot stall the session.
+    let mut tasks: Vec<String> = plan
+        .replicas
+        .iter()
+        .map(|r| r.device.as_str())
+        .chain(plan.variable_devices.values().map(String::as_str))
+        .chain(std::iter::once(plan.global_device.as_str()))
+        .filter_map(task_of)
+        .collect();
+    tasks.sort();
+    tasks.dedup();
+    let config = SessionConfig {
+        device_filters: tasks,
+        ..config.clone()
+    };
+    let session = PlacedSession::new(placed.graph, &config)?;
     let trainer = Trainer::new(session, &built.sidecar, None, seed)?;
     Ok((trainer, built.placement, analyzed.op_graph))
 }
@@ -200,4 +231,126 @@ pub fn predict_step_ms(
 pub fn lower_bound_ms(global_batch: usize, capacity: &[WorkerCapacity]) -> f64 {
     let rate: f64 = capacity.iter().map(|c| c.samples_per_sec).sum();
     global_batch as f64 / rate * 1e3
+}
+
+/// Workers (devices of `plan`'s replicas or any list) whose task still accepts connections.
+pub fn reachable(devices: &[String], tf_config: &TfConfig) -> Vec<String> {
+    devices
+        .iter()
+        .filter(|d| {
+            let Ok(name) = DeviceName::parse(d) else {
+                return false;
+            };
+            let (Some(job), Some(task)) = (name.job, name.task) else {
+                return false;
+            };
+            let Some(address) = tf_config.address(&TaskId {
+                job,
+                index: task as usize,
+            }) else {
+                return false;
+            };
+            address
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
+        })
+        .cloned()
+        .collect()
+}
+
+/// A recovery: before which step, which workers were lost, and the plan that replaced theirs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Recovery {
+    pub step: usize,
+    pub lost: Vec<String>,
+    pub error: String,
+    pub plan: DataParallelPlan,
+}
+
+/// Result of [`train_recovering`].
+#[derive(Clone, Debug, Serialize)]
+pub struct RecoveringReport {
+    pub losses: Vec<f32>,
+    pub step_ms: Vec<f64>,
+    pub recoveries: Vec<Recovery>,
+    pub final_plan: DataParallelPlan,
+}
+
+/// Trains `steps` steps of `plan`, surviving lost workers: when initialisation or a step fails
+/// (an unreachable task fails it within the session's operation timeout, a hung one at the run
+/// deadline) and some replica's task no longer answers, `replan` gets the reachable workers, a
+/// new session continues from the variables on the ps (only the new replicas' synthetic batches
+/// are initialised) and the step is retried — at most `max_recoveries` times. `before_step` runs
+/// before every step attempt (drift or fault injection, progress). A failure with every worker
+/// reachable is returned as is.
+///
+/// # Errors
+/// The failing run's error when no worker was lost or recoveries ran out; errors of `replan`.
+#[allow(clippy::too_many_arguments)]
+pub fn train_recovering(
+    name: &str,
+    plan: DataParallelPlan,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    tf_config: &TfConfig,
+    steps: usize,
+    max_recoveries: usize,
+    mut replan: impl FnMut(&[String]) -> Result<DataParallelPlan>,
+    mut before_step: impl FnMut(usize),
+) -> Result<RecoveringReport> {
+    let (mut trainer, _, _) = prepare(name, &plan, cluster, config, 1)?;
+    let mut current = plan;
+    let mut report = RecoveringReport {
+        losses: Vec::new(),
+        step_ms: Vec::new(),
+        recoveries: Vec::new(),
+        final_plan: current.clone(),
+    };
+    // What the next session must initialise: everything at first, then only the new batches.
+    let mut pending_init = Some("init");
+    let mut step = 0;
+    while step < steps {
+        let attempt = match pending_init {
+            Some(op) => trainer.run_op(op).map(|_| None),
+            None => {
+                before_step(step);
+                trainer.step(step, false).map(Some)
+            }
+        };
+        match attempt {
+            Ok(None) => pending_init = None,
+            Ok(Some((loss, ms, _))) => {
+                report.losses.push(loss);
+                report.step_ms.push(ms);
+                step += 1;
+            }
+            Err(e) => {
+                let used: Vec<String> = current.replicas.iter().map(|r| r.device.clone()).collect();
+                let alive = reachable(&used, tf_config);
+                if alive.len() == used.len()
+                    || alive.is_empty()
+                    || report.recoveries.len() >= max_recoveries
+                {
+                    return Err(e);
+                }
+                let lost: Vec<String> = used.into_iter().filter(|d| !alive.contains(d)).collect();
+                log::warn!("step {step} failed ({e}); lost {lost:?}; re-planning on {alive:?}");
+                current = replan(&alive)?;
+                trainer = prepare(name, &current, cluster, config, 1)?.0;
+                if pending_init.is_none() {
+                    pending_init = Some("init_data");
+                }
+                report.recoveries.push(Recovery {
+                    step,
+                    lost,
+                    error: e.to_string(),
+                    plan: current.clone(),
+                });
+            }
+        }
+    }
+    report.final_plan = current;
+    Ok(report)
 }

@@ -10,9 +10,6 @@ use super::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::proto::{RunMetadata, RunOptions, StepStats};
 
-/// Default deadline of one `Session::run`, ms: nothing hangs forever.
-pub const DEFAULT_RUN_TIMEOUT_MS: i64 = 600_000;
-
 /// What one run returned.
 #[derive(Debug)]
 pub struct RunOutcome {
@@ -48,7 +45,7 @@ impl PlacedSession {
         Ok(PlacedSession {
             graph,
             session,
-            run_timeout_ms: DEFAULT_RUN_TIMEOUT_MS,
+            run_timeout_ms: config.run_timeout_ms,
         })
     }
 

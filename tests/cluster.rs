@@ -1,0 +1,207 @@
+//! Distributed training on TensorFlow's gRPC runtime with real worker processes on 127.0.0.1:
+//! synchronous data parallelism, shares that follow capacity, surviving a killed worker, clean
+//! teardown, and clear errors for bad TF_CONFIG.
+
+mod common;
+
+use std::path::Path;
+
+use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware::models::replicated;
+use tf_iaware::parallel::{self, InfraAwareOptions};
+use tf_iaware::runtime::data_parallel;
+use tf_iaware::runtime::stats::executed_nodes;
+
+/// Cluster tests start several TensorFlow processes each: one at a time on a 2-core machine.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tf-iaware"))
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie counts as gone: it holds no resources but its table entry.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn two_workers_one_ps_train_synchronously_with_variables_on_the_ps() {
+    let _one = serial();
+    // Worker 1 gets a quarter of worker 0's CPU (where cgroups are writable).
+    let scenario = Scenario::parse("workers=0.6,0.15").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    if let Some(why) = &cluster.quota_warning {
+        eprintln!("note: {why}");
+    }
+    let (devices, config) = cluster.connect().unwrap();
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    assert_eq!((workers.len(), ps.len()), (2, 1));
+    let vars = replicated::variables("mlp").unwrap();
+
+    let stock = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
+    let report = data_parallel::train("mlp", &stock, &devices, &config, 6, 0, 1).unwrap();
+    assert!(report.losses.iter().all(|l| l.is_finite()));
+    assert!(
+        report.loss_last < report.loss_first,
+        "a fixed synthetic batch is learned: {:?}",
+        report.losses
+    );
+    assert_eq!(
+        report.mismatches,
+        vec![],
+        "every op ran where it was placed"
+    );
+    // Variables and their updates ran on the ps; each replica's forward pass on its worker.
+    let ran = executed_nodes(report.step_stats.as_ref().unwrap());
+    let on_ps = &ran[&ps[0]];
+    assert!(
+        on_ps.iter().any(|n| n == "SGD/update_dense/kernel"),
+        "{on_ps:?}"
+    );
+    assert!(!ran[&workers[0]].iter().any(|n| n.starts_with("SGD/")));
+    assert!(ran[&workers[0]].iter().any(|n| n.starts_with("replica_0/")));
+    assert!(ran[&workers[1]].iter().any(|n| n.starts_with("replica_1/")));
+
+    if cluster.quota_warning.is_none() {
+        let cal =
+            data_parallel::calibrate_workers("mlp", &workers, &ps[0], &devices, &config, 64, 0.5)
+                .unwrap();
+        let ps_cap = vec![(ps[0].clone(), 1.0)];
+        let options = InfraAwareOptions {
+            min_relative_throughput: 0.0,
+            per_replica_overhead_ms: 0.0,
+        };
+        let plan = parallel::infra_aware(&cal, &ps_cap, &vars, 32, &options).unwrap();
+        let share = |w: &str| {
+            plan.replicas
+                .iter()
+                .find(|r| r.device == w)
+                .map_or(0, |r| r.batch)
+        };
+        assert!(
+            share(&workers[0]) > share(&workers[1]),
+            "the limited worker gets the smaller share: {:?} from {cal:?}",
+            plan.replicas
+        );
+    }
+}
+
+#[test]
+fn training_survives_a_killed_worker() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    // A lost task is noticed within the operation timeout.
+    config.operation_timeout_ms = 15_000;
+    config.run_timeout_ms = 30_000;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let vars = replicated::variables("mlp").unwrap();
+    let plan = parallel::replica_setter(&workers, &ps, &vars, 30).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let started = std::time::Instant::now();
+    let report = data_parallel::train_recovering(
+        "mlp",
+        plan,
+        &devices,
+        &config,
+        &tf_config,
+        6,
+        2,
+        |alive| Ok(parallel::replica_setter(alive, &ps, &vars, 30)?),
+        |step| {
+            if step == 3 {
+                cluster.kill_worker(2);
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(report.losses.len(), 6, "all steps ran");
+    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
+    assert_eq!(report.recoveries[0].step, 3);
+    assert_eq!(report.recoveries[0].lost, vec![workers[2].clone()]);
+    assert_eq!(report.final_plan.replicas.len(), 2);
+    assert_eq!(
+        report.final_plan.global_batch(),
+        30,
+        "the global batch is kept"
+    );
+    assert!(
+        report.losses[5] < report.losses[0],
+        "training went on from the ps state: {:?}",
+        report.losses
+    );
+    assert!(
+        started.elapsed().as_secs() < 120,
+        "recovery is bounded: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn teardown_leaves_no_process_or_cgroup() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=0.3,0.3:busy=0,0.5").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let pids = cluster.process_ids();
+    let groups = cluster.cgroup_paths();
+    let dir = cluster.dir().to_path_buf();
+    assert_eq!(pids.len(), 4, "ps, two workers and one co-tenant hog");
+    assert!(pids.iter().all(|&p| alive(p)));
+    if cluster.quota_warning.is_none() {
+        assert_eq!(groups.len(), 2);
+    }
+    drop(cluster);
+    for p in pids {
+        assert!(!alive(p), "process {p} outlived the cluster");
+    }
+    for g in groups {
+        assert!(!g.exists(), "cgroup {} outlived the cluster", g.display());
+    }
+    assert!(!dir.exists(), "{} outlived the cluster", dir.display());
+}
+
+#[test]
+fn bad_tf_config_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("{\"cluster\": {\"worker\": [\"127.0.0.1\"]}}", "no :port"),
+        ("{\"cluster\": {\"worker\": [\"127.0.0.1:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", "not a job"),
+        ("{\"cluster\": {\"worker\": [\"127.0.0.1:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 4}}", "out of range"),
+        ("not json at all", "not JSON"),
+    ];
+    for (i, (text, needle)) in cases.into_iter().enumerate() {
+        let path = dir.path().join(format!("tf{i}.json"));
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        let err = common::fails(&["worker", "--tf-config", p]);
+        assert!(
+            err.contains(needle) && err.contains("TF_CONFIG"),
+            "{text}: {err}"
+        );
+        let err = common::fails(&["devices", "--cluster", &format!("tf-config:{p}")]);
+        assert!(err.contains(needle), "{text}: {err}");
+    }
+    // A task whose port is taken says so.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let path = dir.path().join("taken.json");
+    std::fs::write(&path, format!("{{\"cluster\": {{\"worker\": [\"127.0.0.1:{port}\"]}}, \"task\": {{\"type\": \"worker\", \"index\": 0}}}}")).unwrap();
+    let err = common::fails(&["worker", "--tf-config", path.to_str().unwrap()]);
+    assert!(
+        err.contains(&port.to_string()) && err.contains("not free"),
+        "{err}"
+    );
+}
