@@ -119,12 +119,7 @@ fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
                 Some(r) => (true, r),
                 None => (false, input.as_str()),
             };
-            let (src_name, output) = match rest.rsplit_once(':') {
-                Some((n, o)) if o.chars().all(|c| c.is_ascii_digit()) => {
-                    (n, o.parse::<usize>().unwrap_or(0))
-                }
-                _ => (rest, 0),
-            };
+            let (src_name, output) = parse_input(rest);
             let src = *index.get(src_name).ok_or_else(|| Error::InvalidGraph {
                 node: node.name.clone(),
                 reason: format!("input `{input}` names no node"),
@@ -147,6 +142,59 @@ fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
         }
     }
     b.build()
+}
+
+/// The structure of a decoded GraphDef as an [`OpGraph`], without TensorFlow: names, op types,
+/// devices, inputs, control inputs, attributes and colocation groups (`_class` only — edge types
+/// and output shapes need TensorFlow's op registry, see [`analyze_bytes`]). For tooling and
+/// fuzzing.
+///
+/// # Errors
+/// [`Error::InvalidGraph`] for duplicate names or inputs naming no node; [`Error::BadAttr`].
+pub fn structure(def: &GraphDef) -> Result<OpGraph> {
+    let mut b = OpGraphBuilder::new();
+    for node in &def.node {
+        let id = b.add(&node.name, &node.op)?;
+        let n = b.node_mut(id);
+        n.requested_device = node.device.clone();
+        for (name, raw) in &node.attr {
+            n.attrs
+                .insert(name.clone(), decode_attr(&node.name, name, raw)?);
+        }
+    }
+    for (id, node) in def.node.iter().enumerate() {
+        for input in &node.input {
+            let (control, rest) = match input.strip_prefix('^') {
+                Some(r) => (true, r),
+                None => (false, input.as_str()),
+            };
+            let (src_name, output) = parse_input(rest);
+            let src = b.id(src_name).ok_or_else(|| Error::InvalidGraph {
+                node: node.name.clone(),
+                reason: format!("input `{input}` names no node"),
+            })?;
+            if control {
+                b.control(src, id);
+            } else {
+                b.node_mut(id).inputs.push(Input {
+                    node: src,
+                    output,
+                    dtype: DType::FLOAT,
+                });
+            }
+        }
+    }
+    b.build()
+}
+
+/// `"name:3"` → (`name`, 3); `"name"` → (`name`, 0).
+fn parse_input(input: &str) -> (&str, usize) {
+    match input.rsplit_once(':') {
+        Some((n, o)) if !o.is_empty() && o.chars().all(|c| c.is_ascii_digit()) => {
+            (n, o.parse().unwrap_or(usize::MAX))
+        }
+        _ => (input, 0),
+    }
 }
 
 /// Decodes one serialized `AttrValue` into an [`Attr`].
