@@ -12,8 +12,9 @@ use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
 
 use super::OVERHEAD_MS;
 
-/// Relative change of a worker's throughput that counts as a move.
-const THRESHOLD: f64 = 0.3;
+/// Relative change of a replica's busy window that counts as a move (windows of a quota-limited
+/// worker jitter by a few CFS periods, so small changes are noise).
+const THRESHOLD: f64 = 0.5;
 /// Consecutive steps a move must last before re-planning.
 const PATIENCE: usize = 2;
 /// Steps run after the last drift event.
@@ -46,6 +47,54 @@ pub struct AdaptationReport {
     pub recovered_after_steps: Option<usize>,
     /// Median of the static run's steps after the change ÷ the fresh plan's.
     pub static_slowdown: f64,
+}
+
+/// Steps after a (re)plan whose windows are not used (a new session's first steps are slow).
+const GRACE: usize = 1;
+/// Steps whose windows form the baseline.
+const BASELINE: usize = 3;
+
+/// Watches each replica's busy window against its own baseline.
+#[derive(Default)]
+struct Watch {
+    seen: usize,
+    baseline: Vec<(String, Vec<f64>)>,
+    strikes: usize,
+}
+
+impl Watch {
+    /// Feeds one step's windows (device, ms); returns the moved workers' slowdown factors once a
+    /// move has lasted PATIENCE steps.
+    fn observe(&mut self, spans: &[(String, f64)]) -> Option<Vec<(String, f64)>> {
+        self.seen += 1;
+        if self.seen <= GRACE {
+            return None;
+        }
+        if self.seen <= GRACE + BASELINE {
+            for (d, ms) in spans {
+                match self.baseline.iter_mut().find(|(b, _)| b == d) {
+                    Some((_, v)) => v.push(*ms),
+                    None => self.baseline.push((d.clone(), vec![*ms])),
+                }
+            }
+            return None;
+        }
+        let moved: Vec<(String, f64)> = spans
+            .iter()
+            .filter_map(|(d, ms)| {
+                let base = self.baseline.iter().find(|(b, _)| b == d)?.1.clone();
+                let base = StepTimes::from_samples(&base)?.median;
+                let f = ms / base;
+                (!(1.0 / (1.0 + THRESHOLD)..=1.0 + THRESHOLD).contains(&f)).then(|| (d.clone(), f))
+            })
+            .collect();
+        self.strikes = if moved.is_empty() {
+            0
+        } else {
+            self.strikes + 1
+        };
+        (self.strikes >= PATIENCE).then_some(moved)
+    }
 }
 
 fn options() -> InfraAwareOptions {
@@ -100,42 +149,36 @@ fn run_once(
     let last = scenario.drift.iter().map(|d| d.at_step).max().unwrap_or(0) + AFTER;
     let mut times = Vec::with_capacity(last);
     let mut replans = Vec::new();
-    let mut strikes = 0usize;
+    // Each replica's busy window right after a (re)plan is its baseline; a window that stays
+    // beyond THRESHOLD of it for PATIENCE steps means that worker's capacity moved.
+    let mut watch = Watch::default();
     for step in 0..last {
         for d in scenario.drift.iter().filter(|d| d.at_step == step) {
             cluster.set_busy(d.worker, d.busy)?;
         }
-        let (_, ms, stats) = trainer.step(step + 2, adaptive)?;
+        // Both runs trace every step, so tracing costs them alike.
+        let (_, ms, stats) = trainer.step(step + 2, true)?;
         times.push(ms);
         let Some(stats) = stats.filter(|_| adaptive) else {
             continue;
         };
-        let observed = data_parallel::observed_throughput(&current, &stats);
-        let moved = observed.iter().any(|o| {
-            capacity
-                .iter()
-                .find(|c| c.device == o.device)
-                .is_some_and(|c| {
-                    let ratio = o.samples_per_sec / c.samples_per_sec;
-                    !(1.0 - THRESHOLD..=1.0 + THRESHOLD).contains(&ratio)
-                })
-        });
-        strikes = if moved { strikes + 1 } else { 0 };
-        if strikes >= PATIENCE {
-            // Believe the measurements for the workers in use; keep the rest as they were.
-            for o in observed {
-                if let Some(c) = capacity.iter_mut().find(|c| c.device == o.device) {
-                    c.samples_per_sec = o.samples_per_sec;
-                }
+        let spans = data_parallel::replica_spans_ms(&current, &stats);
+        let Some(factors) = watch.observe(&spans) else {
+            continue;
+        };
+        // Scale the moved workers' calibration by how much slower (or faster) they became.
+        for (device, f) in factors {
+            if let Some(c) = capacity.iter_mut().find(|c| c.device == device) {
+                c.samples_per_sec /= f;
+                c.fixed_ms *= f;
             }
-            current = plan(setup, &capacity)?;
-            let (next, _, _) =
-                data_parallel::prepare(setup.model, &current, setup.devices, config, 1)?;
-            next.run_op("init_data")?;
-            trainer = next;
-            replans.push(step + 1);
-            strikes = 0;
         }
+        current = plan(setup, &capacity)?;
+        let (next, _, _) = data_parallel::prepare(setup.model, &current, setup.devices, config, 1)?;
+        next.run_op("init_data")?;
+        trainer = next;
+        replans.push(step + 1);
+        watch = Watch::default();
     }
     Ok((times, replans))
 }

@@ -193,19 +193,18 @@ pub fn calibrate_workers(
     Ok(out)
 }
 
-/// Each replica's throughput in one traced step of `plan`: its share of the batch over its busy
-/// window in the step stats (samples/s). Replicas with no recorded window are left out.
-pub fn observed_throughput(
+/// Each replica's busy window in one traced step of `plan`, ms (replicas without one are left
+/// out).
+pub fn replica_spans_ms(
     plan: &DataParallelPlan,
     stats: &crate::proto::StepStats,
-) -> Vec<WorkerCapacity> {
+) -> Vec<(String, f64)> {
     let spans = super::stats::device_spans(stats);
     plan.replicas
         .iter()
         .filter_map(|r| {
             let (start, end) = spans.get(&r.device)?;
-            let secs = (end - start) as f64 / 1e6;
-            (secs > 0.0).then(|| WorkerCapacity::rate(&r.device, r.batch as f64 / secs))
+            (end > start).then(|| (r.device.clone(), (end - start) as f64 / 1e3))
         })
         .collect()
 }
