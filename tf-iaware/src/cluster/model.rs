@@ -384,7 +384,8 @@ impl Cluster {
             }
         }
         for spec in &self.links {
-            if let (Some(&a), Some(&b)) = (index.get(spec.from.as_str()), index.get(spec.to.as_str()))
+            if let (Some(&a), Some(&b)) =
+                (index.get(spec.from.as_str()), index.get(spec.to.as_str()))
             {
                 if a != b {
                     m[a * n + b] = spec.link;
@@ -713,7 +714,12 @@ impl CalibrationProfile {
     ///
     /// # Errors
     /// [`Error::Calibration`] from the fit.
-    pub fn add_link_samples(&mut self, from: &str, to: &str, samples: &[(u64, f64)]) -> Result<LinkFit> {
+    pub fn add_link_samples(
+        &mut self,
+        from: &str,
+        to: &str,
+        samples: &[(u64, f64)],
+    ) -> Result<LinkFit> {
         let fit = fit_link(&format!("link {from} → {to}"), samples)?;
         self.links.retain(|l| !(l.from == from && l.to == to));
         self.links.push(LinkCalibration {
@@ -800,12 +806,36 @@ mod tests {
 
     fn cluster() -> Cluster {
         Cluster::new(vec![
-            dev("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", "localhost"),
-            dev("/job:localhost/replica:0/task:0/device:CPU:1", "CPU", "localhost"),
-            dev("/job:localhost/replica:0/task:0/device:GPU:0", "GPU", "localhost"),
-            dev("/job:worker/replica:0/task:1/device:CPU:0", "CPU", "127.0.0.1:2223"),
-            dev("/job:worker/replica:0/task:2/device:CPU:0", "CPU", "127.0.0.1:2224"),
-            dev("/job:worker/replica:0/task:3/device:CPU:0", "CPU", "10.0.0.7:2222"),
+            dev(
+                "/job:localhost/replica:0/task:0/device:CPU:0",
+                "CPU",
+                "localhost",
+            ),
+            dev(
+                "/job:localhost/replica:0/task:0/device:CPU:1",
+                "CPU",
+                "localhost",
+            ),
+            dev(
+                "/job:localhost/replica:0/task:0/device:GPU:0",
+                "GPU",
+                "localhost",
+            ),
+            dev(
+                "/job:worker/replica:0/task:1/device:CPU:0",
+                "CPU",
+                "127.0.0.1:2223",
+            ),
+            dev(
+                "/job:worker/replica:0/task:2/device:CPU:0",
+                "CPU",
+                "127.0.0.1:2224",
+            ),
+            dev(
+                "/job:worker/replica:0/task:3/device:CPU:0",
+                "CPU",
+                "10.0.0.7:2222",
+            ),
         ])
     }
 
@@ -817,7 +847,11 @@ mod tests {
         assert_eq!(c.locality(0, 2), Locality::SameProcessAccelerator);
         assert_eq!(c.locality(3, 4), Locality::SameHost);
         assert_eq!(c.locality(3, 5), Locality::CrossHost);
-        assert_eq!(c.locality(0, 3), Locality::CrossHost, "localhost ≠ 127.0.0.1 textually");
+        assert_eq!(
+            c.locality(0, 3),
+            Locality::CrossHost,
+            "localhost ≠ 127.0.0.1 textually"
+        );
         assert_eq!(machine("[::1]:80"), "[::1]");
         assert_eq!(machine("host"), "host");
     }
@@ -840,7 +874,13 @@ mod tests {
         assert_eq!(m[3 * n + 4], Link::new(1e-3, 1e6));
         assert_eq!(m[4 * n + 3], d.same_host);
         assert_eq!(m[0].transfer_time(1 << 30), 0.0);
-        assert!(c.set_link("/job:x/replica:0/task:0/device:CPU:0", &to, Link::new(0.0, 1.0)).is_err());
+        assert!(c
+            .set_link(
+                "/job:x/replica:0/task:0/device:CPU:0",
+                &to,
+                Link::new(0.0, 1.0)
+            )
+            .is_err());
         assert!(c.set_link(&from, &to, Link::new(0.0, 0.0)).is_err());
     }
 
@@ -856,7 +896,10 @@ mod tests {
         let mut bad = c.clone();
         bad.devices[0].availability = 1.5;
         let err = bad.validate().unwrap_err().to_string();
-        assert!(err.contains("availability") && err.contains("CPU:0"), "{err}");
+        assert!(
+            err.contains("availability") && err.contains("CPU:0"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -872,7 +915,10 @@ mod tests {
             .collect();
         let fit = fit_link("a → b", &samples).unwrap();
         assert!((fit.link.bandwidth / 1e9 - 1.0).abs() < 0.03, "{fit:?}");
-        assert!(fit.link.latency >= 0.0 && fit.link.latency < 1e-3, "{fit:?}");
+        assert!(
+            fit.link.latency >= 0.0 && fit.link.latency < 1e-3,
+            "{fit:?}"
+        );
         let exact: Vec<(u64, f64)> = [1000u64, 2000, 4000]
             .iter()
             .map(|&b| (b, 2e-5 + b as f64 / 5e8))
@@ -930,7 +976,10 @@ mod tests {
         let back = CalibrationProfile::from_json(&json, "p.json").unwrap();
         // serde_json's float parsing may differ from the written value in the last bit.
         assert_eq!(back.devices.len(), 2);
-        assert_eq!((back.links[0].from.as_str(), back.links[0].samples), (a.as_str(), 2));
+        assert_eq!(
+            (back.links[0].from.as_str(), back.links[0].samples),
+            (a.as_str(), 2)
+        );
         assert!((back.links[0].link.bandwidth - p.links[0].link.bandwidth).abs() < 1.0);
         assert_eq!(back.apply(&mut c).unwrap(), 2);
         assert!((c.devices[0].peak_flops - 5e10).abs() / 5e10 < 1e-9);

@@ -42,11 +42,20 @@ type Registration = (PathBuf, Vec<u32>, Vec<PathBuf>);
 /// Every live emulated cluster of this process, for the signal handler.
 static ACTIVE: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
 
-fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e))?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|e| Error::io("127.0.0.1:0", e))
+/// `n` distinct free ports on 127.0.0.1: all are held open until every one is chosen, so the
+/// kernel cannot hand out the same port twice.
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("127.0.0.1:0", e)))
+        .collect::<Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| a.port())
+                .map_err(|e| Error::io("127.0.0.1:0", e))
+        })
+        .collect()
 }
 
 fn spawn(exe: &Path, args: &[String], log: &Path) -> Result<Child> {
@@ -102,12 +111,11 @@ impl EmulatedCluster {
         });
         // Ports: the real ones servers bind, and what peers dial (a proxy where a link is shaped).
         let n = scenario.workers.len();
-        let worker_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>>>()?;
-        let ps_ports = (0..scenario.ps)
-            .map(|_| free_port())
-            .collect::<Result<Vec<_>>>()?;
-        let metric_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>>>()?;
-        let mut proxies = Vec::new();
+        let ports = free_ports(2 * n + scenario.ps)?;
+        let worker_ports = ports[..n].to_vec();
+        let ps_ports = ports[n..n + scenario.ps].to_vec();
+        let metric_ports = ports[n + scenario.ps..].to_vec();
+        let mut proxies: Vec<LinkProxy> = Vec::new();
         let mut dial = Vec::with_capacity(n);
         for (k, spec) in scenario.workers.iter().enumerate() {
             match &spec.link {
@@ -130,6 +138,30 @@ impl EmulatedCluster {
         std::fs::write(&config_path, cluster_json.to_string())
             .map_err(|e| Error::io(&config_path, e))?;
         let tf_config = TfConfig::parse(&cluster_json.to_string(), "emulated cluster")?;
+        // A worker behind a shaped link also reaches its peers through shaped proxies, so the
+        // tensors it pulls (variables from the ps) cross the slow link too: its own cluster view.
+        let mut views: Vec<PathBuf> = vec![config_path.clone(); n];
+        for (k, spec) in scenario.workers.iter().enumerate() {
+            let Some(link) = &spec.link else { continue };
+            let mut through = |port: u16| -> Result<String> {
+                let proxy = LinkProxy::start(("127.0.0.1", port), link.clone())?;
+                let address = format!("127.0.0.1:{}", proxy.port());
+                proxies.push(proxy);
+                Ok(address)
+            };
+            let ps_view = ps_ports
+                .iter()
+                .map(|&p| through(p))
+                .collect::<Result<Vec<_>>>()?;
+            let mut worker_view = Vec::with_capacity(n);
+            for (j, &p) in worker_ports.iter().enumerate() {
+                worker_view.push(if j == k { dial[k].clone() } else { through(p)? });
+            }
+            let view = serde_json::json!({"cluster": {"worker": worker_view, "ps": ps_view}});
+            let path = dir.path().join(format!("tf_config_worker{k}.json"));
+            std::fs::write(&path, view.to_string()).map_err(|e| Error::io(&path, e))?;
+            views[k] = path;
+        }
         let mut cluster = EmulatedCluster {
             scenario: scenario.clone(),
             exe: exe.to_path_buf(),
@@ -144,10 +176,15 @@ impl EmulatedCluster {
         let start_task =
             |c: &mut EmulatedCluster, job: &str, index: usize, port: u16| -> Result<()> {
                 let log = c.dir.path().join(format!("{job}{index}.log"));
+                let view = if job == "worker" {
+                    &views[index]
+                } else {
+                    &config_path
+                };
                 let mut args = vec![
                     "worker".to_string(),
                     "--tf-config".into(),
-                    config_path.display().to_string(),
+                    view.display().to_string(),
                     "--job".into(),
                     job.into(),
                     "--task".into(),
