@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cluster::{self, Cluster, ClusterSpec};
+use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
 use tf_iaware::placer::{self, Placement};
 use tf_iaware::runtime::{SessionConfig, Sidecar};
@@ -32,10 +33,36 @@ pub fn load_sidecar(
     Ok(sidecar)
 }
 
-/// Parses `--cluster` and lists its devices.
-pub fn connect(spec: &str) -> Result<(Cluster, SessionConfig)> {
+/// A connected cluster: its devices, how to open sessions, and — for `emulated:…` — the local
+/// processes, which live as long as this value.
+pub struct Connected {
+    pub cluster: Cluster,
+    pub config: SessionConfig,
+    /// Held only so the emulated processes live until the command ends (dropped: torn down).
+    #[allow(dead_code)]
+    pub emulated: Option<EmulatedCluster>,
+}
+
+/// Parses `--cluster`, starts an emulated cluster if asked, and lists the devices.
+pub fn connect(spec: &str) -> Result<Connected> {
     let spec = ClusterSpec::parse(spec)?;
-    Ok(cluster::connect(&spec)?)
+    if let ClusterSpec::Emulated(text) = &spec {
+        let scenario = Scenario::parse(text)?;
+        let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
+        let emulated = EmulatedCluster::start(&scenario, &exe)?;
+        let (cluster, config) = emulated.connect()?;
+        return Ok(Connected {
+            cluster,
+            config,
+            emulated: Some(emulated),
+        });
+    }
+    let (cluster, config) = cluster::connect(&spec)?;
+    Ok(Connected {
+        cluster,
+        config,
+        emulated: None,
+    })
 }
 
 /// Runs strategy `name`; returns the placement and how long placing took, ms.

@@ -53,7 +53,14 @@ fn main() {
         .target(env_logger::Target::Stderr)
         .init();
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Bench(_)) {
+    let emulates = match &cli.command {
+        Command::Bench(_) => true,
+        Command::Devices(a) => a.emulated(),
+        Command::Place(a) => a.emulated(),
+        Command::Run(a) => a.emulated(),
+        _ => false,
+    };
+    if emulates {
         // Ctrl-C tears down the emulated cluster's processes and cgroups.
         tf_iaware::emulate::cleanup_on_signal();
     }

@@ -23,8 +23,16 @@ struct Listing<'a> {
     devices: &'a [tf_iaware::cluster::Device],
 }
 
+impl Args {
+    /// Whether the command starts an emulated cluster (and so needs signal teardown).
+    pub fn emulated(&self) -> bool {
+        self.cluster.starts_with("emulated:")
+    }
+}
+
 pub fn run(args: &Args) -> Result<()> {
-    let (cluster, _) = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.cluster)?;
+    let cluster = &connected.cluster;
     let (dir, file, _) = tf_iaware::tf::library_location();
     let listing = Listing {
         cluster: &args.cluster,

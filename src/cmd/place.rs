@@ -71,9 +71,17 @@ pub fn report(analyzed: &Analyzed, placement: &Placement, placement_ms: f64) -> 
     }
 }
 
+impl Args {
+    /// Whether the command starts an emulated cluster (and so needs signal teardown).
+    pub fn emulated(&self) -> bool {
+        self.cluster.starts_with("emulated:")
+    }
+}
+
 pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(&args.graph)?;
-    let (cluster, _) = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.cluster)?;
+    let cluster = &connected.cluster;
     let (placement, ms) = common::place(&args.strategy, &analyzed, &cluster)?;
     let placed = apply::apply(
         &analyzed.graph_def,

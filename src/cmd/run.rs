@@ -55,6 +55,13 @@ struct RunReport {
     train: TrainReport,
 }
 
+impl Args {
+    /// Whether the command starts an emulated cluster (and so needs signal teardown).
+    pub fn emulated(&self) -> bool {
+        self.cluster.starts_with("emulated:")
+    }
+}
+
 pub fn run(args: &Args) -> Result<()> {
     if let Some(model) = &args.model {
         return run_data_parallel(args, model);
@@ -65,7 +72,8 @@ pub fn run(args: &Args) -> Result<()> {
         .context("--graph or --model is required")?;
     let analyzed = common::load_graph(graph)?;
     let sidecar = common::load_sidecar(graph, args.meta.as_ref(), &analyzed)?;
-    let (cluster, config) = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.cluster)?;
+    let (cluster, config) = (&connected.cluster, &connected.config);
     let (placement, ms) = common::place(&args.strategy, &analyzed, &cluster)?;
     let placed = apply::apply(
         &analyzed.graph_def,
@@ -124,7 +132,8 @@ struct DataParallelReport {
 }
 
 fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
-    let (cluster, config) = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.cluster)?;
+    let (cluster, config) = (&connected.cluster, &connected.config);
     let (workers, ps) = data_parallel::worker_and_ps_devices(&cluster)?;
     let batch = args.batch.unwrap_or(32 * workers.len());
     let vars = replicated::variables(model)?;
