@@ -82,13 +82,8 @@ pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(&args.graph)?;
     let connected = common::connect(&args.cluster)?;
     let cluster = &connected.cluster;
-    let (placement, ms) = common::place(&args.strategy, &analyzed, &cluster)?;
-    let placed = apply::apply(
-        &analyzed.graph_def,
-        &analyzed.op_graph,
-        &cluster,
-        &placement,
-    )?;
+    let (placement, ms) = common::place(&args.strategy, &analyzed, cluster)?;
+    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     if let Some(out) = &args.out {
         std::fs::write(out, placed.to_bytes())
             .with_context(|| format!("writing {}", out.display()))?;

@@ -74,15 +74,10 @@ pub fn run(args: &Args) -> Result<()> {
     let sidecar = common::load_sidecar(graph, args.meta.as_ref(), &analyzed)?;
     let connected = common::connect(&args.cluster)?;
     let (cluster, config) = (&connected.cluster, &connected.config);
-    let (placement, ms) = common::place(&args.strategy, &analyzed, &cluster)?;
-    let placed = apply::apply(
-        &analyzed.graph_def,
-        &analyzed.op_graph,
-        &cluster,
-        &placement,
-    )?;
+    let (placement, ms) = common::place(&args.strategy, &analyzed, cluster)?;
+    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     let placement_report = place::report(&analyzed, &placement, ms);
-    let session = PlacedSession::new(placed.graph, &config)?;
+    let session = PlacedSession::new(placed.graph, config)?;
     let trainer = Trainer::new(session, &sidecar, args.batch, args.seed)?;
     let train = trainer.train(
         args.steps,
@@ -134,14 +129,14 @@ struct DataParallelReport {
 fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
     let connected = common::connect(&args.cluster)?;
     let (cluster, config) = (&connected.cluster, &connected.config);
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&cluster)?;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(cluster)?;
     let batch = args.batch.unwrap_or(32 * workers.len());
     let vars = replicated::variables(model)?;
     let (plan, calibration) = match args.strategy.as_str() {
         "replica-setter" => (parallel::replica_setter(&workers, &ps, &vars, batch)?, None),
         "infra-aware" => {
             let probe = (batch / workers.len()).clamp(1, 32);
-            let cal = data_parallel::calibrate_workers(model, &workers, &ps[0], &cluster, &config, probe, 1.0)?;
+            let cal = data_parallel::calibrate_workers(model, &workers, &ps[0], cluster, config, probe, 1.0)?;
             let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
             let plan = parallel::infra_aware(&cal, &ps_cap, &vars, batch, &InfraAwareOptions::default())?;
             (plan, Some(cal))
@@ -154,8 +149,8 @@ fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
     let train = data_parallel::train(
         model,
         &plan,
-        &cluster,
-        &config,
+        cluster,
+        config,
         args.steps,
         args.warmup,
         args.seed,
