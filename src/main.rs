@@ -27,6 +27,10 @@ enum Command {
     Place(cmd::place::Args),
     /// Place (if asked) and train a GraphDef with synthetic data; report what ran where.
     Run(cmd::run::Args),
+    /// Live metrics of this host: CPU per core, memory, network, cgroup limit, GPUs.
+    Monitor(cmd::monitor::MonitorArgs),
+    /// Serve this host's metrics in Prometheus format (`GET /metrics`, `GET /healthz`).
+    Agent(cmd::agent::AgentArgs),
     /// Compare placement strategies side by side on an emulated heterogeneous cluster.
     Bench(cmd::bench::Args),
     /// Run one TensorFlow gRPC server (and metrics agent) of a TF_CONFIG cluster.
@@ -71,6 +75,8 @@ fn main() {
         Command::Run(a) => cmd::run::run(a),
         Command::Worker(a) => cmd::worker::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Monitor(a) => cmd::monitor::run(a),
+        Command::Agent(a) => cmd::agent::run(a),
         Command::Hog { cores } => tf_iaware::emulate::hog::burn(*cores),
     };
     if let Err(e) = result {

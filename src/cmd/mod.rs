@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod bench;
 pub mod devices;
 pub mod model;
+pub mod monitor;
 pub mod place;
 pub mod run;
 pub mod worker;

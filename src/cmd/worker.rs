@@ -2,8 +2,12 @@
 
 use std::path::PathBuf;
 
+use std::net::ToSocketAddrs;
+use std::sync::Arc;
+
 use anyhow::{bail, Context, Result};
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
+use tf_iaware::monitor::{Agent, AgentConfig, Monitor, MonitorConfig};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -80,8 +84,37 @@ pub fn run(args: &Args) -> Result<()> {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
     let server = tf_iaware::tf::Server::start(&def)?;
+    // The embedded metrics agent: this host's readings, with this process's own CPU and cgroup.
+    let metrics = args
+        .metrics
+        .clone()
+        .or_else(|| config.metrics_address(&task).map(String::from));
+    let agent = match &metrics {
+        Some(address) => {
+            let listen = address
+                .to_socket_addrs()
+                .with_context(|| format!("--metrics {address}: expected HOST:PORT"))?
+                .next()
+                .with_context(|| format!("--metrics {address}: resolves to no address"))?;
+            let monitor = Monitor::start(MonitorConfig {
+                gpus: false,
+                ..MonitorConfig::default()
+            })?;
+            Some(Agent::serve(
+                AgentConfig {
+                    listen,
+                    ..AgentConfig::default()
+                },
+                Arc::new(monitor),
+            )?)
+        }
+        None => None,
+    };
+    let metrics_url = agent
+        .as_ref()
+        .map_or_else(|| "none".to_string(), Agent::metrics_url);
     println!(
-        "task={}:{} target={}",
+        "task={}:{} target={} metrics={metrics_url}",
         task.job,
         task.index,
         server.target()
@@ -90,5 +123,8 @@ pub fn run(args: &Args) -> Result<()> {
     log::info!("signal {sig}: shutting down {}:{}", task.job, task.index);
     // TensorFlow's gRPC server cannot always stop cleanly; the process exit releases everything.
     std::mem::forget(server);
+    if let Some(agent) = agent {
+        agent.stop();
+    }
     Ok(())
 }

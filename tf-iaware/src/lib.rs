@@ -12,6 +12,7 @@ pub mod error;
 pub mod graph;
 pub mod models;
 pub mod parallel;
+pub mod monitor;
 pub mod placer;
 pub mod proto;
 pub mod runtime;

@@ -700,28 +700,22 @@ impl Net {
             })?;
             applies.push(apply);
         }
-        let train_deps = applies;
-        self.op("NoOp", "train", &[], |d| {
-            for a in &train_deps {
-                d.add_control_input(a);
-            }
-            Ok(())
-        })?;
+        self.group("train", &applies)?;
         let data_deps = self.data_initializers.clone();
-        self.op("NoOp", "init_data", &[], |d| {
-            for a in &data_deps {
-                d.add_control_input(a);
-            }
-            Ok(())
-        })?;
+        self.group("init_data", &data_deps)?;
         let init_deps = self.initializers.clone();
-        self.op("NoOp", "init", &[], |d| {
-            for a in &init_deps {
+        self.group("init", &init_deps)?;
+        Ok(())
+    }
+
+    /// A `NoOp` named `name` that runs after every op of `deps` (like `tf.group`).
+    fn group(&mut self, name: &str, deps: &[Operation]) -> Result<Operation> {
+        self.op("NoOp", name, &[], |d| {
+            for a in deps {
                 d.add_control_input(a);
             }
             Ok(())
-        })?;
-        Ok(())
+        })
     }
 
     /// A non-trainable float variable on the current device holding a fixed synthetic batch:

@@ -1,0 +1,447 @@
+//! [`Agent`]: an embeddable HTTP server for a monitor's readings.
+//!
+//! `GET /metrics` answers the Prometheus text format (`text/plain; version=0.0.4`),
+//! `GET /healthz` answers `ok`, other paths 404 and other methods 405. It binds 127.0.0.1
+//! unless told otherwise and runs on its own thread with a single-threaded tokio runtime, so
+//! any program (the CLI, a TensorFlow worker) can start and stop one.
+//!
+//! Slow or oversized requests cannot stall it: every connection is a task, not a thread;
+//! request headers must arrive within [`AgentConfig::header_read_timeout`] and fit in
+//! [`AgentConfig::max_header_bytes`] (else 431 and close); a connection lives at most
+//! [`AgentConfig::connection_lifetime`]; beyond [`AgentConfig::max_connections`] new
+//! connections are closed at once.
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener as StdListener};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{watch, Semaphore};
+
+use crate::error::{Error, Result};
+use crate::monitor::exposition::CONTENT_TYPE as METRICS_CONTENT_TYPE;
+use crate::monitor::metrics;
+use crate::monitor::sampler::Monitor;
+use crate::monitor::snapshot::Snapshot;
+
+/// Something that can produce the metrics page to serve.
+pub trait MetricsSource: Send + Sync + 'static {
+    /// The page to serve now, in the Prometheus text format.
+    fn metrics_page(&self) -> String;
+}
+
+impl MetricsSource for Monitor {
+    fn metrics_page(&self) -> String {
+        Monitor::metrics_page(self)
+    }
+}
+
+/// Serves one fixed snapshot (its `age_ms` as stored).
+impl MetricsSource for Snapshot {
+    fn metrics_page(&self) -> String {
+        metrics::render(self)
+    }
+}
+
+/// A fixed page, served as is (tests, benchmarks, relays).
+#[derive(Clone, Debug)]
+pub struct StaticPage(pub String);
+
+impl MetricsSource for StaticPage {
+    fn metrics_page(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// How an [`Agent`] listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// Address to listen on (default `127.0.0.1:9100`; port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Most connections served at once; more are closed on accept (default 256).
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers, including between keep-alive
+    /// requests (default 5 s).
+    pub header_read_timeout: Duration,
+    /// Longest a connection may stay open (default 60 s).
+    pub connection_lifetime: Duration,
+    /// Largest request head (request line and headers) accepted, bytes (default 8 KiB).
+    pub max_header_bytes: usize,
+}
+
+/// Default agent address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9100";
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9100)),
+            max_connections: 256,
+            header_read_timeout: Duration::from_secs(5),
+            connection_lifetime: Duration::from_secs(60),
+            max_header_bytes: 8 * 1024,
+        }
+    }
+}
+
+/// A running metrics server. Stopped by [`Agent::stop`] or when dropped.
+pub struct Agent {
+    addr: SocketAddr,
+    shutdown: Option<watch::Sender<bool>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("addr", &self.addr).finish()
+    }
+}
+
+impl Agent {
+    /// Binds `config.listen` and serves `source` on a background thread.
+    ///
+    /// # Errors
+    /// [`Error::Agent`] if the address cannot be bound (in use, not local, no permission) or a
+    /// limit is zero; [`Error::MonitorThread`] if the runtime or thread cannot be started.
+    pub fn serve(config: AgentConfig, source: Arc<dyn MetricsSource>) -> Result<Agent> {
+        let listen = config.listen.to_string();
+        let agent_err = |reason: String| Error::Agent {
+            listen: listen.clone(),
+            reason,
+        };
+        if config.max_connections == 0 || config.header_read_timeout.is_zero() {
+            return Err(agent_err(
+                "max_connections and header_read_timeout must be more than 0".into(),
+            ));
+        }
+        let std_listener =
+            StdListener::bind(config.listen).map_err(|e| agent_err(e.to_string()))?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| agent_err(e.to_string()))?;
+        let addr = std_listener
+            .local_addr()
+            .map_err(|e| agent_err(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|source| Error::MonitorThread {
+                what: "agent runtime".into(),
+                source,
+            })?;
+        let listener = {
+            let _in_runtime = runtime.enter();
+            tokio::net::TcpListener::from_std(std_listener).map_err(|e| agent_err(e.to_string()))?
+        };
+        let (tx, rx) = watch::channel(false);
+        let thread = std::thread::Builder::new()
+            .name(format!("tf-iaware-agent-{}", addr.port()))
+            .spawn(move || runtime.block_on(accept_loop(listener, config, source, rx)))
+            .map_err(|source| Error::MonitorThread {
+                what: "agent thread".into(),
+                source,
+            })?;
+        log::info!("metrics agent listening on http://{addr}/metrics");
+        Ok(Agent {
+            addr,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address actually bound (with the port chosen when asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR/metrics`.
+    pub fn metrics_url(&self) -> String {
+        format!("http://{}/metrics", self.addr)
+    }
+
+    /// Stops accepting, closes every connection and waits for the server thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    /// Blocks until the agent stops (it only stops when asked, so: for as long as the program
+    /// runs).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("the metrics agent's thread panicked");
+            }
+        }
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(true);
+        }
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("the metrics agent's thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    config: AgentConfig,
+    source: Arc<dyn MetricsSource>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout)
+        .max_buf_size(config.max_header_bytes.max(8192))
+        .max_header_size(config.max_header_bytes)
+        .keep_alive(true);
+    let http = Arc::new(http);
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.changed() => break,
+            a = listener.accept() => a,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                log::warn!("metrics agent: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            log::debug!(
+                "metrics agent: refusing {peer}: {} connections open",
+                config.max_connections
+            );
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let source = Arc::clone(&source);
+        let http = Arc::clone(&http);
+        let lifetime = config.connection_lifetime;
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let source = Arc::clone(&source);
+                async move { Ok::<_, Infallible>(respond(&req, &*source)) }
+            });
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            match tokio::time::timeout(lifetime, conn).await {
+                Ok(Err(e)) => log::debug!("metrics agent: connection from {peer}: {e}"),
+                Err(_) => log::debug!("metrics agent: closing {peer} after {lifetime:?}"),
+                Ok(Ok(())) => {}
+            }
+            drop(slot);
+        });
+    }
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// The answer to one request.
+fn respond(req: &Request<Incoming>, source: &dyn MetricsSource) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    let readable = req.method() == Method::GET || req.method() == Method::HEAD;
+    match (path, readable) {
+        ("/metrics", true) => text(StatusCode::OK, METRICS_CONTENT_TYPE, source.metrics_page()),
+        ("/healthz", true) => text(StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+        ("/metrics" | "/healthz", false) => {
+            let mut r = text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain; charset=utf-8",
+                format!("{} is not allowed on {path}; use GET\n", req.method()),
+            );
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            r
+        }
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "not found; try /metrics or /healthz\n".into(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    fn local_agent(page: &str, config: AgentConfig) -> Agent {
+        Agent::serve(
+            AgentConfig {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                ..config
+            },
+            Arc::new(StaticPage(page.to_string())),
+        )
+        .unwrap()
+    }
+
+    /// Sends raw bytes, returns everything the server answers until it closes or times out.
+    fn raw(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn routes() {
+        let agent = local_agent("up 1\n", AgentConfig::default());
+        let a = agent.local_addr();
+        assert!(a.ip().is_loopback());
+        let r = raw(
+            a,
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(
+            r.contains("content-type: text/plain; version=0.0.4\r\n"),
+            "{r}"
+        );
+        assert!(r.ends_with("\r\n\r\nup 1\n"), "{r}");
+        let r = raw(a, b"GET /metrics?x=1 HTTP/1.0\r\n\r\n");
+        assert!(r.ends_with("up 1\n"), "{r}");
+        let r = raw(
+            a,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(r.starts_with("HTTP/1.1 200") && r.ends_with("ok\n"), "{r}");
+        let r = raw(
+            a,
+            b"GET /other HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(r.starts_with("HTTP/1.1 404"), "{r}");
+        let r = raw(
+            a,
+            b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        assert!(
+            r.starts_with("HTTP/1.1 405") && r.contains("allow: GET, HEAD"),
+            "{r}"
+        );
+        let r = raw(
+            a,
+            b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(r.starts_with("HTTP/1.1 200") && !r.contains("up 1"), "{r}");
+        agent.stop();
+        assert!(
+            TcpStream::connect(a).is_err(),
+            "stopped agents no longer listen"
+        );
+    }
+
+    #[test]
+    fn slow_and_oversized_requests_do_not_stall_others() {
+        let agent = local_agent(
+            "up 1\n",
+            AgentConfig {
+                header_read_timeout: Duration::from_millis(500),
+                ..Default::default()
+            },
+        );
+        let a = agent.local_addr();
+        // A slowloris: half a request line, then nothing.
+        let mut slow = TcpStream::connect(a).unwrap();
+        slow.write_all(b"GET /metr").unwrap();
+        // An idle connection that never sends anything.
+        let idle = TcpStream::connect(a).unwrap();
+        // Meanwhile a normal client is served at once.
+        let t = Instant::now();
+        let r = raw(
+            a,
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(r.ends_with("up 1\n"), "{r}");
+        assert!(
+            t.elapsed() < Duration::from_millis(400),
+            "{:?}",
+            t.elapsed()
+        );
+        // The slow one is cut off after the header timeout.
+        slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = Vec::new();
+        let t = Instant::now();
+        let _ = slow.read_to_end(&mut buf);
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        drop(idle);
+        // Oversized headers: refused, and the server still serves.
+        let big = format!(
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "a".repeat(64 * 1024)
+        );
+        let r = raw(a, big.as_bytes());
+        assert!(r.is_empty() || r.starts_with("HTTP/1.1 431"), "{r}");
+        let r = raw(
+            a,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(r.ends_with("ok\n"), "{r}");
+    }
+
+    #[test]
+    fn connections_beyond_the_cap_are_closed() {
+        let agent = local_agent(
+            "up 1\n",
+            AgentConfig {
+                max_connections: 2,
+                ..Default::default()
+            },
+        );
+        let a = agent.local_addr();
+        let _c1 = TcpStream::connect(a).unwrap();
+        let _c2 = TcpStream::connect(a).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let r = raw(a, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(r, "", "the third connection is closed without an answer");
+    }
+
+    #[test]
+    fn bind_errors_name_the_address() {
+        let agent = local_agent("up 1\n", AgentConfig::default());
+        let err = Agent::serve(
+            AgentConfig {
+                listen: agent.local_addr(),
+                ..Default::default()
+            },
+            Arc::new(StaticPage(String::new())),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains(&agent.local_addr().to_string()),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,678 @@
+//! From raw readings to a [`Snapshot`]: deltas between two readings (utilisation, rates),
+//! what is available to the observed process, per-device shares, smoothing. Pure: no I/O.
+
+use crate::monitor::cgroup::CgroupReading;
+use crate::monitor::gpu::{gpu_share, map_reading, NvmlDeviceReading};
+use crate::monitor::proc::{counter_rate, utilisation, ProcReading};
+use crate::monitor::smoothing::SmootherBank;
+use crate::monitor::snapshot::{
+    CgroupSnapshot, CoreSnapshot, CpuSnapshot, DeviceAvailability, DeviceKind, MemorySnapshot,
+    NetworkInterface, Smoothed, Snapshot,
+};
+
+/// Everything read at one instant.
+#[derive(Clone, Debug)]
+pub struct Reading {
+    /// Monotonic time of the reading, seconds (any origin, the same for all readings).
+    pub t_s: f64,
+    /// Unix time of the reading, ms.
+    pub unix_ms: u64,
+    /// USER_HZ of the kernel.
+    pub ticks_per_second: u64,
+    /// `/proc`.
+    pub proc: ProcReading,
+    /// The observed process's cgroup, or why it could not be read.
+    pub cgroup: std::result::Result<CgroupReading, String>,
+    /// GPUs, or `GPU metrics unavailable: <reason>`.
+    pub gpus: std::result::Result<Vec<NvmlDeviceReading>, String>,
+}
+
+/// What the process may use of the CPUs, cores: `(limit, available)`.
+///
+/// * `core_utilisation`: (CPU number, busy share 0–1) of every online CPU over the interval;
+/// * `allowed`: CPUs the process may run on (`None`: all);
+/// * `own_cores`: the process's own use over the interval;
+/// * `quota_levels`: (quota, use by the whole cgroup at that level) for each cgroup level that
+///   has a quota, both in cores; an unknown use counts as the process's own use only.
+///
+/// `limit` = min(allowed CPUs, quotas); `available` = min(allowed CPUs − co-tenant use on them,
+/// each quota − others' use under it), clamped to 0…limit. The process's own use counts as
+/// available to it.
+pub fn available_cores(
+    core_utilisation: &[(u32, f64)],
+    allowed: Option<&[u32]>,
+    own_cores: f64,
+    quota_levels: &[(f64, Option<f64>)],
+) -> (f64, f64) {
+    let on_allowed = |cpu: u32| allowed.is_none_or(|a| a.contains(&cpu));
+    let allowed_online: Vec<f64> = core_utilisation
+        .iter()
+        .filter(|(cpu, _)| on_allowed(*cpu))
+        .map(|(_, u)| *u)
+        .collect();
+    let n_allowed = if allowed_online.is_empty() {
+        core_utilisation.len() as f64
+    } else {
+        allowed_online.len() as f64
+    };
+    let busy_allowed: f64 = allowed_online.iter().sum();
+    let own = own_cores.max(0.0);
+    let hw_free = n_allowed - (busy_allowed - own).max(0.0);
+    let mut limit = n_allowed;
+    let mut free = hw_free;
+    for &(quota, usage) in quota_levels {
+        limit = limit.min(quota);
+        let others = (usage.unwrap_or(own) - own).max(0.0);
+        free = free.min(quota - others);
+    }
+    (limit, free.clamp(0.0, limit.max(0.0)))
+}
+
+/// Turns successive [`Reading`]s into [`Snapshot`]s, keeping the previous reading and the
+/// smoothing state.
+#[derive(Debug)]
+pub struct Deriver {
+    source: String,
+    host: String,
+    pid: Option<u32>,
+    bank: SmootherBank,
+    prev: Option<Reading>,
+    samples: u64,
+}
+
+impl Deriver {
+    /// A deriver for readings of `host` taken by `source`, observing process `pid`, smoothing
+    /// with EWMA time constant `tau_s` and window `window_s` (seconds).
+    pub fn new(source: &str, host: &str, pid: Option<u32>, tau_s: f64, window_s: f64) -> Self {
+        Deriver {
+            source: source.to_string(),
+            host: host.to_string(),
+            pid,
+            bank: SmootherBank::new(tau_s, window_s),
+            prev: None,
+            samples: 0,
+        }
+    }
+
+    /// Adds a reading and returns the snapshot it completes.
+    pub fn push(&mut self, cur: Reading) -> Snapshot {
+        self.samples += 1;
+        self.bank.begin_round();
+        let snap = self.derive(&cur);
+        self.bank.end_round();
+        self.prev = Some(cur);
+        snap
+    }
+
+    fn derive(&mut self, cur: &Reading) -> Snapshot {
+        let prev = self.prev.as_ref();
+        let t = cur.t_s;
+        let dt = prev.map(|p| cur.t_s - p.t_s).filter(|dt| *dt > 0.0);
+        let tps = cur.ticks_per_second.max(1);
+        let mut notes = Vec::new();
+        let bank = &mut self.bank;
+
+        // CPUs.
+        let total_s = cur.proc.cpus.total.to_seconds(tps);
+        let total_util = prev
+            .and_then(|p| utilisation(&p.proc.cpus.total.to_seconds(p.ticks_per_second), &total_s));
+        let mut cores = Vec::with_capacity(cur.proc.cpus.cores.len());
+        let mut core_util = Vec::with_capacity(cur.proc.cpus.cores.len());
+        for (cpu, ticks) in &cur.proc.cpus.cores {
+            let seconds = ticks.to_seconds(tps);
+            let u = prev
+                .and_then(|p| p.proc.cpus.cores.iter().find(|(c, _)| c == cpu))
+                .and_then(|(_, pt)| utilisation(&pt.to_seconds(tps), &seconds));
+            if let Some(u) = u {
+                core_util.push((*cpu, u));
+            }
+            cores.push(CoreSnapshot {
+                cpu: *cpu,
+                utilisation: bank.update(&format!("cpu{cpu}"), t, u),
+                seconds,
+            });
+        }
+        let logical = cores.len() as u32;
+        let online: Vec<u32> = cores.iter().map(|c| c.cpu).collect();
+        let allowed = match &cur.proc.allowed_cpus {
+            Ok(Some(a)) => Some(
+                a.iter()
+                    .copied()
+                    .filter(|c| online.contains(c))
+                    .collect::<Vec<u32>>(),
+            ),
+            Ok(None) => None,
+            Err(e) => {
+                notes.push(e.clone());
+                None
+            }
+        };
+        let own_ticks = match &cur.proc.process_ticks {
+            Ok(t) => Some(*t),
+            Err(e) => {
+                notes.push(e.clone());
+                None
+            }
+        };
+        let own_cores = match (prev.map(|p| &p.proc.process_ticks), own_ticks, dt) {
+            (Some(Ok(p)), Some(c), Some(dt)) => {
+                counter_rate(*p as f64 / tps as f64, c as f64 / tps as f64, dt)
+            }
+            _ => None,
+        };
+        let busy_total = total_util.map(|u| u * f64::from(logical));
+        let cotenant = busy_total.map(|b| (b - own_cores.unwrap_or(0.0)).max(0.0));
+
+        // Cgroup.
+        let (cgroup, cgroup_unavailable, quota_levels) = match &cur.cgroup {
+            Ok(cg) => {
+                notes.extend(cg.notes.iter().cloned());
+                let prev_cg = prev
+                    .and_then(|p| p.cgroup.as_ref().ok())
+                    .filter(|p| p.path == cg.path && p.levels.len() == cg.levels.len());
+                let level_rate = |i: usize| -> Option<f64> {
+                    let c = cg.levels.get(i)?.usage_seconds?;
+                    let p = prev_cg?.levels.get(i)?.usage_seconds?;
+                    counter_rate(p, c, dt?)
+                };
+                let quota_levels: Vec<(f64, Option<f64>)> = cg
+                    .levels
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, l)| Some((l.quota_cores?, level_rate(i))))
+                    .collect();
+                let usage = level_rate(0);
+                let snap = CgroupSnapshot {
+                    version: cg.version,
+                    path: cg.path.clone(),
+                    cpu_quota_cores: cg.quota_cores(),
+                    cpu_usage_seconds_total: cg.usage_seconds(),
+                    cpu_usage_cores: bank.update("cgroup_cpu", t, usage),
+                    periods_total: cg.periods,
+                    throttled_periods_total: cg.throttled_periods,
+                    throttled_seconds_total: cg.throttled_seconds,
+                    memory_limit_bytes: cg.memory_limit_bytes,
+                    memory_usage_bytes: cg.memory_usage_bytes,
+                    memory_working_set_bytes: cg.memory_working_set_bytes(),
+                };
+                (Some(snap), None, quota_levels)
+            }
+            Err(e) => (None, Some(e.clone()), Vec::new()),
+        };
+
+        let (limit, available) = available_cores(
+            &core_util,
+            allowed.as_deref(),
+            own_cores.unwrap_or(0.0),
+            &quota_levels,
+        );
+        let limit = if core_util.is_empty() {
+            // Before utilisation is known the limit still is: allowed CPUs and quotas.
+            let n = allowed
+                .as_ref()
+                .map_or(logical as usize, |a| a.len().max(1).min(logical as usize))
+                as f64;
+            quota_levels.iter().fold(n, |l, (q, _)| l.min(*q))
+        } else {
+            limit
+        };
+        let available = total_util.map(|_| available);
+        let cpu = CpuSnapshot {
+            logical_cores: logical,
+            utilisation: bank.update("cpu", t, total_util),
+            cores,
+            seconds: Some(total_s),
+            allowed_cpus: allowed,
+            own_cores: bank.update("own_cpu", t, own_cores),
+            own_seconds_total: own_ticks.map(|t| t as f64 / tps as f64),
+            cotenant_cores: bank.update("cotenant_cpu", t, cotenant),
+            limit_cores: limit,
+            available_cores: bank.update("available_cpu", t, available),
+            load: match &cur.proc.load {
+                Ok(l) => Some(*l),
+                Err(e) => {
+                    notes.push(e.clone());
+                    None
+                }
+            },
+        };
+
+        // Memory.
+        let memory = match &cur.proc.memory {
+            Ok(m) => {
+                let host_avail = m.available_bytes.unwrap_or(m.free_bytes);
+                let cg_avail = cgroup.as_ref().and_then(|c| {
+                    Some(
+                        c.memory_limit_bytes?
+                            .saturating_sub(c.memory_working_set_bytes.unwrap_or(0)),
+                    )
+                });
+                MemorySnapshot {
+                    total_bytes: Some(m.total_bytes),
+                    available_bytes: m.available_bytes,
+                    free_bytes: Some(m.free_bytes),
+                    available_to_us_bytes: Some(cg_avail.map_or(host_avail, |c| c.min(host_avail))),
+                }
+            }
+            Err(e) => {
+                notes.push(e.clone());
+                MemorySnapshot::default()
+            }
+        };
+
+        // Network.
+        let network = match &cur.proc.net {
+            Ok(ifaces) => ifaces
+                .iter()
+                .map(|n| {
+                    let p = prev
+                        .and_then(|p| p.proc.net.as_ref().ok())
+                        .and_then(|v| v.iter().find(|x| x.name == n.name));
+                    let rate = |pv: Option<u64>, cv: u64| counter_rate(pv? as f64, cv as f64, dt?);
+                    NetworkInterface {
+                        name: n.name.clone(),
+                        rx_bytes_total: n.rx_bytes,
+                        tx_bytes_total: n.tx_bytes,
+                        rx_bytes_per_sec: rate(p.map(|p| p.rx_bytes), n.rx_bytes),
+                        tx_bytes_per_sec: rate(p.map(|p| p.tx_bytes), n.tx_bytes),
+                    }
+                })
+                .collect(),
+            Err(e) => {
+                notes.push(e.clone());
+                Vec::new()
+            }
+        };
+
+        // GPUs.
+        let (gpus, gpus_unavailable) = match &cur.gpus {
+            Ok(readings) => {
+                let gpus: Vec<_> = readings
+                    .iter()
+                    .map(|r| {
+                        let mut g = map_reading(r, self.pid);
+                        g.utilisation_percent = bank.update(
+                            &format!("gpu{}", g.index),
+                            t,
+                            g.utilisation_percent.map(|u| u.last),
+                        );
+                        g
+                    })
+                    .collect();
+                (gpus, None)
+            }
+            Err(e) => (Vec::new(), Some(e.clone())),
+        };
+
+        // Devices.
+        let mut devices = Vec::new();
+        if let Some(avail) = cpu.available_cores {
+            let capacity = f64::from(logical.max(1));
+            if let Some(share) = bank.update("share:CPU:0", t, Some(avail.last / capacity)) {
+                devices.push(DeviceAvailability {
+                    device: "CPU:0".into(),
+                    kind: DeviceKind::Cpu,
+                    capacity,
+                    compute_share: share,
+                    free_memory_bytes: memory.available_to_us_bytes,
+                    age_ms: 0,
+                });
+            }
+        }
+        for g in &gpus {
+            let share = g
+                .utilisation_percent
+                .map(|u| gpu_share(u.last, g.own_utilisation_percent));
+            let name = format!("GPU:{}", g.index);
+            if let Some(share) = bank.update(&format!("share:{name}"), t, share) {
+                devices.push(DeviceAvailability {
+                    device: name,
+                    kind: DeviceKind::Gpu,
+                    capacity: 1.0,
+                    compute_share: share,
+                    free_memory_bytes: g.memory_free_bytes,
+                    age_ms: 0,
+                });
+            }
+        }
+
+        Snapshot {
+            source: self.source.clone(),
+            host: self.host.clone(),
+            pid: self.pid,
+            taken_unix_ms: cur.unix_ms,
+            age_ms: 0,
+            interval_ms: dt.map(|d| (d * 1000.0).round() as u64),
+            samples: self.samples,
+            ewma_tau_s: bank.tau_s(),
+            window_s: bank.window_s(),
+            stale: false,
+            stale_reason: None,
+            cpu,
+            memory,
+            cgroup,
+            cgroup_unavailable,
+            network,
+            gpus,
+            gpus_unavailable,
+            devices,
+            notes,
+        }
+    }
+}
+
+/// Completes snapshots read from an exporter that only publishes counters and raw gauges
+/// (node_exporter, dcgm-exporter): utilisation and rates from two successive scrapes,
+/// availability (nobody there is "us", so all use is co-tenant use), smoothing, devices.
+#[derive(Debug)]
+pub struct CounterDeriver {
+    bank: SmootherBank,
+    prev: Option<(f64, Snapshot)>,
+    samples: u64,
+}
+
+impl CounterDeriver {
+    /// A deriver smoothing with EWMA time constant `tau_s` and window `window_s` (seconds).
+    pub fn new(tau_s: f64, window_s: f64) -> Self {
+        CounterDeriver {
+            bank: SmootherBank::new(tau_s, window_s),
+            prev: None,
+            samples: 0,
+        }
+    }
+
+    /// Adds a raw snapshot scraped at `t_s` (monotonic seconds) and returns it completed.
+    pub fn push(&mut self, t_s: f64, raw: Snapshot) -> Snapshot {
+        self.samples += 1;
+        self.bank.begin_round();
+        let mut s = raw.clone();
+        let prev = self.prev.as_ref().filter(|(t0, _)| t_s > *t0);
+        let dt = prev.map(|(t0, _)| t_s - t0);
+        let bank = &mut self.bank;
+        let mut core_util = Vec::new();
+        for c in &mut s.cpu.cores {
+            let u = prev
+                .and_then(|(_, p)| p.cpu.cores.iter().find(|pc| pc.cpu == c.cpu))
+                .and_then(|pc| utilisation(&pc.seconds, &c.seconds));
+            if let Some(u) = u {
+                core_util.push((c.cpu, u));
+            }
+            c.utilisation = bank.update(&format!("cpu{}", c.cpu), t_s, u);
+        }
+        let total = match (
+            prev.and_then(|(_, p)| p.cpu.seconds.as_ref()),
+            &s.cpu.seconds,
+        ) {
+            (Some(a), Some(b)) => utilisation(a, b),
+            _ => None,
+        };
+        s.cpu.utilisation = bank.update("cpu", t_s, total);
+        let busy = total.map(|u| u * f64::from(s.cpu.logical_cores));
+        s.cpu.cotenant_cores = bank.update("cotenant_cpu", t_s, busy);
+        let (limit, available) = available_cores(&core_util, None, 0.0, &[]);
+        if !core_util.is_empty() {
+            s.cpu.limit_cores = limit;
+        }
+        s.cpu.available_cores = bank.update("available_cpu", t_s, total.map(|_| available));
+        for n in &mut s.network {
+            let p = prev.and_then(|(_, p)| p.network.iter().find(|x| x.name == n.name));
+            let rate = |pv: Option<u64>, cv: u64| counter_rate(pv? as f64, cv as f64, dt?);
+            n.rx_bytes_per_sec = rate(p.map(|p| p.rx_bytes_total), n.rx_bytes_total);
+            n.tx_bytes_per_sec = rate(p.map(|p| p.tx_bytes_total), n.tx_bytes_total);
+        }
+        if s.memory.available_to_us_bytes.is_none() {
+            s.memory.available_to_us_bytes = s.memory.available_bytes.or(s.memory.free_bytes);
+        }
+        for g in &mut s.gpus {
+            g.utilisation_percent = bank.update(
+                &format!("gpu{}", g.index),
+                t_s,
+                g.utilisation_percent.map(|u| u.last),
+            );
+        }
+        s.devices.clear();
+        if let Some(avail) = s.cpu.available_cores {
+            let capacity = f64::from(s.cpu.logical_cores.max(1));
+            if let Some(share) = bank.update("share:CPU:0", t_s, Some(avail.last / capacity)) {
+                s.devices.push(DeviceAvailability {
+                    device: "CPU:0".into(),
+                    kind: DeviceKind::Cpu,
+                    capacity,
+                    compute_share: share,
+                    free_memory_bytes: s.memory.available_to_us_bytes,
+                    age_ms: s.age_ms,
+                });
+            }
+        }
+        for g in &s.gpus {
+            let name = format!("GPU:{}", g.index);
+            let share = g.utilisation_percent.map(|u| gpu_share(u.last, None));
+            if let Some(share) = bank.update(&format!("share:{name}"), t_s, share) {
+                s.devices.push(DeviceAvailability {
+                    device: name,
+                    kind: DeviceKind::Gpu,
+                    capacity: 1.0,
+                    compute_share: share,
+                    free_memory_bytes: g.memory_free_bytes,
+                    age_ms: s.age_ms,
+                });
+            }
+        }
+        s.interval_ms = dt.map(|d| (d * 1000.0).round() as u64);
+        s.samples = self.samples;
+        s.ewma_tau_s = bank.tau_s();
+        s.window_s = bank.window_s();
+        if s.cgroup.is_none() && s.cgroup_unavailable.is_none() {
+            s.cgroup_unavailable = Some("the endpoint publishes no cgroup readings".into());
+        }
+        if s.gpus.is_empty() && s.gpus_unavailable.is_none() {
+            s.gpus_unavailable =
+                Some("GPU metrics unavailable: the endpoint publishes none".into());
+        }
+        self.bank.end_round();
+        self.prev = Some((t_s, raw));
+        s
+    }
+}
+
+/// `Smoothed::last` of an optional gauge.
+pub fn last(s: Option<Smoothed>) -> Option<f64> {
+    s.map(|s| s.last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::monitor::cgroup::CpuLevel;
+    use crate::monitor::proc::{CpuTicks, MemInfo, NetCounters, StatCpus};
+
+    fn ticks(busy: u64, idle: u64) -> CpuTicks {
+        CpuTicks {
+            user: busy,
+            idle,
+            ..Default::default()
+        }
+    }
+
+    fn reading(t_s: f64, cores: &[(u64, u64)], own: u64, cg: Option<(f64, f64)>) -> Reading {
+        let total = cores
+            .iter()
+            .fold(CpuTicks::default(), |a, (b, i)| CpuTicks {
+                user: a.user + b,
+                idle: a.idle + i,
+                ..Default::default()
+            });
+        Reading {
+            t_s,
+            unix_ms: (t_s * 1000.0) as u64,
+            ticks_per_second: 100,
+            proc: ProcReading {
+                cpus: StatCpus {
+                    total,
+                    cores: cores
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (b, idle))| (i as u32, ticks(*b, *idle)))
+                        .collect(),
+                },
+                memory: Ok(MemInfo {
+                    total_bytes: 8 << 30,
+                    free_bytes: 2 << 30,
+                    available_bytes: Some(4 << 30),
+                }),
+                load: Err("/proc/loadavg: gone".into()),
+                net: Ok(vec![NetCounters {
+                    name: "eth0".into(),
+                    rx_bytes: (t_s * 1000.0) as u64,
+                    tx_bytes: 0,
+                }]),
+                process_ticks: Ok(own),
+                allowed_cpus: Ok(None),
+            },
+            cgroup: match cg {
+                Some((quota, usage_s)) => Ok(CgroupReading {
+                    version: 1,
+                    path: "/job".into(),
+                    levels: vec![
+                        CpuLevel {
+                            quota_cores: Some(quota),
+                            usage_seconds: Some(usage_s),
+                        },
+                        CpuLevel::default(),
+                    ],
+                    memory_limit_bytes: Some(1 << 30),
+                    memory_usage_bytes: Some(600 << 20),
+                    memory_inactive_file_bytes: Some(100 << 20),
+                    ..Default::default()
+                }),
+                None => Err("no cgroup".into()),
+            },
+            gpus: Err("GPU metrics unavailable: test".into()),
+        }
+    }
+
+    #[test]
+    fn first_reading_has_limits_but_no_rates() {
+        let mut d = Deriver::new("local", "h", Some(1), 10.0, 60.0);
+        let s = d.push(reading(0.0, &[(0, 0), (0, 0)], 0, Some((1.5, 0.0))));
+        assert_eq!(s.cpu.utilisation, None);
+        assert_eq!(s.cpu.limit_cores, 1.5);
+        assert_eq!(s.cpu.available_cores, None);
+        assert!(s.devices.is_empty());
+        assert_eq!(s.notes, vec!["/proc/loadavg: gone".to_string()]);
+        assert_eq!(
+            s.gpus_unavailable.as_deref(),
+            Some("GPU metrics unavailable: test")
+        );
+    }
+
+    #[test]
+    fn utilisation_own_cotenant_and_availability() {
+        let mut d = Deriver::new("local", "h", Some(1), 10.0, 60.0);
+        d.push(reading(0.0, &[(0, 0), (0, 0)], 0, None));
+        // Over 1 s (100 ticks per core): core 0 fully busy, core 1 half busy; we used 0.5 core.
+        let s = d.push(reading(1.0, &[(100, 0), (50, 50)], 50, None));
+        assert_eq!(s.cpu.utilisation.unwrap().last, 0.75);
+        assert_eq!(s.cpu.cores[1].utilisation.unwrap().last, 0.5);
+        assert_eq!(s.cpu.own_cores.unwrap().last, 0.5);
+        assert_eq!(s.cpu.cotenant_cores.unwrap().last, 1.0);
+        assert_eq!(s.cpu.limit_cores, 2.0);
+        assert_eq!(s.cpu.available_cores.unwrap().last, 1.0);
+        let cpu = s.device("CPU:0").unwrap();
+        assert_eq!(cpu.compute_share.last, 0.5);
+        assert_eq!(cpu.free_memory_bytes, Some(4 << 30));
+        assert_eq!(s.network[0].rx_bytes_per_sec, Some(1000.0));
+        assert_eq!(s.interval_ms, Some(1000));
+    }
+
+    #[test]
+    fn quota_bounds_availability_and_memory() {
+        let mut d = Deriver::new("local", "h", Some(1), 10.0, 60.0);
+        d.push(reading(0.0, &[(0, 0), (0, 0)], 0, Some((1.5, 0.0))));
+        // The machine is idle but for us (0.2 core) and a sibling in our cgroup (0.8 core).
+        let s = d.push(reading(1.0, &[(60, 40), (40, 60)], 20, Some((1.5, 1.0))));
+        let cg = s.cgroup.as_ref().unwrap();
+        assert_eq!(cg.cpu_usage_cores.unwrap().last, 1.0);
+        assert_eq!(s.cpu.limit_cores, 1.5);
+        // Quota 1.5 less the sibling's 0.8 leaves 0.7 for us.
+        assert!((s.cpu.available_cores.unwrap().last - 0.7).abs() < 1e-9);
+        // Memory: 1 GiB limit − (600 − 100) MiB working set.
+        assert_eq!(
+            s.memory.available_to_us_bytes,
+            Some((1 << 30) - (500 << 20))
+        );
+    }
+
+    #[test]
+    fn counters_from_an_exporter_become_rates() {
+        use crate::monitor::snapshot::{CpuModeSeconds, GpuSnapshot};
+        let raw = |t: f64, busy0: f64, busy1: f64, rx: u64| {
+            let mut s = Snapshot::empty("node");
+            for (cpu, busy) in [(0u32, busy0), (1, busy1)] {
+                s.cpu.cores.push(CoreSnapshot {
+                    cpu,
+                    utilisation: None,
+                    seconds: CpuModeSeconds {
+                        user: busy,
+                        idle: t - busy,
+                        ..Default::default()
+                    },
+                });
+            }
+            s.cpu.seconds = Some(crate::monitor::metrics::sum_modes(
+                s.cpu.cores.iter().map(|c| &c.seconds),
+            ));
+            s.cpu.logical_cores = 2;
+            s.cpu.limit_cores = 2.0;
+            s.memory.available_bytes = Some(1000);
+            s.network.push(NetworkInterface {
+                name: "eth0".into(),
+                rx_bytes_total: rx,
+                tx_bytes_total: 0,
+                rx_bytes_per_sec: None,
+                tx_bytes_per_sec: None,
+            });
+            s.gpus.push(GpuSnapshot {
+                index: 0,
+                utilisation_percent: Some(Smoothed::constant(40.0)),
+                memory_free_bytes: Some(7),
+                ..Default::default()
+            });
+            s
+        };
+        let mut d = CounterDeriver::new(10.0, 60.0);
+        let first = d.push(0.0, raw(100.0, 10.0, 10.0, 0));
+        assert_eq!(first.cpu.utilisation, None);
+        assert_eq!(first.device("GPU:0").unwrap().compute_share.last, 0.6);
+        // 10 s later: cpu0 was busy 10 s, cpu1 5 s; 2 MB received.
+        let s = d.push(10.0, raw(110.0, 20.0, 15.0, 2_000_000));
+        assert_eq!(s.cpu.cores[0].utilisation.unwrap().last, 1.0);
+        assert_eq!(s.cpu.utilisation.unwrap().last, 0.75);
+        assert_eq!(s.cpu.cotenant_cores.unwrap().last, 1.5);
+        assert_eq!(s.cpu.available_cores.unwrap().last, 0.5);
+        assert_eq!(s.device("CPU:0").unwrap().compute_share.last, 0.25);
+        assert_eq!(s.device("CPU:0").unwrap().free_memory_bytes, Some(1000));
+        assert_eq!(s.network[0].rx_bytes_per_sec, Some(200_000.0));
+        assert_eq!(s.samples, 2);
+        assert!(s.cgroup_unavailable.is_some());
+    }
+
+    #[test]
+    fn available_cores_cases() {
+        let idle = [(0, 0.0), (1, 0.0), (2, 0.0), (3, 0.0)];
+        assert_eq!(available_cores(&idle, None, 0.0, &[]), (4.0, 4.0));
+        assert_eq!(available_cores(&idle, Some(&[1, 2]), 0.0, &[]), (2.0, 2.0));
+        assert_eq!(
+            available_cores(&idle, None, 0.0, &[(0.5, None)]),
+            (0.5, 0.5)
+        );
+        let busy = [(0, 1.0), (1, 1.0), (2, 0.5), (3, 0.0)];
+        // 2.5 cores busy, 1 of them ours: 1.5 taken by co-tenants.
+        assert_eq!(available_cores(&busy, None, 1.0, &[]), (4.0, 2.5));
+        // Only CPUs 2 and 3 are ours to use, 0.5 busy there (not us).
+        assert_eq!(available_cores(&busy, Some(&[2, 3]), 0.0, &[]), (2.0, 1.5));
+        // Fully contended: never below 0.
+        let full = [(0, 1.0)];
+        assert_eq!(available_cores(&full, None, 0.0, &[]), (1.0, 0.0));
+    }
+}
