@@ -2,14 +2,15 @@
 //! choosing a strategy, printing JSON.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cluster::{self, Cluster, ClusterSpec};
+use tf_iaware::cost::CostModel;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
 use tf_iaware::placer::{self, Placement};
+use tf_iaware::report::PlacementReport;
 use tf_iaware::runtime::{SessionConfig, Sidecar};
 
 /// Reads and analyses a GraphDef file.
@@ -65,12 +66,21 @@ pub fn connect(spec: &str) -> Result<Connected> {
     })
 }
 
-/// Runs strategy `name`; returns the placement and how long placing took, ms.
-pub fn place(name: &str, analyzed: &Analyzed, cluster: &Cluster) -> Result<(Placement, f64)> {
+/// Runs strategy `name` with the analytic cost model of `analyzed` on `cluster`; returns the
+/// placement and its report (DESIGN.md §5 fields: per-device load, predicted step, lower bound).
+pub fn place(
+    name: &str,
+    analyzed: &Analyzed,
+    cluster: &Cluster,
+) -> Result<(Placement, PlacementReport)> {
     let strategy = placer::by_name(name)?;
-    let start = Instant::now();
-    let placement = strategy.place(&analyzed.op_graph, cluster)?;
-    Ok((placement, start.elapsed().as_secs_f64() * 1e3))
+    let cost = CostModel::new(&analyzed.op_graph, cluster)?;
+    Ok(strategy.place_with_report(&analyzed.op_graph, cluster, &cost)?)
+}
+
+/// Writes `json` to `path`, naming the file on failure.
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 /// Prints `value` as one pretty JSON document on stdout.

@@ -33,6 +33,8 @@ enum Command {
     Agent(cmd::agent::AgentArgs),
     /// Compare placement strategies side by side on an emulated heterogeneous cluster.
     Bench(cmd::bench::Args),
+    /// Place a GraphDef and predict one step: step time, lower bound, per-device load.
+    Simulate(cmd::simulate::Args),
     /// Run one TensorFlow gRPC server (and metrics agent) of a TF_CONFIG cluster.
     Worker(cmd::worker::Args),
     /// Burn a fixed amount of CPU (the co-tenant of emulated clusters).
@@ -62,6 +64,7 @@ fn main() {
         Command::Devices(a) => a.emulated(),
         Command::Place(a) => a.emulated(),
         Command::Run(a) => a.emulated(),
+        Command::Simulate(a) => a.emulated(),
         _ => false,
     };
     if emulates {
@@ -76,6 +79,7 @@ fn main() {
         Command::Worker(a) => cmd::worker::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Monitor(a) => cmd::monitor::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Hog { cores } => tf_iaware::emulate::hog::burn(*cores),
     };

@@ -7,4 +7,5 @@ pub mod model;
 pub mod monitor;
 pub mod place;
 pub mod run;
+pub mod simulate;
 pub mod worker;

@@ -1,13 +1,10 @@
 //! `tf-iaware place`: place a GraphDef on a cluster, write the placed GraphDef and a report.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use tf_iaware::apply;
-use tf_iaware::graph::analyze::Analyzed;
-use tf_iaware::placer::Placement;
+use tf_iaware::report::PlacementReport;
 
 use crate::common;
 
@@ -33,44 +30,6 @@ pub struct Args {
     json: bool,
 }
 
-/// Per-device load of a placement.
-#[derive(Serialize, Default)]
-pub struct DeviceLoad {
-    pub ops: usize,
-    /// Bytes of the output tensors of the ops placed there.
-    pub bytes: u64,
-}
-
-/// The placement report (DESIGN.md §5 fields).
-#[derive(Serialize)]
-pub struct Report {
-    pub strategy: String,
-    pub placement_ms: f64,
-    pub devices: BTreeMap<String, DeviceLoad>,
-    pub ops: usize,
-    pub colocation_groups: usize,
-}
-
-/// Summarises `placement` per device.
-pub fn report(analyzed: &Analyzed, placement: &Placement, placement_ms: f64) -> Report {
-    let mut devices: BTreeMap<String, DeviceLoad> = BTreeMap::new();
-    for node in analyzed.op_graph.nodes() {
-        let device = placement
-            .device_of(&node.name)
-            .unwrap_or("(tensorflow decides)");
-        let load = devices.entry(device.to_string()).or_default();
-        load.ops += 1;
-        load.bytes += node.outputs.iter().filter_map(|t| t.bytes()).sum::<u64>();
-    }
-    Report {
-        strategy: placement.strategy.clone(),
-        placement_ms,
-        devices,
-        ops: analyzed.op_graph.len(),
-        colocation_groups: analyzed.op_graph.groups().len(),
-    }
-}
-
 impl Args {
     /// Whether the command starts an emulated cluster (and so needs signal teardown).
     pub fn emulated(&self) -> bool {
@@ -82,28 +41,41 @@ pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(&args.graph)?;
     let connected = common::connect(&args.cluster)?;
     let cluster = &connected.cluster;
-    let (placement, ms) = common::place(&args.strategy, &analyzed, cluster)?;
+    let (placement, report) = common::place(&args.strategy, &analyzed, cluster)?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     if let Some(out) = &args.out {
         std::fs::write(out, placed.to_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
         log::info!("placed GraphDef written to {}", out.display());
     }
-    let report = report(&analyzed, &placement, ms);
     if let Some(path) = &args.report {
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+        common::write_file(path, &(report.to_json()? + "\n"))?;
     }
     if args.json {
-        common::print_json(&report)?;
-    } else {
-        println!(
-            "strategy {} placed {} ops in {:.2} ms",
-            report.strategy, report.ops, report.placement_ms
-        );
-        for (d, l) in &report.devices {
-            println!("  {d:<50} {:>6} ops {:>12} bytes", l.ops, l.bytes);
-        }
+        return common::print_json(&report);
     }
+    print_report(&report);
     Ok(())
+}
+
+/// The report as a table: strategy, prediction, per-device load.
+pub fn print_report(report: &PlacementReport) {
+    println!(
+        "{}: {} ops in {} colocation groups placed in {:.2} ms; predicted step {:.2} ms, lower bound {:.2} ms",
+        report.strategy, report.ops, report.colocation_groups, report.placement_ms, report.predicted_step_ms, report.lower_bound_ms
+    );
+    println!(
+        "{:<48} {:>7} {:>12} {:>12} {:>12} {:>9}",
+        "device", "ops", "MFLOP", "MB out", "MB memory", "busy ms"
+    );
+    for (d, l) in &report.devices {
+        println!(
+            "{d:<48} {:>7} {:>12.1} {:>12.2} {:>12.2} {:>9.2}",
+            l.ops,
+            l.flops as f64 / 1e6,
+            l.bytes as f64 / 1e6,
+            l.memory_bytes as f64 / 1e6,
+            l.busy_ms
+        );
+    }
 }

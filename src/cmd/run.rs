@@ -7,9 +7,9 @@ use serde::Serialize;
 use tf_iaware::apply;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
+use tf_iaware::report::{trace, PlacementReport};
 use tf_iaware::runtime::{data_parallel, PlacedSession, TrainReport, Trainer};
 
-use crate::cmd::place;
 use crate::common;
 
 #[derive(clap::Args)]
@@ -45,12 +45,15 @@ pub struct Args {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Write the last (traced) step as a Chrome trace (chrome://tracing, Perfetto).
+    #[arg(long)]
+    trace: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
 struct RunReport {
     #[serde(flatten)]
-    placement: place::Report,
+    placement: PlacementReport,
     #[serde(flatten)]
     train: TrainReport,
 }
@@ -74,9 +77,8 @@ pub fn run(args: &Args) -> Result<()> {
     let sidecar = common::load_sidecar(graph, args.meta.as_ref(), &analyzed)?;
     let connected = common::connect(&args.cluster)?;
     let (cluster, config) = (&connected.cluster, &connected.config);
-    let (placement, ms) = common::place(&args.strategy, &analyzed, cluster)?;
+    let (placement, placement_report) = common::place(&args.strategy, &analyzed, cluster)?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
-    let placement_report = place::report(&analyzed, &placement, ms);
     let session = PlacedSession::new(placed.graph, config)?;
     let trainer = Trainer::new(session, &sidecar, args.batch, args.seed)?;
     let train = trainer.train(
@@ -84,6 +86,10 @@ pub fn run(args: &Args) -> Result<()> {
         args.warmup,
         Some((&placement, &analyzed.op_graph)),
     )?;
+    if let (Some(path), Some(stats)) = (&args.trace, &train.step_stats) {
+        common::write_file(path, &trace::chrome_trace(&trace::from_step_stats(stats))?)?;
+        log::info!("measured trace written to {}", path.display());
+    }
     if !train.mismatches.is_empty() {
         log::warn!(
             "{} placed ops ran elsewhere, e.g. {:?}",

@@ -7,15 +7,18 @@
 
 pub mod apply;
 pub mod cluster;
+pub mod cost;
 pub mod emulate;
 pub mod error;
 pub mod graph;
 pub mod models;
-pub mod parallel;
 pub mod monitor;
+pub mod parallel;
 pub mod placer;
 pub mod proto;
+pub mod report;
 pub mod runtime;
+pub mod sim;
 pub mod tf;
 
 pub use error::{Error, Result};

@@ -61,11 +61,17 @@ pub struct Device {
     /// parallelism as the simulator models it); at least 1.
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
+    /// Devices that name the same pool share one compute capacity: ops running at once on any
+    /// of them split it equally (the CPU devices of one TensorFlow process share its thread pools
+    /// and the machine's cores). `None`: the device has a capacity of its own.
+    #[serde(default)]
+    pub compute_pool: Option<String>,
 }
 
 impl Device {
     /// A device with nominal capability for its type (see the `NOMINAL_*` constants), full
-    /// availability and concurrency 1.
+    /// availability and concurrency 1. A CPU device joins the compute pool of its `host` (CPU
+    /// devices of one process share its cores); other devices have their own capacity.
     pub fn nominal(name: &str, device_type: &str, memory_bytes: Option<u64>, host: &str) -> Self {
         let gpu = device_type.eq_ignore_ascii_case("GPU");
         Device {
@@ -90,6 +96,9 @@ impl Device {
                 NOMINAL_CPU_OP_OVERHEAD
             },
             concurrency: 1,
+            compute_pool: device_type
+                .eq_ignore_ascii_case("CPU")
+                .then(|| host.to_string()),
         }
     }
 
@@ -635,8 +644,9 @@ pub fn fit_compute(subject: &str, samples: &[(f64, f64)]) -> Result<ComputeFit> 
 pub struct DeviceCalibration {
     /// Full device name.
     pub name: String,
-    /// Sustained compute rate, FLOP/s.
-    pub peak_flops: f64,
+    /// Sustained compute rate, FLOP/s (`None`: keep the device's).
+    #[serde(default)]
+    pub peak_flops: Option<f64>,
     /// Fixed per-op cost, seconds (`None`: keep the device's).
     #[serde(default)]
     pub op_overhead: Option<f64>,
@@ -699,14 +709,38 @@ impl CalibrationProfile {
     /// [`Error::Calibration`] from the fit.
     pub fn add_device_samples(&mut self, name: &str, samples: &[(f64, f64)]) -> Result<ComputeFit> {
         let fit = fit_compute(name, samples)?;
-        self.devices.retain(|d| d.name != name);
-        self.devices.push(DeviceCalibration {
-            name: name.into(),
-            peak_flops: fit.peak_flops,
-            op_overhead: Some(fit.overhead),
-            memory_bandwidth: None,
-        });
+        let entry = self.device_entry(name);
+        entry.peak_flops = Some(fit.peak_flops);
+        entry.op_overhead = Some(fit.overhead);
         Ok(fit)
+    }
+
+    /// Fits and records the memory bandwidth of device `name` from timed memory-bound ops
+    /// `(bytes moved, seconds)` — copies or element-wise ops of several sizes — as
+    /// `seconds = overhead + bytes / bandwidth` (see [`fit_link`]; the overhead is not kept).
+    ///
+    /// # Errors
+    /// [`Error::Calibration`] from the fit.
+    pub fn add_memory_samples(&mut self, name: &str, samples: &[(u64, f64)]) -> Result<LinkFit> {
+        let fit = fit_link(&format!("memory of {name}"), samples)?;
+        self.device_entry(name).memory_bandwidth = Some(fit.link.bandwidth);
+        Ok(fit)
+    }
+
+    fn device_entry(&mut self, name: &str) -> &mut DeviceCalibration {
+        let i = match self.devices.iter().position(|d| d.name == name) {
+            Some(i) => i,
+            None => {
+                self.devices.push(DeviceCalibration {
+                    name: name.into(),
+                    peak_flops: None,
+                    op_overhead: None,
+                    memory_bandwidth: None,
+                });
+                self.devices.len() - 1
+            }
+        };
+        &mut self.devices[i]
     }
 
     /// Fits and records the link `from → to` from timed transfers `(bytes, seconds)` (see
@@ -753,7 +787,9 @@ impl CalibrationProfile {
                 continue;
             };
             let mut dev = cluster.devices[i].clone();
-            dev.peak_flops = d.peak_flops;
+            if let Some(f) = d.peak_flops {
+                dev.peak_flops = f;
+            }
             if let Some(o) = d.op_overhead {
                 dev.op_overhead = o;
             }
@@ -963,12 +999,16 @@ mod tests {
             .unwrap();
         assert!((fit.peak_flops - 5e10).abs() / 5e10 < 1e-9);
         assert!((fit.overhead - 1e-3).abs() < 1e-12);
+        p.add_memory_samples(&name, &[(1 << 20, 1e-4), (1 << 22, 4e-4 - 3e-5)])
+            .unwrap();
+        assert!(p.devices[0].memory_bandwidth.unwrap() > 1e9);
+        assert_eq!(p.devices.len(), 1, "one entry per device");
         let (a, b) = (c.devices[3].name.clone(), c.devices[4].name.clone());
         p.add_link_samples(&a, &b, &[(1000, 1e-4 + 1e-6), (2000, 1e-4 + 2e-6)])
             .unwrap();
         p.devices.push(DeviceCalibration {
             name: "/job:gone/replica:0/task:0/device:CPU:0".into(),
-            peak_flops: 1.0,
+            peak_flops: Some(1.0),
             op_overhead: None,
             memory_bandwidth: None,
         });

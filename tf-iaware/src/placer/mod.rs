@@ -1,23 +1,71 @@
 //! Placement strategies: given an [`OpGraph`] and a [`Cluster`], choose a device for every op.
-//! Colocation groups are the unit of placement; every strategy returns a [`Placement`].
+//! Colocation groups are the unit of placement; every strategy returns a [`Placement`], and with
+//! [`Strategy::place_with_report`] a [`PlacementReport`] (simulated step time, lower bound,
+//! per-device load).
+//!
+//! | name | idea |
+//! |---|---|
+//! | `tf-default` | no devices: TensorFlow's placer decides |
+//! | `round-robin` | groups dealt over the devices |
+//! | `random` | each group on a random device with room (seeded) |
+//! | `single-fastest` | everything on the device that runs the graph fastest alone |
+//! | `infra-aware` | IA-TF: capable, available devices, proportional slices while it pays off |
+//! | `etf` | m-ETF list scheduling (earliest start first, memory-aware) |
+//! | `heft` | HEFT (upward rank, insertion-based earliest finish) |
+//!
+//! ```
+//! use tf_iaware::cluster::{Cluster, Device};
+//! use tf_iaware::cost::CostModel;
+//! use tf_iaware::placer::{self, PlaceOptions};
+//! use tf_iaware::sim::synthetic::LayeredDag;
+//!
+//! let graph = LayeredDag::new(200, 10).build().unwrap();
+//! let cluster = Cluster::new(
+//!     (0..4)
+//!         .map(|i| Device::nominal(&format!("/job:localhost/replica:0/task:0/device:CPU:{i}"), "CPU", None, "localhost"))
+//!         .collect(),
+//! );
+//! let cost = CostModel::new(&graph, &cluster).unwrap();
+//! let heft = placer::by_name_with("heft", &PlaceOptions::default()).unwrap();
+//! let (placement, report) = heft.place_with_report(&graph, &cluster, &cost).unwrap();
+//! assert_eq!(placement.devices.len(), 200);
+//! assert!(report.predicted_step_ms >= report.lower_bound_ms);
+//! ```
 
 mod basic;
+mod etf;
+mod heft;
+mod infra;
+pub mod resolve;
+mod sched;
+mod simple;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
+use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
+use crate::report::PlacementReport;
 
 pub use basic::{RoundRobin, TfDefault};
+pub use etf::{etf_schedule, Etf};
+pub use heft::{heft_schedule, heft_schedule_on, upward_ranks, Heft};
+pub use infra::InfraAware;
+pub use sched::Schedule;
+pub use simple::{Random, SingleFastest};
 
 /// Op name → device string. Ops absent from the map keep no device (TensorFlow decides).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Placement {
     /// Name of the strategy that produced it.
     pub strategy: String,
+    /// Op name → device string (a full device name for every strategy here).
     pub devices: BTreeMap<String, String>,
 }
 
@@ -42,14 +90,19 @@ impl Placement {
         cluster: &Cluster,
         group_device: &[usize],
     ) -> Self {
-        let mut p = Placement::new(strategy);
+        // Collected first: building the map from a sorted sequence is much faster than inserting.
+        let mut pairs: Vec<(String, String)> = Vec::with_capacity(graph.len());
         for (g, group) in graph.groups().iter().enumerate() {
             let device = &cluster.devices[group_device[g]].name;
             for &m in &group.members {
-                p.devices.insert(graph.node(m).name.clone(), device.clone());
+                pairs.push((graph.node(m).name.clone(), device.clone()));
             }
         }
-        p
+        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Placement {
+            strategy: strategy.into(),
+            devices: pairs.into_iter().collect(),
+        }
     }
 }
 
@@ -58,24 +111,108 @@ pub trait Strategy: Send + Sync {
     /// The name users select it by (`--strategy`).
     fn name(&self) -> &'static str;
 
-    /// Chooses a device for every op of `graph` on `cluster`.
+    /// Chooses a device for every op of `graph` on `cluster` (cost-aware strategies use the
+    /// analytic [`CostModel`]).
     ///
     /// # Errors
     /// [`Error::Infeasible`] naming the group that fits nowhere; other errors from the graph.
     fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement>;
+
+    /// Chooses a device for every op with `cost` (built for this graph and cluster, analytic or
+    /// measured); strategies that ignore costs fall back to [`Strategy::place`].
+    ///
+    /// # Errors
+    /// As [`Strategy::place`].
+    fn place_with_cost(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+    ) -> Result<Placement> {
+        let _ = cost;
+        self.place(graph, cluster)
+    }
+
+    /// [`Strategy::place_with_cost`], timed, plus the [`PlacementReport`] of the result
+    /// (simulated with `cost`; ops the placement leaves to TensorFlow are simulated where
+    /// TensorFlow's placer would put them).
+    ///
+    /// # Errors
+    /// As [`Strategy::place`], and [`PlacementReport::new`]'s errors.
+    fn place_with_report(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+    ) -> Result<(Placement, PlacementReport)> {
+        let start = Instant::now();
+        let placement = self.place_with_cost(graph, cluster, cost)?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let report = PlacementReport::new(self.name(), ms, graph, cluster, cost, &placement)?;
+        Ok((placement, report))
+    }
 }
 
 /// Names of every strategy [`by_name`] knows.
-pub const STRATEGIES: &[&str] = &["tf-default", "round-robin"];
+pub const STRATEGIES: &[&str] = &[
+    "tf-default",
+    "round-robin",
+    "random",
+    "single-fastest",
+    "infra-aware",
+    "etf",
+    "heft",
+];
 
-/// The strategy called `name`.
+/// Knobs of the strategies that have any.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlaceOptions {
+    /// Seed of `random`.
+    pub seed: u64,
+    /// `infra-aware`: devices below this share (0–1) of the best device's capability ×
+    /// availability are left out.
+    pub infra_threshold: f64,
+}
+
+impl Default for PlaceOptions {
+    fn default() -> Self {
+        PlaceOptions {
+            seed: 0,
+            infra_threshold: InfraAware::default().threshold,
+        }
+    }
+}
+
+/// The strategy called `name`, with default [`PlaceOptions`].
 ///
 /// # Errors
 /// [`Error::UnknownStrategy`] listing the known names.
 pub fn by_name(name: &str) -> Result<Box<dyn Strategy>> {
+    by_name_with(name, &PlaceOptions::default())
+}
+
+/// The strategy called `name`, with `options`.
+///
+/// # Errors
+/// [`Error::UnknownStrategy`] listing the known names; [`Error::InvalidArgument`] for an
+/// `infra_threshold` outside 0–1.
+pub fn by_name_with(name: &str, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
+    if !(0.0..=1.0).contains(&options.infra_threshold) {
+        return Err(Error::InvalidArgument {
+            what: "infra-aware threshold".into(),
+            reason: format!("{} is not within 0–1", options.infra_threshold),
+        });
+    }
     match name {
         "tf-default" => Ok(Box::new(TfDefault)),
         "round-robin" => Ok(Box::new(RoundRobin)),
+        "random" => Ok(Box::new(Random { seed: options.seed })),
+        "single-fastest" => Ok(Box::new(SingleFastest)),
+        "infra-aware" => Ok(Box::new(InfraAware {
+            threshold: options.infra_threshold,
+        })),
+        "etf" => Ok(Box::new(Etf)),
+        "heft" => Ok(Box::new(Heft)),
         other => Err(Error::UnknownStrategy {
             name: other.into(),
             known: STRATEGIES.join(", "),

@@ -1,0 +1,56 @@
+//! `tf-iaware simulate`: place a GraphDef and predict one training step — step time, lower bound,
+//! per-device load — without running it.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use tf_iaware::cost::CostModel;
+use tf_iaware::report::{evaluate, trace};
+
+use crate::cmd::place::print_report;
+use crate::common;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// GraphDef to place and simulate.
+    #[arg(long)]
+    graph: PathBuf,
+    /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO.
+    #[arg(long, default_value = "local")]
+    cluster: String,
+    /// Placement strategy.
+    #[arg(long, default_value = "tf-default")]
+    strategy: String,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write the simulated step as a Chrome trace.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+impl Args {
+    /// Whether the command starts an emulated cluster (and so needs signal teardown).
+    pub fn emulated(&self) -> bool {
+        self.cluster.starts_with("emulated:")
+    }
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let analyzed = common::load_graph(&args.graph)?;
+    let connected = common::connect(&args.cluster)?;
+    let cluster = &connected.cluster;
+    let (placement, report) = common::place(&args.strategy, &analyzed, cluster)?;
+    if let Some(path) = &args.trace {
+        let cost = CostModel::new(&analyzed.op_graph, cluster)?;
+        let ev = evaluate(&analyzed.op_graph, cluster, &cost, &placement)?;
+        let records = trace::from_simulation(&analyzed.op_graph, cluster, &ev.sim);
+        common::write_file(path, &trace::chrome_trace(&records)?)?;
+        log::info!("simulated trace written to {}", path.display());
+    }
+    if args.json {
+        return common::print_json(&report);
+    }
+    print_report(&report);
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! Measured op times: samples collected from the step stats of real runs
+//! ([`Measurements::add_step_stats`]), fitted by [`super::CostModel::with_measurements`].
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::proto::StepStats;
+
+/// One timed execution of an op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpSample {
+    /// Op (node) name.
+    pub node: String,
+    /// Device it ran on: a full TensorFlow device name (stream suffixes are dropped).
+    pub device: String,
+    /// How long it ran, seconds.
+    pub seconds: f64,
+}
+
+/// Timed op executions from real runs; feed them to
+/// [`CostModel::with_measurements`](super::CostModel::with_measurements).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measurements {
+    /// The samples, in the order they were added.
+    pub samples: Vec<OpSample>,
+}
+
+/// The device part of a step-stats device string: `…/device:GPU:0/stream:all` → `…/device:GPU:0`;
+/// `None` for a memcpy stream (its entries are transfers, not ops).
+pub fn base_device(device: &str) -> Option<&str> {
+    let Some(at) = device.find("/device:") else {
+        return Some(device);
+    };
+    let rest = &device[at + "/device:".len()..];
+    match rest.find('/') {
+        Some(slash) => {
+            let suffix = &rest[slash + 1..];
+            if suffix.contains("memcpy") {
+                None
+            } else {
+                Some(&device[..at + "/device:".len() + slash])
+            }
+        }
+        None => Some(device),
+    }
+}
+
+impl Measurements {
+    /// No samples.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one sample.
+    pub fn add(&mut self, node: &str, device: &str, seconds: f64) {
+        self.samples.push(OpSample {
+            node: node.into(),
+            device: device.into(),
+            seconds,
+        });
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether there are no samples.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Adds every op execution of one traced step: its duration is `all_end_rel` (nanoseconds
+    /// when TensorFlow filled them, else microseconds). An op that shows both on a device and on
+    /// one of its streams (GPU: the launch and the kernel) gives one sample, the longer of the
+    /// two; a node that ran several times (loops) gives one sample per run. Memcpy streams,
+    /// `_SOURCE` and entries with a negative duration are skipped. Returns the number of samples
+    /// added.
+    pub fn add_step_stats(&mut self, stats: &StepStats) -> usize {
+        // (node, base device) → (runs seen on the device itself, runs seen on a stream).
+        type Runs = (Vec<f64>, Vec<f64>);
+        let mut runs: HashMap<(&str, &str), Runs> = HashMap::new();
+        let mut order: Vec<(&str, &str)> = Vec::new();
+        for dev in &stats.dev_stats {
+            let Some(device) = base_device(&dev.device) else {
+                continue;
+            };
+            let on_stream = dev.device.len() > device.len();
+            for ns in &dev.node_stats {
+                if ns.node_name.is_empty() || ns.node_name == "_SOURCE" {
+                    continue;
+                }
+                let seconds = if ns.all_start_nanos != 0 || ns.all_end_rel_nanos != 0 {
+                    ns.all_end_rel_nanos as f64 * 1e-9
+                } else {
+                    ns.all_end_rel_micros as f64 * 1e-6
+                };
+                if !(seconds.is_finite() && seconds >= 0.0) {
+                    continue;
+                }
+                let key = (ns.node_name.as_str(), device);
+                let entry = runs.entry(key).or_insert_with(|| {
+                    order.push(key);
+                    (Vec::new(), Vec::new())
+                });
+                if on_stream {
+                    entry.1.push(seconds);
+                } else {
+                    entry.0.push(seconds);
+                }
+            }
+        }
+        let before = self.samples.len();
+        for key in order {
+            let (base, stream) = &runs[&key];
+            for k in 0..base.len().max(stream.len()) {
+                let t = match (base.get(k), stream.get(k)) {
+                    (Some(&a), Some(&b)) => a.max(b),
+                    (Some(&a), None) | (None, Some(&a)) => a,
+                    (None, None) => continue,
+                };
+                self.samples.push(OpSample {
+                    node: key.0.into(),
+                    device: key.1.into(),
+                    seconds: t,
+                });
+            }
+        }
+        self.samples.len() - before
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{DeviceStepStats, NodeExecStats};
+
+    fn ns(name: &str, micros: i64) -> NodeExecStats {
+        NodeExecStats {
+            node_name: name.into(),
+            all_start_micros: 100,
+            all_end_rel_micros: micros,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn base_device_strips_streams() {
+        let d = "/job:localhost/replica:0/task:0/device:GPU:0";
+        assert_eq!(base_device(&format!("{d}/stream:all")), Some(d));
+        assert_eq!(base_device(d), Some(d));
+        assert_eq!(base_device(&format!("{d}/memcpy")), None);
+        assert_eq!(base_device("/cpu:0"), Some("/cpu:0"));
+    }
+
+    #[test]
+    fn step_stats_become_samples() {
+        let cpu = "/job:localhost/replica:0/task:0/device:CPU:0";
+        let gpu = "/job:localhost/replica:0/task:0/device:GPU:0";
+        let stats = StepStats {
+            dev_stats: vec![
+                DeviceStepStats {
+                    device: cpu.into(),
+                    node_stats: vec![ns("_SOURCE", 1), ns("a", 30), ns("b", -4), ns("a", 50)],
+                },
+                DeviceStepStats {
+                    device: gpu.into(),
+                    node_stats: vec![ns("k", 5)],
+                },
+                DeviceStepStats {
+                    device: format!("{gpu}/stream:all"),
+                    node_stats: vec![ns("k", 80)],
+                },
+                DeviceStepStats {
+                    device: format!("{gpu}/memcpy"),
+                    node_stats: vec![ns("copy", 80)],
+                },
+            ],
+        };
+        let mut m = Measurements::new();
+        assert_eq!(m.add_step_stats(&stats), 3);
+        assert_eq!(m.samples[0].node, "a");
+        assert!((m.samples[0].seconds - 30e-6).abs() < 1e-15);
+        assert!(
+            (m.samples[1].seconds - 50e-6).abs() < 1e-15,
+            "a loop's second run"
+        );
+        assert_eq!(m.samples[2].node, "k");
+        assert_eq!(m.samples[2].device, gpu);
+        assert!(
+            (m.samples[2].seconds - 80e-6).abs() < 1e-15,
+            "the kernel, not the launch"
+        );
+    }
+}

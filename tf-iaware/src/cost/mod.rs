@@ -1,0 +1,765 @@
+//! The cost model placers and the simulator share: how long each op takes on each device, how long
+//! a tensor takes between two devices, and how much memory each op holds.
+//!
+//! [`CostModel::new`] is analytic: an op's time on device `d` is
+//! `max(flops / (peak_flops × availability), bytes / (memory_bandwidth × availability)) + op_overhead`
+//! ([`analytic`] counts FLOPs and bytes from shapes); free ops (views, constants, handles, control
+//! flow — TensorFlow runs them inline in its executor) cost nothing. [`CostModel::with_measurements`] fits times
+//! from the step stats of real runs and uses them instead wherever it has data. A tensor of `b`
+//! bytes cut between devices costs `latency + b / bandwidth` of their [`Link`].
+//!
+//! ```
+//! use tf_iaware::cluster::{Cluster, Device};
+//! use tf_iaware::cost::CostModel;
+//! use tf_iaware::graph::{DType, OpGraphBuilder};
+//!
+//! let mut b = OpGraphBuilder::new();
+//! let x = b.add("x", "Placeholder").unwrap();
+//! b.output(x, DType::FLOAT, Some(vec![64, 256]));
+//! let w = b.add("w", "Placeholder").unwrap();
+//! b.output(w, DType::FLOAT, Some(vec![256, 128]));
+//! let mm = b.add("mm", "MatMul").unwrap();
+//! b.connect(x, 0, mm);
+//! b.connect(w, 0, mm);
+//! b.output(mm, DType::FLOAT, Some(vec![64, 128]));
+//! let graph = b.build().unwrap();
+//!
+//! let mut cpu = Device::nominal("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", None, "localhost");
+//! cpu.peak_flops = 1e10;
+//! cpu.op_overhead = 0.0;
+//! let cost = CostModel::new(&graph, &Cluster::new(vec![cpu])).unwrap();
+//! // 2·64·256·128 FLOPs at 10 GFLOP/s.
+//! assert!((cost.op_time(mm, 0) - 2.0 * 64.0 * 256.0 * 128.0 / 1e10).abs() < 1e-12);
+//! ```
+
+pub mod analytic;
+pub mod dag;
+pub mod measured;
+
+use std::collections::HashMap;
+
+pub use analytic::{classify, op_memory, op_work, OpClass, OpKind, OpWork};
+pub use dag::{Dag, Edge, CONTROL};
+pub use measured::{Measurements, OpSample};
+
+use crate::cluster::model::{fit_affine, Link};
+use crate::cluster::Cluster;
+use crate::error::{Error, Result};
+use crate::graph::{GroupId, NodeId, OpGraph};
+
+/// Availability below which a device counts as this share (so times stay finite).
+pub const MIN_AVAILABILITY: f64 = 1e-3;
+
+/// Per-device figures in the form the hot loops want.
+#[derive(Clone, Debug)]
+struct DeviceCost {
+    /// 1 / effective FLOP/s.
+    inv_flops: f64,
+    /// 1 / effective bytes/s.
+    inv_mem_bw: f64,
+    /// Seconds per op.
+    overhead: f64,
+    /// Effective FLOP/s (peak × availability).
+    speed: f64,
+    /// Index into the interned device types.
+    dtype: u32,
+    /// Ops at once.
+    lanes: u32,
+    /// Memory capacity, bytes.
+    capacity: Option<u64>,
+    /// Compute pool index, or `u32::MAX` for a capacity of its own.
+    pool: u32,
+}
+
+/// What [`CostModel::with_measurements`] made of its samples.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MeasurementSummary {
+    /// Samples of an op of this graph on a device of this cluster.
+    pub samples_used: usize,
+    /// Samples of an unknown op or device, or with an unusable duration.
+    pub samples_dropped: usize,
+    /// (op, device type) pairs timed directly.
+    pub ops_measured: usize,
+    /// (op type, device type) pairs with a size-scaled fit.
+    pub types_fitted: usize,
+    /// (op, device type) pairs whose time now comes from measurements (direct or fitted).
+    pub ops_covered: usize,
+}
+
+/// Op times, transfer times and memory of one graph on one cluster. Indices are the graph's
+/// [`NodeId`]s and [`GroupId`]s and the cluster's device positions.
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    dag: Dag,
+    work: Vec<OpWork>,
+    memory: Vec<u64>,
+    group_of: Vec<u32>,
+    group_memory: Vec<u64>,
+    /// Kernel class of each node; `class_ok[class * n_devices + device]`.
+    node_class: Vec<u32>,
+    class_ok: Vec<bool>,
+    /// Kernel class of each group; `gclass_ok[class * n_devices + device]`.
+    group_class: Vec<u32>,
+    gclass_ok: Vec<bool>,
+    devices: Vec<DeviceCost>,
+    device_types: Vec<String>,
+    links: Vec<Link>,
+    /// `[from * n + to]`: latency, seconds (0 on the diagonal).
+    latency: Vec<f64>,
+    /// `[from * n + to]`: 1 / bandwidth, s/byte (0 on the diagonal).
+    inv_bandwidth: Vec<f64>,
+    mean_latency: f64,
+    mean_inv_bandwidth: f64,
+    /// `[node * n_types + type]`: measured work in FLOP-equivalents (seconds × device speed);
+    /// NaN where there is no data.
+    measured: Option<Vec<f64>>,
+    /// `[node * n_devices + device]`: seconds set by [`CostModel::set_op_times`]; NaN where unset.
+    explicit: Option<Vec<f64>>,
+    summary: MeasurementSummary,
+    num_pools: usize,
+}
+
+fn intern<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: K) -> u32 {
+    let next = map.len() as u32;
+    *map.entry(key).or_insert(next)
+}
+
+impl CostModel {
+    /// The analytic cost model of `graph` on `cluster`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming a device or link whose figures are unusable (see
+    /// [`Cluster::validate`]); [`Error::InvalidGraph`] for a cycle.
+    pub fn new(graph: &OpGraph, cluster: &Cluster) -> Result<Self> {
+        cluster.validate()?;
+        let dag = Dag::new(graph)?;
+        let n = graph.len();
+
+        // Device types and per-device figures.
+        let mut type_index: HashMap<String, u32> = HashMap::new();
+        let mut pool_index: HashMap<&str, u32> = HashMap::new();
+        let mut devices = Vec::with_capacity(cluster.devices.len());
+        for d in &cluster.devices {
+            let t = intern(&mut type_index, d.device_type.to_ascii_uppercase());
+            let a = d.availability.max(MIN_AVAILABILITY);
+            devices.push(DeviceCost {
+                inv_flops: 1.0 / (d.peak_flops * a),
+                inv_mem_bw: 1.0 / (d.memory_bandwidth * a),
+                overhead: d.op_overhead,
+                speed: d.peak_flops * a,
+                dtype: t,
+                lanes: d.concurrency,
+                capacity: d.memory_bytes,
+                pool: match &d.compute_pool {
+                    Some(p) => intern(&mut pool_index, p.as_str()),
+                    None => u32::MAX,
+                },
+            });
+        }
+        let mut device_types = vec![String::new(); type_index.len()];
+        for (name, &i) in &type_index {
+            device_types[i as usize] = name.clone();
+        }
+        let nt = device_types.len();
+
+        // Kernel classes of nodes: which device types may run them.
+        let mut classes: HashMap<Vec<String>, u32> = HashMap::new();
+        let mut class_ok: Vec<bool> = Vec::new();
+        let mut node_class = Vec::with_capacity(n);
+        for node in graph.nodes() {
+            if node.kernel_device_types.is_empty() {
+                // The common case: no restriction (class of the empty list), no allocation.
+                if let Some(&c) = classes.get(&Vec::new()) {
+                    node_class.push(c);
+                    continue;
+                }
+            }
+            let mut key: Vec<String> = node
+                .kernel_device_types
+                .iter()
+                .map(|t| t.to_ascii_uppercase())
+                .collect();
+            key.sort();
+            key.dedup();
+            let before = classes.len();
+            let c = intern(&mut classes, key.clone());
+            if classes.len() > before {
+                // The graph's own rule (`DEFAULT` kernels run everywhere, …).
+                class_ok.extend(device_types.iter().map(|t| node.has_kernel_for(t)));
+            }
+            node_class.push(c);
+        }
+
+        // Work and memory per node; groups.
+        let mut kinds: HashMap<&str, OpKind> = HashMap::new();
+        let mut work: Vec<OpWork> = Vec::with_capacity(n);
+        let mut memory: Vec<u64> = Vec::with_capacity(n);
+        for (i, node) in graph.nodes().iter().enumerate() {
+            let kind = *kinds
+                .entry(node.op.as_str())
+                .or_insert_with(|| OpKind::of(&node.op));
+            work.push(analytic::work_of_kind(graph, i, kind));
+            memory.push(analytic::memory_of_kind(graph, i, kind));
+        }
+        let groups = graph.groups();
+        let mut group_of = vec![0u32; n];
+        let mut group_memory = Vec::with_capacity(groups.len());
+        let mut gclasses: HashMap<Vec<bool>, u32> = HashMap::new();
+        let mut gclass_ok: Vec<bool> = Vec::new();
+        let mut group_class = Vec::with_capacity(groups.len());
+        for (g, group) in groups.iter().enumerate() {
+            let mut ok = vec![true; nt];
+            let mut mem = 0u64;
+            for &m in &group.members {
+                group_of[m] = g as u32;
+                mem = mem.saturating_add(memory[m]);
+                let c = node_class[m] as usize;
+                for (t, slot) in ok.iter_mut().enumerate() {
+                    *slot &= class_ok[c * nt + t];
+                }
+            }
+            group_memory.push(mem);
+            let before = gclasses.len();
+            let c = intern(&mut gclasses, ok.clone());
+            if gclasses.len() > before {
+                gclass_ok.extend_from_slice(&ok);
+            }
+            group_class.push(c);
+        }
+
+        // Links and their means over distinct pairs (HEFT's average communication cost).
+        let links = cluster.link_matrix();
+        let nd = devices.len();
+        let (mut lat, mut inv_bw, mut pairs) = (0.0, 0.0, 0usize);
+        for a in 0..nd {
+            for b in 0..nd {
+                if a != b {
+                    lat += links[a * nd + b].latency;
+                    inv_bw += 1.0 / links[a * nd + b].bandwidth;
+                    pairs += 1;
+                }
+            }
+        }
+        let (mean_latency, mean_inv_bandwidth) = if pairs > 0 {
+            (lat / pairs as f64, inv_bw / pairs as f64)
+        } else {
+            (0.0, 0.0)
+        };
+
+        // From per device type to per device, so hot loops index by device directly.
+        let per_device = |by_type: &[bool]| -> Vec<bool> {
+            by_type
+                .chunks(nt.max(1))
+                .flat_map(|row| devices.iter().map(move |d| row[d.dtype as usize]))
+                .collect()
+        };
+        let class_ok = per_device(&class_ok);
+        let gclass_ok = per_device(&gclass_ok);
+
+        Ok(CostModel {
+            dag,
+            work,
+            memory,
+            group_of,
+            group_memory,
+            node_class,
+            class_ok,
+            group_class,
+            gclass_ok,
+            devices,
+            device_types,
+            latency: links.iter().map(|l| l.latency).collect(),
+            inv_bandwidth: links.iter().map(|l| 1.0 / l.bandwidth).collect(),
+            links,
+            mean_latency,
+            mean_inv_bandwidth,
+            measured: None,
+            explicit: None,
+            summary: MeasurementSummary::default(),
+            num_pools: pool_index.len(),
+        })
+    }
+
+    /// The cost model of `graph` on `cluster` with op times fitted from `measurements`
+    /// (samples of ops of this graph on devices of this cluster; others are dropped).
+    ///
+    /// A sample's time `t` on device `d` is normalised to work `t × peak_flops(d) ×
+    /// availability(d)`, so it carries over to other devices of the same type in proportion to
+    /// their speed. For each (op, device type): the median of its own samples if it has any; else
+    /// a least-squares line `work = a + b × size` (size = analytic FLOPs + bytes) fitted over the
+    /// measured ops of the same op type and device type; else the analytic time.
+    ///
+    /// # Errors
+    /// As [`CostModel::new`].
+    pub fn with_measurements(
+        graph: &OpGraph,
+        cluster: &Cluster,
+        measurements: &Measurements,
+    ) -> Result<Self> {
+        let mut model = CostModel::new(graph, cluster)?;
+        model.fit_measurements(graph, cluster, measurements);
+        Ok(model)
+    }
+
+    fn fit_measurements(&mut self, graph: &OpGraph, cluster: &Cluster, m: &Measurements) {
+        let nt = self.device_types.len();
+        let mut device_cache: HashMap<&str, Option<usize>> = HashMap::new();
+        let mut per_node: HashMap<(usize, u32), Vec<f64>> = HashMap::new();
+        let mut summary = MeasurementSummary::default();
+        for s in &m.samples {
+            let device = *device_cache.entry(s.device.as_str()).or_insert_with(|| {
+                cluster
+                    .index_of(&s.device)
+                    .or_else(|| cluster.resolve("(step stats)", &s.device).ok())
+            });
+            let (Some(d), Some(node)) = (device, graph.id(&s.node)) else {
+                summary.samples_dropped += 1;
+                continue;
+            };
+            if !(s.seconds.is_finite() && s.seconds >= 0.0) {
+                summary.samples_dropped += 1;
+                continue;
+            }
+            summary.samples_used += 1;
+            let dev = &self.devices[d];
+            per_node
+                .entry((node, dev.dtype))
+                .or_default()
+                .push(s.seconds * dev.speed);
+        }
+        if per_node.is_empty() {
+            self.summary = summary;
+            return;
+        }
+        let mut table = vec![f64::NAN; graph.len() * nt];
+        let mut op_types: HashMap<&str, u32> = HashMap::new();
+        let mut by_type: HashMap<(u32, u32), Vec<(f64, f64)>> = HashMap::new();
+        for (&(node, t), works) in per_node.iter_mut() {
+            works.sort_by(f64::total_cmp);
+            let k = works.len();
+            let median = if k % 2 == 1 {
+                works[k / 2]
+            } else {
+                0.5 * (works[k / 2 - 1] + works[k / 2])
+            };
+            table[node * nt + t as usize] = median;
+            let ty = intern(&mut op_types, graph.node(node).op.as_str());
+            let w = &self.work[node];
+            by_type
+                .entry((ty, t))
+                .or_default()
+                .push((w.flops + w.bytes, median));
+        }
+        summary.ops_measured = per_node.len();
+        let mut fits: HashMap<(u32, u32), crate::cluster::model::AffineFit> = HashMap::new();
+        for (key, mut points) in by_type {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            if let Some(f) = fit_affine(&points) {
+                fits.insert(key, f);
+            }
+        }
+        summary.types_fitted = fits.len();
+        for node in 0..graph.len() {
+            let Some(&ty) = op_types.get(graph.node(node).op.as_str()) else {
+                continue;
+            };
+            let w = &self.work[node];
+            for t in 0..nt {
+                let slot = &mut table[node * nt + t];
+                if slot.is_nan() {
+                    if let Some(f) = fits.get(&(ty, t as u32)) {
+                        *slot = f.eval(w.flops + w.bytes).max(0.0);
+                    }
+                }
+            }
+        }
+        summary.ops_covered = table.iter().filter(|v| !v.is_nan()).count();
+        self.measured = Some(table);
+        self.summary = summary;
+    }
+
+    /// What the measured mode made of its samples (all zero for an analytic model).
+    pub fn measurement_summary(&self) -> &MeasurementSummary {
+        &self.summary
+    }
+
+    /// Sets the time of op `node` on every device explicitly (seconds, one per device in cluster
+    /// order; NaN keeps the model's own figure). Explicit times win over measured and analytic
+    /// ones. Used for calibrated tables and for textbook scheduling problems.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `node` is out of range, `times` has the wrong length, or a
+    /// time is negative or infinite.
+    pub fn set_op_times(&mut self, node: NodeId, times: &[f64]) -> Result<()> {
+        let (n, nd) = (self.work.len(), self.devices.len());
+        if node >= n || times.len() != nd {
+            return Err(Error::InvalidArgument {
+                what: format!("explicit op times for node {node}"),
+                reason: format!(
+                    "need a node below {n} and one time per device ({nd}), got {} times",
+                    times.len()
+                ),
+            });
+        }
+        if let Some(t) = times
+            .iter()
+            .find(|t| !t.is_nan() && (t.is_infinite() || **t < 0.0))
+        {
+            return Err(Error::InvalidArgument {
+                what: format!("explicit op times for node {node}"),
+                reason: format!("{t} is not a duration in seconds"),
+            });
+        }
+        let table = self.explicit.get_or_insert_with(|| vec![f64::NAN; n * nd]);
+        table[node * nd..(node + 1) * nd].copy_from_slice(times);
+        Ok(())
+    }
+
+    /// The dependency structure.
+    pub fn dag(&self) -> &Dag {
+        &self.dag
+    }
+
+    /// Number of ops.
+    pub fn num_nodes(&self) -> usize {
+        self.work.len()
+    }
+
+    /// Number of devices.
+    pub fn num_devices(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Number of colocation groups.
+    pub fn num_groups(&self) -> usize {
+        self.group_memory.len()
+    }
+
+    /// Seconds op `node` takes on device `device`: explicit, else measured, else analytic (0 for
+    /// a free op).
+    #[inline]
+    pub fn op_time(&self, node: NodeId, device: usize) -> f64 {
+        let dev = &self.devices[device];
+        if let Some(table) = &self.explicit {
+            let t = table[node * self.devices.len() + device];
+            if !t.is_nan() {
+                return t;
+            }
+        }
+        if let Some(table) = &self.measured {
+            let w = table[node * self.device_types.len() + dev.dtype as usize];
+            if !w.is_nan() {
+                return w / dev.speed;
+            }
+        }
+        let w = &self.work[node];
+        if w.free {
+            return 0.0;
+        }
+        (w.flops * dev.inv_flops).max(w.bytes * dev.inv_mem_bw) + dev.overhead
+    }
+
+    /// Analytic work of op `node`.
+    pub fn work(&self, node: NodeId) -> &OpWork {
+        &self.work[node]
+    }
+
+    /// Whether op `node` does no work of its own (see [`OpWork::free`]) and has no explicit time.
+    pub fn is_free(&self, node: NodeId) -> bool {
+        self.work[node].free
+            && self.explicit.as_ref().is_none_or(|t| {
+                let nd = self.devices.len();
+                t[node * nd..(node + 1) * nd].iter().all(|v| v.is_nan())
+            })
+    }
+
+    /// Bytes op `node` holds in device memory (see [`analytic::op_memory`]).
+    pub fn memory(&self, node: NodeId) -> u64 {
+        self.memory[node]
+    }
+
+    /// Colocation group of `node`.
+    pub fn group_of(&self, node: NodeId) -> GroupId {
+        self.group_of[node] as GroupId
+    }
+
+    /// Bytes colocation group `group` holds in device memory.
+    pub fn group_memory(&self, group: GroupId) -> u64 {
+        self.group_memory[group]
+    }
+
+    /// Whether `device` has a kernel for op `node`.
+    #[inline]
+    pub fn allowed(&self, node: NodeId, device: usize) -> bool {
+        self.class_ok[self.node_class[node] as usize * self.devices.len() + device]
+    }
+
+    /// Whether `device` has kernels for every member of colocation group `group`.
+    #[inline]
+    pub fn group_allowed(&self, group: GroupId, device: usize) -> bool {
+        self.gclass_ok[self.group_class[group] as usize * self.devices.len() + device]
+    }
+
+    /// For each device (in cluster order), whether it has kernels for every member of `group`.
+    #[inline]
+    pub fn group_devices(&self, group: GroupId) -> &[bool] {
+        let nd = self.devices.len();
+        let c = self.group_class[group] as usize;
+        &self.gclass_ok[c * nd..(c + 1) * nd]
+    }
+
+    /// Memory capacity of `device`, bytes (`None`: unlimited).
+    pub fn capacity(&self, device: usize) -> Option<u64> {
+        self.devices[device].capacity
+    }
+
+    /// Compute pool of `device` (see [`Device::compute_pool`](crate::cluster::Device)), as an
+    /// index below [`CostModel::num_pools`]; `None` for a device with a capacity of its own.
+    #[inline]
+    pub fn pool(&self, device: usize) -> Option<usize> {
+        let p = self.devices[device].pool;
+        (p != u32::MAX).then_some(p as usize)
+    }
+
+    /// Number of compute pools.
+    pub fn num_pools(&self) -> usize {
+        self.num_pools
+    }
+
+    /// Ops `device` runs at once.
+    pub fn lanes(&self, device: usize) -> usize {
+        self.devices[device].lanes as usize
+    }
+
+    /// Effective compute rate of `device`, FLOP/s (peak × availability).
+    pub fn speed(&self, device: usize) -> f64 {
+        self.devices[device].speed
+    }
+
+    /// The link from `from` to `to`.
+    #[inline]
+    pub fn link(&self, from: usize, to: usize) -> Link {
+        self.links[from * self.devices.len() + to]
+    }
+
+    /// Seconds to move `bytes` from device `from` to device `to` over an idle link (0 when
+    /// `from == to`).
+    #[inline]
+    pub fn transfer_time(&self, bytes: u64, from: usize, to: usize) -> f64 {
+        let k = from * self.devices.len() + to;
+        self.latency[k] + bytes as f64 * self.inv_bandwidth[k]
+    }
+
+    /// Latency (s) and 1/bandwidth (s/byte) of every link from device `from`, indexed by the
+    /// receiving device; both 0 for `from` itself. For loops over all receivers.
+    #[inline]
+    pub fn links_from(&self, from: usize) -> (&[f64], &[f64]) {
+        let nd = self.devices.len();
+        (
+            &self.latency[from * nd..(from + 1) * nd],
+            &self.inv_bandwidth[from * nd..(from + 1) * nd],
+        )
+    }
+
+    /// Mean seconds to move `bytes` between two distinct devices (mean latency + bytes × mean
+    /// 1/bandwidth over all ordered pairs); 0 with fewer than two devices.
+    pub fn mean_transfer_time(&self, bytes: u64) -> f64 {
+        self.mean_latency + bytes as f64 * self.mean_inv_bandwidth
+    }
+
+    /// Mean seconds of op `node` over the devices that have a kernel for it (all devices if none
+    /// has).
+    pub fn mean_op_time(&self, node: NodeId) -> f64 {
+        let (mut sum, mut k) = (0.0, 0usize);
+        for d in 0..self.devices.len() {
+            if self.allowed(node, d) {
+                sum += self.op_time(node, d);
+                k += 1;
+            }
+        }
+        if k == 0 {
+            (0..self.devices.len())
+                .map(|d| self.op_time(node, d))
+                .sum::<f64>()
+                / self.devices.len().max(1) as f64
+        } else {
+            sum / k as f64
+        }
+    }
+
+    /// Fastest time of op `node` over the devices that have a kernel for it, and that device
+    /// (`(INFINITY, usize::MAX)` when none has).
+    pub fn min_op_time(&self, node: NodeId) -> (f64, usize) {
+        let mut best = (f64::INFINITY, usize::MAX);
+        for d in 0..self.devices.len() {
+            if self.allowed(node, d) {
+                let t = self.op_time(node, d);
+                if t < best.0 {
+                    best = (t, d);
+                }
+            }
+        }
+        best
+    }
+
+    /// Bytes held on each device when op `i` runs on `assignment[i]`.
+    ///
+    /// # Panics
+    /// If `assignment` is shorter than the graph or names a device out of range.
+    pub fn device_memory(&self, assignment: &[usize]) -> Vec<u64> {
+        let mut out = vec![0u64; self.devices.len()];
+        for (i, &d) in assignment.iter().enumerate().take(self.work.len()) {
+            out[d] = out[d].saturating_add(self.memory[i]);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Device;
+    use crate::graph::{DType, OpGraphBuilder};
+    use crate::proto::{DeviceStepStats, NodeExecStats, StepStats};
+
+    const CPU0: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
+    const CPU1: &str = "/job:localhost/replica:0/task:0/device:CPU:1";
+    const GPU0: &str = "/job:localhost/replica:0/task:0/device:GPU:0";
+
+    fn cluster() -> Cluster {
+        let mut c0 = Device::nominal(CPU0, "CPU", Some(1 << 20), "h");
+        c0.peak_flops = 1e9;
+        c0.memory_bandwidth = 1e9;
+        c0.op_overhead = 1e-6;
+        let mut c1 = c0.clone();
+        c1.name = CPU1.into();
+        c1.availability = 0.5;
+        let g = Device::nominal(GPU0, "GPU", None, "h");
+        Cluster::new(vec![c0, c1, g])
+    }
+
+    fn graph() -> OpGraph {
+        let mut b = OpGraphBuilder::new();
+        let x = b.add("x", "Placeholder").unwrap();
+        b.output(x, DType::FLOAT, Some(vec![100, 100]));
+        let mm = b.add("mm", "MatMul").unwrap();
+        b.connect(x, 0, mm);
+        b.connect(x, 0, mm);
+        b.output(mm, DType::FLOAT, Some(vec![100, 100]));
+        let relu = b.add("relu", "Relu").unwrap();
+        b.connect(mm, 0, relu);
+        b.output(relu, DType::FLOAT, Some(vec![100, 100]));
+        let relu2 = b.add("relu2", "Relu").unwrap();
+        b.connect(relu, 0, relu2);
+        b.output(relu2, DType::FLOAT, Some(vec![1000, 100]));
+        let cpu_only = b.add("cpu_only", "Relu").unwrap();
+        b.node_mut(cpu_only).kernel_device_types = vec!["CPU".into()];
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn analytic_times_follow_the_roofline() {
+        let g = graph();
+        let c = cluster();
+        let m = CostModel::new(&g, &c).unwrap();
+        // MatMul: 2e6 FLOPs at 1 GFLOP/s = 2 ms; bytes 120 kB at 1 GB/s = 0.12 ms.
+        assert!((m.op_time(1, 0) - (2e-3 + 1e-6)).abs() < 1e-12);
+        // Half available: twice as long (compute part).
+        assert!((m.op_time(1, 1) - (4e-3 + 1e-6)).abs() < 1e-12);
+        // Relu: 1e4 FLOPs = 10 µs vs 80 kB = 80 µs: memory-bound.
+        assert!((m.op_time(2, 0) - (80e-6 + 1e-6)).abs() < 1e-12);
+        assert!(m.is_free(0) && !m.is_free(1));
+        assert!(m.allowed(4, 0) && !m.allowed(4, 2) && m.allowed(3, 2));
+        assert!(!m.group_allowed(m.group_of(4), 2));
+        assert_eq!(m.min_op_time(1).1, 2, "the GPU is fastest");
+        assert_eq!(m.memory(1), 40_000);
+        assert_eq!(m.device_memory(&[0, 0, 1, 1, 0]), vec![40_000, 440_000, 0]);
+        // Transfers: same process CPU↔CPU default link.
+        let l = c.link_defaults.same_process;
+        assert_eq!(
+            m.transfer_time(1000, 0, 1),
+            l.latency + 1000.0 / l.bandwidth
+        );
+        assert_eq!(m.transfer_time(1000, 1, 1), 0.0);
+        assert_eq!(m.capacity(0), Some(1 << 20));
+    }
+
+    #[test]
+    fn default_kernels_run_everywhere() {
+        let mut b = OpGraphBuilder::new();
+        let noop = b.add("group_deps", "NoOp").unwrap();
+        b.node_mut(noop).kernel_device_types = vec!["DEFAULT".into(), "TPU_SYSTEM".into()];
+        let tpu = b.add("tpu", "X").unwrap();
+        b.node_mut(tpu).kernel_device_types = vec!["TPU_SYSTEM".into()];
+        let m = CostModel::new(&b.build().unwrap(), &cluster()).unwrap();
+        assert!((0..3).all(|d| m.allowed(noop, d)));
+        assert!((0..3).all(|d| !m.allowed(tpu, d)));
+    }
+
+    #[test]
+    fn bad_devices_are_named() {
+        let mut c = cluster();
+        c.devices[1].peak_flops = 0.0;
+        let err = CostModel::new(&graph(), &c).unwrap_err().to_string();
+        assert!(err.contains("CPU:1") && err.contains("peak_flops"), "{err}");
+    }
+
+    #[test]
+    fn explicit_times_win() {
+        let g = graph();
+        let mut m = CostModel::new(&g, &cluster()).unwrap();
+        m.set_op_times(0, &[1.0, 2.0, f64::NAN]).unwrap();
+        assert_eq!(m.op_time(0, 1), 2.0);
+        assert!(m.op_time(0, 2) < 1e-3);
+        assert!(!m.is_free(0));
+        assert!(m.set_op_times(0, &[1.0]).is_err());
+        assert!(m.set_op_times(0, &[1.0, -1.0, 0.0]).is_err());
+    }
+
+    #[test]
+    fn measured_times_override_and_scale() {
+        let g = graph();
+        let c = cluster();
+        let ns = |name: &str, micros: i64| NodeExecStats {
+            node_name: name.into(),
+            all_start_micros: 1,
+            all_end_rel_micros: micros,
+            ..Default::default()
+        };
+        let stats = StepStats {
+            dev_stats: vec![DeviceStepStats {
+                device: CPU0.into(),
+                node_stats: vec![
+                    ns("mm", 500),
+                    ns("mm", 700),
+                    ns("mm", 600),
+                    ns("relu", 50),
+                    ns("ghost", 9),
+                ],
+            }],
+        };
+        let mut meas = Measurements::new();
+        meas.add_step_stats(&stats);
+        meas.add("relu", "/job:elsewhere/replica:0/task:0/device:CPU:0", 1.0);
+        let m = CostModel::with_measurements(&g, &c, &meas).unwrap();
+        let s = m.measurement_summary();
+        assert_eq!((s.samples_used, s.samples_dropped), (4, 2));
+        assert_eq!(s.ops_measured, 2);
+        // Median 600 µs on CPU:0; CPU:1 is half as fast.
+        assert!((m.op_time(1, 0) - 600e-6).abs() < 1e-12);
+        assert!((m.op_time(1, 1) - 1200e-6).abs() < 1e-12);
+        assert!((m.op_time(2, 0) - 50e-6).abs() < 1e-12);
+        // relu2 was never timed: the Relu fit (one size → through the origin) scales by size.
+        // relu: 1e4 FLOPs + 8e4 bytes; relu2: 1e5 + 4.4e5.
+        let expected = 50e-6 * (1e5 + 4.4e5) / (1e4 + 8e4);
+        assert!(
+            (m.op_time(3, 0) - expected).abs() < 1e-12,
+            "{}",
+            m.op_time(3, 0)
+        );
+        // No GPU data: analytic.
+        let analytic = CostModel::new(&g, &c).unwrap();
+        assert_eq!(m.op_time(1, 2), analytic.op_time(1, 2));
+        assert_eq!(m.op_time(0, 0), analytic.op_time(0, 0));
+    }
+}

@@ -1,0 +1,281 @@
+//! `infra-aware`: the IA-TF idea (MASCOTS 2020) as op placement. Devices are ranked by
+//! effective capability (`peak_flops × availability`); those below `threshold ×` the best are
+//! dropped. For `k = 1, 2, …` best devices, two candidates fill them: contiguous slices of the
+//! graph (in a depth-first topological order) with shares of the work proportional to each
+//! device's capability, and HEFT restricted to those `k` devices. The simulator predicts each
+//! candidate's step time; devices are added while that pays off (until two more counts in a row
+//! bring no improvement) and the best candidate wins.
+
+use super::heft::heft_schedule_on;
+use super::sched::check_groups;
+use super::simple::{memory_left, out_of_memory, take};
+use super::{Placement, Strategy};
+use crate::cluster::Cluster;
+use crate::cost::CostModel;
+use crate::error::Result;
+use crate::graph::OpGraph;
+use crate::sim::simulate;
+
+/// Candidates without improvement after which no more devices are tried.
+const PATIENCE: usize = 2;
+
+/// How many of the best devices to try: every count up to 8, then steps of about √2 (11, 16,
+/// 23, …), always ending with all of them.
+fn device_counts(n: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = (1..=n.min(8)).collect();
+    let mut k = 8.0f64;
+    while (k as usize) < n {
+        k *= std::f64::consts::SQRT_2;
+        let next = (k.round() as usize).min(n);
+        if out.last() != Some(&next) {
+            out.push(next);
+        }
+    }
+    out
+}
+
+/// The `infra-aware` strategy.
+#[derive(Debug, Clone, Copy)]
+pub struct InfraAware {
+    /// Devices whose capability × availability is below `threshold ×` the best device's are not
+    /// used (0–1).
+    pub threshold: f64,
+}
+
+impl Default for InfraAware {
+    fn default() -> Self {
+        InfraAware { threshold: 0.2 }
+    }
+}
+
+/// A depth-first topological order (Kahn's algorithm with a stack): chains stay contiguous, so
+/// contiguous slices of it cut few edges. Returns each node's position.
+fn depth_first_positions(cost: &CostModel) -> Vec<usize> {
+    let dag = cost.dag();
+    let n = cost.num_nodes();
+    let mut pending: Vec<u32> = (0..n).map(|i| dag.preds(i).len() as u32).collect();
+    let mut stack: Vec<u32> = dag
+        .topo()
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&i| pending[i as usize] == 0)
+        .collect();
+    let mut pos = vec![0usize; n];
+    let mut next = 0;
+    while let Some(id) = stack.pop() {
+        pos[id as usize] = next;
+        next += 1;
+        for e in dag.succs(id as usize).iter().rev() {
+            let c = e.node as usize;
+            pending[c] -= 1;
+            if pending[c] == 0 {
+                stack.push(c as u32);
+            }
+        }
+    }
+    pos
+}
+
+/// Position (in a depth-first topological order) at which each group's work happens: its
+/// earliest costly member, or for a free member (a variable handle, a read) its earliest costly
+/// consumer.
+fn group_anchors(cost: &CostModel) -> Vec<usize> {
+    let dag = cost.dag();
+    let pos = depth_first_positions(cost);
+    let mut anchor = vec![usize::MAX; cost.num_groups()];
+    for i in 0..cost.num_nodes() {
+        let a = if cost.is_free(i) {
+            dag.succs(i)
+                .iter()
+                .map(|e| e.node as usize)
+                .filter(|&c| !cost.is_free(c))
+                .map(|c| pos[c])
+                .min()
+                .unwrap_or(pos[i])
+        } else {
+            pos[i]
+        };
+        let g = cost.group_of(i);
+        anchor[g] = anchor[g].min(a);
+    }
+    anchor
+}
+
+impl InfraAware {
+    /// Devices in decreasing capability × availability that pass the threshold.
+    pub fn ranked_devices(&self, cost: &CostModel) -> Vec<usize> {
+        let nd = cost.num_devices();
+        let mut order: Vec<usize> = (0..nd).collect();
+        order.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
+        let best = order.first().map_or(0.0, |&d| cost.speed(d));
+        let threshold = if self.threshold.is_nan() {
+            0.0
+        } else {
+            self.threshold.clamp(0.0, 1.0)
+        };
+        order.retain(|&d| cost.speed(d) >= threshold * best);
+        order
+    }
+
+    /// The contiguous, capability-proportional split of the groups (in `order`) over `devices`.
+    #[allow(clippy::too_many_arguments)]
+    fn proportional(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+        order: &[usize],
+        work: &[f64],
+        devices: &[usize],
+        fallback: &[usize],
+    ) -> Result<Vec<usize>> {
+        let total: f64 = work.iter().sum();
+        let score: f64 = devices.iter().map(|&d| cost.speed(d)).sum();
+        let mut bounds = Vec::with_capacity(devices.len());
+        let mut acc = 0.0;
+        for &d in devices {
+            acc += cost.speed(d);
+            bounds.push(total * acc / score);
+        }
+        let mut left = memory_left(cost);
+        let mut group_device = vec![0usize; cost.num_groups()];
+        let mut cum = 0.0;
+        for &g in order {
+            let mid = cum + work[g] / 2.0;
+            cum += work[g];
+            let j = bounds
+                .iter()
+                .position(|&b| mid <= b)
+                .unwrap_or(devices.len() - 1);
+            let need = cost.group_memory(g);
+            let fits = |d: usize, left: &[u64]| cost.group_allowed(g, d) && need <= left[d];
+            let pick = devices[j..]
+                .iter()
+                .chain(devices[..j].iter().rev())
+                .chain(fallback)
+                .copied()
+                .find(|&d| fits(d, &left));
+            let Some(d) = pick else {
+                return Err(out_of_memory(graph, cluster, cost, &left, g));
+            };
+            take(&mut left[d], need);
+            group_device[g] = d;
+        }
+        Ok(group_device)
+    }
+
+    /// The chosen split and its predicted step time (seconds).
+    ///
+    /// # Errors
+    /// [`Error::Infeasible`](crate::Error::Infeasible) naming a group that fits nowhere.
+    pub fn choose(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+    ) -> Result<(Vec<usize>, f64)> {
+        check_groups(graph, cluster, cost)?;
+        let ranked = self.ranked_devices(cost);
+        let mut all: Vec<usize> = (0..cost.num_devices()).collect();
+        all.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
+        let anchors = group_anchors(cost);
+        let mut order: Vec<usize> = (0..cost.num_groups()).collect();
+        order.sort_by_key(|&g| (anchors[g], g));
+        let reference = ranked[0];
+        let mut work = vec![0.0f64; cost.num_groups()];
+        for (i, w) in (0..cost.num_nodes()).map(|i| (i, cost.op_time(i, reference))) {
+            work[cost.group_of(i)] += w;
+        }
+        let mut assignment = vec![0usize; cost.num_nodes()];
+        let mut best: Option<(Vec<usize>, f64)> = None;
+        let mut last_err = None;
+        let mut stale = 0;
+        let mut mask = vec![false; cost.num_devices()];
+        for k in device_counts(ranked.len()) {
+            // Two ways to fill the k best devices: capability-proportional slices, and HEFT
+            // restricted to them; the simulator judges both.
+            let mut round: Option<(Vec<usize>, f64)> = None;
+            let sliced = self.proportional(graph, cluster, cost, &order, &work, &ranked[..k], &all);
+            mask.fill(false);
+            for &d in &ranked[..k] {
+                mask[d] = true;
+            }
+            let listed =
+                heft_schedule_on(graph, cluster, cost, Some(&mask)).map(|s| s.group_device);
+            for groups in [sliced, listed] {
+                let groups = match groups {
+                    Ok(g) => g,
+                    Err(e) => {
+                        last_err = Some(e);
+                        continue;
+                    }
+                };
+                for (i, a) in assignment.iter_mut().enumerate() {
+                    *a = groups[cost.group_of(i)];
+                }
+                let t = simulate(cost, &assignment)?.step_time;
+                if round.as_ref().is_none_or(|(_, rt)| t < *rt) {
+                    round = Some((groups, t));
+                }
+            }
+            let Some((groups, t)) = round else {
+                continue;
+            };
+            let improves = best.as_ref().is_none_or(|(_, bt)| t < *bt * (1.0 - 1e-9));
+            if improves {
+                best = Some((groups, t));
+                stale = 0;
+            } else {
+                stale += 1;
+                if stale >= PATIENCE {
+                    break;
+                }
+            }
+        }
+        match (best, last_err) {
+            (Some(b), _) => Ok(b),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(crate::Error::Infeasible {
+                group: "(all)".into(),
+                reason: "the cluster has no devices".into(),
+            }),
+        }
+    }
+}
+
+impl Strategy for InfraAware {
+    fn name(&self) -> &'static str {
+        "infra-aware"
+    }
+
+    fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement> {
+        let cost = CostModel::new(graph, cluster)?;
+        self.place_with_cost(graph, cluster, &cost)
+    }
+
+    fn place_with_cost(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+    ) -> Result<Placement> {
+        let (groups, _) = self.choose(graph, cluster, cost)?;
+        Ok(Placement::from_groups(self.name(), graph, cluster, &groups))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_counts;
+
+    #[test]
+    fn device_counts_cover_small_clusters_and_step_through_large_ones() {
+        assert_eq!(device_counts(3), vec![1, 2, 3]);
+        assert_eq!(
+            device_counts(64),
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 23, 32, 45, 64]
+        );
+        assert_eq!(*device_counts(9).last().unwrap(), 9);
+    }
+}

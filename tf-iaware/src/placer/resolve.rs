@@ -1,0 +1,151 @@
+//! From a [`Placement`] (op name → device string) to a device index per op, as TensorFlow would
+//! run it: placed ops on their device; ops without a device where TensorFlow's own placer would put
+//! them (with their colocation group if a member is placed; else the requested device if it
+//! matches; else the highest-priority device type with kernels — GPU before CPU — first device).
+
+use std::collections::HashMap;
+
+use super::Placement;
+use crate::cluster::Cluster;
+use crate::error::{Error, Result};
+use crate::graph::{DeviceName, OpGraph};
+
+/// TensorFlow's device-type priority (higher first).
+fn type_priority(device_type: &str) -> u8 {
+    if device_type.eq_ignore_ascii_case("TPU") {
+        3
+    } else if device_type.eq_ignore_ascii_case("GPU") {
+        2
+    } else if device_type.eq_ignore_ascii_case("CPU") {
+        1
+    } else {
+        0
+    }
+}
+
+/// Device TensorFlow's default placer gives colocation group `g`.
+///
+/// # Errors
+/// [`Error::Infeasible`] if no device has kernels for all its members.
+pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: usize) -> Result<usize> {
+    let group = &graph.groups()[g];
+    let has_kernels = |d: usize| {
+        let t = &cluster.devices[d].device_type;
+        group
+            .members
+            .iter()
+            .all(|&m| graph.node(m).has_kernel_for(t))
+    };
+    let mut candidates: Vec<usize> = Vec::new();
+    if let Some(spec) = group
+        .requested_device
+        .as_deref()
+        .and_then(|s| DeviceName::parse(s).ok())
+    {
+        for (d, dev) in cluster.devices.iter().enumerate() {
+            if dev.parsed_name().is_ok_and(|full| spec.matches(&full)) && has_kernels(d) {
+                candidates.push(d);
+            }
+        }
+    }
+    if candidates.is_empty() {
+        // Soft placement: any device with kernels.
+        candidates = (0..cluster.devices.len())
+            .filter(|&d| has_kernels(d))
+            .collect();
+    }
+    // The first candidate of the highest priority.
+    candidates
+        .into_iter()
+        .map(|d| (type_priority(&cluster.devices[d].device_type), d))
+        .reduce(|best, c| if c.0 > best.0 { c } else { best })
+        .map(|(_, d)| d)
+        .ok_or_else(|| Error::Infeasible {
+            group: group.name.clone(),
+            reason: format!(
+                "no device of the cluster ({}) has kernels for all of its ops",
+                cluster.device_list()
+            ),
+        })
+}
+
+/// The device index of every op (by node id) when `placement` runs on `cluster`.
+///
+/// # Errors
+/// [`Error::MalformedDevice`]/[`Error::UnknownDevice`] for a device string that names no single
+/// device of the cluster; [`Error::NoKernel`] for an op placed on a device type without its kernel;
+/// [`Error::SplitColocation`] for a colocation group placed on two devices; [`Error::Infeasible`]
+/// for an unplaced group no device can run.
+pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> Result<Vec<usize>> {
+    let mut cache: HashMap<&str, usize> = HashMap::new();
+    let mut out = vec![usize::MAX; graph.len()];
+    for (g, group) in graph.groups().iter().enumerate() {
+        let mut chosen: Option<(usize, usize)> = None; // (device, member that fixed it)
+        for &m in &group.members {
+            let node = graph.node(m);
+            let Some(spec) = placement.device_of(&node.name) else {
+                continue;
+            };
+            let d = match cache.get(spec) {
+                Some(&d) => d,
+                None => {
+                    let d = match cluster.index_of(spec) {
+                        Some(d) => d,
+                        None => cluster.resolve(&node.name, spec)?,
+                    };
+                    cache.insert(spec, d);
+                    d
+                }
+            };
+            let dev = &cluster.devices[d];
+            if !node.has_kernel_for(&dev.device_type) {
+                return Err(Error::NoKernel {
+                    op: node.name.clone(),
+                    op_type: node.op.clone(),
+                    device: dev.name.clone(),
+                    device_type: dev.device_type.clone(),
+                    available: node.kernel_device_types.join(", "),
+                });
+            }
+            match chosen {
+                None => chosen = Some((d, m)),
+                Some((other, om)) if other != d => {
+                    return Err(Error::SplitColocation {
+                        group: group.name.clone(),
+                        op: node.name.clone(),
+                        device: dev.name.clone(),
+                        other_op: graph.node(om).name.clone(),
+                        other_device: cluster.devices[other].name.clone(),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        let d = match chosen {
+            Some((d, _)) => {
+                // Unplaced members follow the group; they need kernels there too.
+                let t = &cluster.devices[d].device_type;
+                if let Some(&m) = group
+                    .members
+                    .iter()
+                    .find(|&&m| !graph.node(m).has_kernel_for(t))
+                {
+                    let node = graph.node(m);
+                    return Err(Error::NoKernel {
+                        op: node.name.clone(),
+                        op_type: node.op.clone(),
+                        device: cluster.devices[d].name.clone(),
+                        device_type: t.clone(),
+                        available: node.kernel_device_types.join(", "),
+                    });
+                }
+                d
+            }
+            None => tf_default_device(graph, cluster, g)?,
+        };
+        for &m in &group.members {
+            out[m] = d;
+        }
+    }
+    Ok(out)
+}

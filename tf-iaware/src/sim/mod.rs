@@ -1,0 +1,812 @@
+//! Discrete-event simulation of one training step of a placed graph, and its lower bound.
+//!
+//! The model:
+//! - every device runs up to [`Device::concurrency`](crate::cluster::Device) ops at once, each for
+//!   [`CostModel::op_time`]; ops that are ready wait in a per-device queue served first come, first
+//!   served (ties: topological position);
+//! - devices of one compute pool ([`Device::compute_pool`](crate::cluster::Device): the CPU
+//!   devices of one process) share its capacity: the ops running on them at once progress at an
+//!   equal share of it;
+//! - an op is ready when each of its inputs has arrived on its device and each control
+//!   predecessor has finished (and, across devices, its control token has arrived);
+//! - a tensor consumed on another device is sent once per (tensor, receiving device) as soon as its
+//!   producer finishes: after the link's latency it streams over the link, and transfers that share
+//!   a link (same ordered device pair) share its bandwidth equally (processor sharing);
+//! - the step ends when the last op or transfer ends.
+//!
+//! [`lower_bound`] is `max(critical path with every op on its fastest device and free
+//! communication, total work / total effective capacity)`; no placement can beat it.
+
+pub mod synthetic;
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::cost::CostModel;
+use crate::error::{Error, Result};
+
+/// When and where one op ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OpRun {
+    /// Device index.
+    pub device: usize,
+    /// Start, seconds from the beginning of the step.
+    pub start: f64,
+    /// End, seconds from the beginning of the step.
+    pub end: f64,
+}
+
+/// One tensor (or control token) moved between devices.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TransferRun {
+    /// Producing op.
+    pub producer: usize,
+    /// Output index, or [`CONTROL`](crate::cost::CONTROL) for a control token.
+    pub output: u32,
+    /// Sending device index.
+    pub from: usize,
+    /// Receiving device index.
+    pub to: usize,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// When the producer finished (the transfer was issued), seconds.
+    pub start: f64,
+    /// When the tensor arrived, seconds.
+    pub end: f64,
+}
+
+/// What one simulated step did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SimResult {
+    /// Predicted step time, seconds.
+    pub step_time: f64,
+    /// Summed op time per device, seconds (can exceed `step_time` on a device with concurrency).
+    pub busy: Vec<f64>,
+    /// Bytes moved between devices.
+    pub bytes_moved: u64,
+    /// Per op (indexed by node id): device, start and end.
+    pub ops: Vec<OpRun>,
+    /// Every transfer, in the order they were issued.
+    pub transfers: Vec<TransferRun>,
+}
+
+/// The lower bound on the step time of any placement, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LowerBound {
+    /// Longest dependency chain with each op at its fastest and free communication, seconds.
+    pub critical_path: f64,
+    /// Total work spread perfectly over every device's effective capacity, seconds.
+    pub work: f64,
+}
+
+impl LowerBound {
+    /// `max(critical_path, work)`, seconds.
+    pub fn value(&self) -> f64 {
+        self.critical_path.max(self.work)
+    }
+}
+
+/// A lower bound on the step time of every placement of the cost model's graph.
+///
+/// `work` is `Σ_ops min_d (speed_d · t(op, d)) / capacity` with `speed_d` the effective FLOP/s and
+/// `capacity` the sum of `speed_d · concurrency_d` over devices with a capacity of their own plus,
+/// per compute pool, its fastest member's speed: for ops whose times scale with device speed this
+/// is exactly total work over total capacity, and it stays a valid bound when they do not (a
+/// weighted average of the loads). Devices without a kernel for an op are ignored for it.
+pub fn lower_bound(cost: &CostModel) -> LowerBound {
+    let n = cost.num_nodes();
+    let nd = cost.num_devices();
+    if n == 0 || nd == 0 {
+        return LowerBound::default();
+    }
+    let dag = cost.dag();
+    let mut finish = vec![0.0f64; n];
+    let mut critical = 0.0f64;
+    let mut weighted = 0.0f64;
+    // A device of its own adds speed × lanes; a compute pool adds its fastest member's speed
+    // once, however many devices share it.
+    let mut pool_speed = vec![0.0f64; cost.num_pools()];
+    let mut capacity = 0.0f64;
+    for d in 0..nd {
+        match cost.pool(d) {
+            Some(p) => pool_speed[p] = pool_speed[p].max(cost.speed(d)),
+            None => capacity += cost.speed(d) * cost.lanes(d) as f64,
+        }
+    }
+    capacity += pool_speed.iter().sum::<f64>();
+    for &id in dag.topo() {
+        let i = id as usize;
+        let mut fastest = f64::INFINITY;
+        let mut least_work = f64::INFINITY;
+        for d in 0..nd {
+            if cost.allowed(i, d) {
+                let t = cost.op_time(i, d);
+                fastest = fastest.min(t);
+                least_work = least_work.min(t * cost.speed(d));
+            }
+        }
+        if !fastest.is_finite() {
+            // No device has a kernel: no placement exists; count the op at its fastest anyway.
+            for d in 0..nd {
+                let t = cost.op_time(i, d);
+                fastest = fastest.min(t);
+                least_work = least_work.min(t * cost.speed(d));
+            }
+        }
+        let start = dag
+            .preds(i)
+            .iter()
+            .map(|e| finish[e.node as usize])
+            .fold(0.0, f64::max);
+        finish[i] = start + fastest;
+        critical = critical.max(finish[i]);
+        weighted += least_work;
+    }
+    // Sums taken in another order than the simulator's may round either way: keep the bound
+    // 1e-9 (relative) below, so no simulated time falls under it by rounding.
+    const ROUNDING: f64 = 1.0 - 1e-9;
+    LowerBound {
+        critical_path: critical * ROUNDING,
+        work: weighted / capacity * ROUNDING,
+    }
+}
+
+/// A totally ordered f64 (times are never NaN here).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Time(f64);
+
+impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Time {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// What happens at an event: an op ends, a transfer's latency is over, a link's next transfer
+/// ends, or a compute pool's next op ends (the last two if the version still matches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Op(u32),
+    Latency(u32),
+    Channel(u32, u32),
+    Pool(u32, u32),
+}
+
+/// Min-heap entry: earliest time first, then issue order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Event {
+    time: Time,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .time
+            .cmp(&self.time)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+/// A capacity shared equally by the jobs on it (processor sharing with a virtual clock: `virt`
+/// grows at `rate / active` units per second, and a job ends when `virt` reaches its tag). A link
+/// (bytes/s, jobs are transfers) or a compute pool (1 s of work per second, jobs are ops).
+#[derive(Debug)]
+struct Shared {
+    rate: f64,
+    virt: f64,
+    last: f64,
+    active: u32,
+    version: u32,
+    /// (tag, job id), smallest tag first.
+    pending: BinaryHeap<std::cmp::Reverse<(Time, u32)>>,
+}
+
+impl Shared {
+    fn new(rate: f64, now: f64) -> Self {
+        Shared {
+            rate,
+            virt: 0.0,
+            last: now,
+            active: 0,
+            version: 0,
+            pending: BinaryHeap::new(),
+        }
+    }
+
+    fn advance(&mut self, now: f64) {
+        if self.active > 0 {
+            self.virt += (now - self.last) * self.rate / self.active as f64;
+        }
+        self.last = now;
+    }
+
+    /// Adds job `id` needing `amount` units.
+    fn join(&mut self, id: u32, amount: f64, now: f64) {
+        self.advance(now);
+        if self.active == 0 {
+            self.virt = 0.0;
+        }
+        self.pending
+            .push(std::cmp::Reverse((Time(self.virt + amount), id)));
+        self.active += 1;
+    }
+
+    /// When the next job ends, with the version that event must carry.
+    fn next_end(&mut self, now: f64) -> Option<(f64, u32)> {
+        self.version = self.version.wrapping_add(1);
+        let std::cmp::Reverse((tag, _)) = self.pending.peek()?;
+        let when = now + (tag.0 - self.virt).max(0.0) * self.active as f64 / self.rate;
+        Some((when, self.version))
+    }
+
+    /// Moves the jobs that end now (the event for `version`) into `done`.
+    fn take_done(&mut self, version: u32, now: f64, done: &mut Vec<u32>) {
+        if self.version != version {
+            return;
+        }
+        self.advance(now);
+        // The event was scheduled for the smallest tag: that job is done whatever rounding left
+        // in `virt`; so is any other within rounding of the same point.
+        if let Some(std::cmp::Reverse((tag, _))) = self.pending.peek() {
+            self.virt = self.virt.max(tag.0);
+        }
+        while let Some(&std::cmp::Reverse((tag, id))) = self.pending.peek() {
+            if tag.0 - self.virt > 1e-9 * tag.0.max(1.0) {
+                break;
+            }
+            self.pending.pop();
+            self.active -= 1;
+            done.push(id);
+        }
+        if self.active == 0 {
+            self.virt = 0.0;
+        }
+    }
+}
+
+struct Sim<'a> {
+    cost: &'a CostModel,
+    assign: &'a [usize],
+    events: BinaryHeap<Event>,
+    seq: u64,
+    pending: Vec<u32>,
+    free_lanes: Vec<u32>,
+    /// Per device: ready ops by (ready time, topological position, node).
+    queues: Vec<BinaryHeap<std::cmp::Reverse<(Time, u32, u32)>>>,
+    touched: Vec<usize>,
+    is_touched: Vec<bool>,
+    channels: Vec<Shared>,
+    channel_of: ChannelIndex,
+    pools: Vec<Shared>,
+    /// Scratch for transfers finishing together.
+    done: Vec<u32>,
+    result: SimResult,
+}
+
+/// Channel of each ordered device pair: a dense table for clusters up to [`DENSE_DEVICES`]
+/// devices, a hash map beyond.
+enum ChannelIndex {
+    Dense { n: usize, table: Vec<u32> },
+    Sparse(HashMap<(u32, u32), u32>),
+}
+
+/// Largest cluster whose channel table is dense (1024² × 4 bytes = 4 MiB).
+const DENSE_DEVICES: usize = 1024;
+
+impl ChannelIndex {
+    fn new(n: usize) -> Self {
+        if n <= DENSE_DEVICES {
+            ChannelIndex::Dense {
+                n,
+                table: vec![u32::MAX; n * n],
+            }
+        } else {
+            ChannelIndex::Sparse(HashMap::new())
+        }
+    }
+
+    fn get(&self, from: usize, to: usize) -> Option<u32> {
+        match self {
+            ChannelIndex::Dense { n, table } => {
+                Some(table[from * n + to]).filter(|&c| c != u32::MAX)
+            }
+            ChannelIndex::Sparse(m) => m.get(&(from as u32, to as u32)).copied(),
+        }
+    }
+
+    fn insert(&mut self, from: usize, to: usize, c: u32) {
+        match self {
+            ChannelIndex::Dense { n, table } => table[from * *n + to] = c,
+            ChannelIndex::Sparse(m) => {
+                m.insert((from as u32, to as u32), c);
+            }
+        }
+    }
+}
+
+impl Sim<'_> {
+    fn push(&mut self, time: f64, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Event {
+            time: Time(time),
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn touch(&mut self, d: usize) {
+        if !self.is_touched[d] {
+            self.is_touched[d] = true;
+            self.touched.push(d);
+        }
+    }
+
+    fn ready(&mut self, node: usize, now: f64) {
+        let d = self.assign[node];
+        let pos = self.cost.dag().position(node) as u32;
+        self.queues[d].push(std::cmp::Reverse((Time(now), pos, node as u32)));
+        self.touch(d);
+    }
+
+    fn deliver(&mut self, node: usize, now: f64) {
+        self.pending[node] -= 1;
+        if self.pending[node] == 0 {
+            self.ready(node, now);
+        }
+    }
+
+    fn dispatch(&mut self, now: f64) {
+        while let Some(d) = self.touched.pop() {
+            self.is_touched[d] = false;
+            while self.free_lanes[d] > 0 {
+                let Some(std::cmp::Reverse((_, _, node))) = self.queues[d].pop() else {
+                    break;
+                };
+                let node = node as usize;
+                self.free_lanes[d] -= 1;
+                let dur = self.cost.op_time(node, d);
+                self.result.busy[d] += dur;
+                self.result.ops[node] = OpRun {
+                    device: d,
+                    start: now,
+                    end: now + dur,
+                };
+                match self.cost.pool(d) {
+                    Some(p) if dur > 0.0 => {
+                        self.pools[p].join(node as u32, dur, now);
+                        self.schedule_pool(p as u32, now);
+                    }
+                    _ => self.push(now + dur, Ev::Op(node as u32)),
+                }
+            }
+        }
+    }
+
+    fn op_done(&mut self, node: usize, now: f64) {
+        let d = self.assign[node];
+        self.free_lanes[d] += 1;
+        self.touch(d);
+        let first_transfer = self.result.transfers.len();
+        let cost = self.cost;
+        for e in cost.dag().succs(node) {
+            let c = e.node as usize;
+            let dc = self.assign[c];
+            if dc == d {
+                self.deliver(c, now);
+                continue;
+            }
+            let exists = self.result.transfers[first_transfer..]
+                .iter()
+                .any(|t| t.output == e.output && t.to == dc);
+            if exists {
+                continue;
+            }
+            let tid = self.result.transfers.len() as u32;
+            self.result.transfers.push(TransferRun {
+                producer: node,
+                output: e.output,
+                from: d,
+                to: dc,
+                bytes: e.bytes,
+                start: now,
+                end: f64::NAN,
+            });
+            let latency = cost.link(d, dc).latency;
+            if latency > 0.0 {
+                self.push(now + latency, Ev::Latency(tid));
+            } else {
+                self.join(tid, now);
+            }
+        }
+    }
+
+    fn join(&mut self, tid: u32, now: f64) {
+        let t = self.result.transfers[tid as usize];
+        if t.bytes == 0 {
+            self.complete(tid, now);
+            return;
+        }
+        let ch = match self.channel_of.get(t.from, t.to) {
+            Some(c) => c,
+            None => {
+                let c = self.channels.len() as u32;
+                self.channels
+                    .push(Shared::new(self.cost.link(t.from, t.to).bandwidth, now));
+                self.channel_of.insert(t.from, t.to, c);
+                c
+            }
+        };
+        self.channels[ch as usize].join(tid, t.bytes as f64, now);
+        self.schedule_channel(ch, now);
+    }
+
+    fn schedule_channel(&mut self, ch: u32, now: f64) {
+        if let Some((when, version)) = self.channels[ch as usize].next_end(now) {
+            self.push(when, Ev::Channel(ch, version));
+        }
+    }
+
+    fn schedule_pool(&mut self, p: u32, now: f64) {
+        if let Some((when, version)) = self.pools[p as usize].next_end(now) {
+            self.push(when, Ev::Pool(p, version));
+        }
+    }
+
+    fn channel_done(&mut self, ch: u32, version: u32, now: f64) {
+        let mut done = std::mem::take(&mut self.done);
+        self.channels[ch as usize].take_done(version, now, &mut done);
+        if done.is_empty() {
+            self.done = done;
+            return;
+        }
+        for &tid in &done {
+            self.complete(tid, now);
+        }
+        done.clear();
+        self.done = done;
+        self.schedule_channel(ch, now);
+    }
+
+    fn pool_done(&mut self, p: u32, version: u32, now: f64) {
+        let mut done = std::mem::take(&mut self.done);
+        self.pools[p as usize].take_done(version, now, &mut done);
+        if done.is_empty() {
+            self.done = done;
+            return;
+        }
+        for &node in &done {
+            self.result.ops[node as usize].end = now;
+            self.op_done(node as usize, now);
+        }
+        done.clear();
+        self.done = done;
+        self.schedule_pool(p, now);
+    }
+
+    fn complete(&mut self, tid: u32, now: f64) {
+        let t = &mut self.result.transfers[tid as usize];
+        t.end = now;
+        let (producer, output, to, bytes) = (t.producer, t.output, t.to, t.bytes);
+        self.result.bytes_moved += bytes;
+        let cost = self.cost;
+        for e in cost.dag().succs(producer) {
+            let c = e.node as usize;
+            if e.output == output && self.assign[c] == to {
+                self.deliver(c, now);
+            }
+        }
+    }
+}
+
+/// Simulates one step of the cost model's graph with op `i` on device `assignment[i]`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] if `assignment` does not have one device per op or names a device
+/// out of range.
+pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
+    let n = cost.num_nodes();
+    let nd = cost.num_devices();
+    if assignment.len() != n {
+        return Err(Error::InvalidArgument {
+            what: "simulated assignment".into(),
+            reason: format!("has {} devices for a graph of {n} ops", assignment.len()),
+        });
+    }
+    if let Some((i, &d)) = assignment.iter().enumerate().find(|(_, &d)| d >= nd) {
+        return Err(Error::InvalidArgument {
+            what: "simulated assignment".into(),
+            reason: format!("op {i} is on device {d}, but the cluster has {nd}"),
+        });
+    }
+    let dag = cost.dag();
+    let mut sim = Sim {
+        cost,
+        assign: assignment,
+        events: BinaryHeap::with_capacity(nd * 4 + 16),
+        seq: 0,
+        pending: (0..n).map(|i| dag.preds(i).len() as u32).collect(),
+        free_lanes: (0..nd).map(|d| cost.lanes(d) as u32).collect(),
+        queues: (0..nd).map(|_| BinaryHeap::new()).collect(),
+        touched: Vec::with_capacity(nd),
+        is_touched: vec![false; nd],
+        channels: Vec::new(),
+        channel_of: ChannelIndex::new(nd),
+        pools: (0..cost.num_pools())
+            .map(|_| Shared::new(1.0, 0.0))
+            .collect(),
+        done: Vec::new(),
+        result: SimResult {
+            step_time: 0.0,
+            busy: vec![0.0; nd],
+            bytes_moved: 0,
+            ops: vec![OpRun::default(); n],
+            transfers: Vec::new(),
+        },
+    };
+    for &id in dag.topo() {
+        if sim.pending[id as usize] == 0 {
+            sim.ready(id as usize, 0.0);
+        }
+    }
+    sim.dispatch(0.0);
+    while let Some(first) = sim.events.pop() {
+        let now = first.time.0;
+        let mut next = Some(first);
+        // Everything that happens at `now` before any device picks its next op.
+        while let Some(ev) = next {
+            match ev.ev {
+                Ev::Op(node) => sim.op_done(node as usize, now),
+                Ev::Latency(tid) => sim.join(tid, now),
+                Ev::Channel(ch, version) => sim.channel_done(ch, version, now),
+                Ev::Pool(p, version) => sim.pool_done(p, version, now),
+            }
+            next = match sim.events.peek() {
+                Some(e) if e.time.0 == now => sim.events.pop(),
+                _ => None,
+            };
+        }
+        sim.dispatch(now);
+    }
+    let mut result = sim.result;
+    let done = sim.pending.iter().all(|&p| p == 0) && sim.queues.iter().all(BinaryHeap::is_empty);
+    if !done {
+        // Unreachable for an acyclic graph; report rather than return a wrong time.
+        return Err(Error::InvalidArgument {
+            what: "simulation".into(),
+            reason: "some ops never became ready".into(),
+        });
+    }
+    result.step_time = result
+        .ops
+        .iter()
+        .map(|r| r.end)
+        .chain(result.transfers.iter().map(|t| t.end))
+        .fold(0.0, f64::max);
+    Ok(result)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cluster::model::{Link, LinkDefaults};
+    use crate::cluster::{Cluster, Device};
+    use crate::cost::CONTROL;
+    use crate::graph::{DType, OpGraph, OpGraphBuilder};
+
+    /// Devices CPU:0..n of one process; every link has `latency` s and `bandwidth` bytes/s.
+    pub(crate) fn cluster(n: usize, latency: f64, bandwidth: f64) -> Cluster {
+        let mut c = Cluster::new(
+            (0..n)
+                .map(|i| {
+                    let mut d = Device::nominal(
+                        &format!("/job:localhost/replica:0/task:0/device:CPU:{i}"),
+                        "CPU",
+                        None,
+                        "localhost",
+                    );
+                    d.op_overhead = 0.0;
+                    d.compute_pool = None;
+                    d
+                })
+                .collect(),
+        );
+        let l = Link::new(latency, bandwidth);
+        c.link_defaults = LinkDefaults {
+            same_process: l,
+            same_process_accelerator: l,
+            same_host: l,
+            cross_host: l,
+        };
+        c
+    }
+
+    /// A graph of `n` ops named `t0..`, edges `(from, to, bytes)` (one output per edge).
+    pub(crate) fn graph(n: usize, edges: &[(usize, usize, i64)]) -> OpGraph {
+        let mut b = OpGraphBuilder::new();
+        for i in 0..n {
+            b.add(&format!("t{i}"), "Task").unwrap();
+        }
+        for &(from, to, bytes) in edges {
+            let k = b.node_mut(from).outputs.len();
+            b.output(from, DType::UINT8, Some(vec![bytes]));
+            b.connect(from, k, to);
+        }
+        b.build().unwrap()
+    }
+
+    pub(crate) fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
+        let mut m = CostModel::new(g, c).unwrap();
+        for (i, t) in times.iter().enumerate() {
+            m.set_op_times(i, t.as_ref()).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn two_chains_on_two_devices_run_in_parallel() {
+        // a0 → a1 → a2 and b0 → b1 → b2, 1 s each.
+        let g = graph(6, &[(0, 1, 10), (1, 2, 10), (3, 4, 10), (4, 5, 10)]);
+        let c = cluster(2, 0.5, 100.0);
+        let m = model(&g, &c, &[&[1.0, 1.0]; 6]);
+        let r = simulate(&m, &[0, 0, 0, 1, 1, 1]).unwrap();
+        assert_eq!(r.step_time, 3.0);
+        assert_eq!(r.busy, vec![3.0, 3.0]);
+        assert_eq!(r.bytes_moved, 0);
+        // Interleaved: every edge crosses (0.5 + 0.1 s each).
+        let r = simulate(&m, &[0, 1, 0, 1, 0, 1]).unwrap();
+        assert!((r.step_time - 4.2).abs() < 1e-12, "{}", r.step_time);
+        assert_eq!(r.bytes_moved, 40);
+        assert_eq!(r.transfers.len(), 4);
+        // All on one device: 6 s.
+        assert_eq!(simulate(&m, &[0; 6]).unwrap().step_time, 6.0);
+    }
+
+    #[test]
+    fn hand_computed_schedule_with_queueing_and_fanout() {
+        // t0 (2 s) feeds t1 (1 s), t2 (3 s) and t3 (1 s); t1, t2 on dev 1 share one transfer of
+        // t0's output; t4 joins t2 and t3.
+        let mut b = OpGraphBuilder::new();
+        for i in 0..5 {
+            b.add(&format!("t{i}"), "Task").unwrap();
+        }
+        b.output(0, DType::UINT8, Some(vec![100]));
+        b.output(2, DType::UINT8, Some(vec![50]));
+        b.output(3, DType::UINT8, Some(vec![10]));
+        for c in [1, 2, 3] {
+            b.connect(0, 0, c);
+        }
+        b.connect(2, 0, 4);
+        b.connect(3, 0, 4);
+        b.control(1, 4);
+        let g = b.build().unwrap();
+        let c = cluster(2, 0.25, 100.0);
+        let m = model(
+            &g,
+            &c,
+            &[
+                &[2.0, 2.0],
+                &[1.0, 1.0],
+                &[3.0, 3.0],
+                &[1.0, 1.0],
+                &[0.5, 0.5],
+            ],
+        );
+        let r = simulate(&m, &[0, 1, 1, 0, 0]).unwrap();
+        // t0: 0–2 on dev 0. One transfer to dev 1: 2 + 0.25 + 1 = 3.25.
+        // t3: 2–3 on dev 0. Dev 1 gets t1 and t2 at 3.25: FIFO by topological position →
+        // t1 3.25–4.25, t2 4.25–7.25. t2 → dev 0: 7.25 + 0.25 + 0.5 = 8. Control t1 → t4:
+        // 4.25 + 0.25 = 4.5. t4: 8–8.5.
+        let ops: Vec<(f64, f64)> = r.ops.iter().map(|o| (o.start, o.end)).collect();
+        assert_eq!(
+            ops,
+            vec![
+                (0.0, 2.0),
+                (3.25, 4.25),
+                (4.25, 7.25),
+                (2.0, 3.0),
+                (8.0, 8.5)
+            ]
+        );
+        assert_eq!(r.step_time, 8.5);
+        assert_eq!(r.transfers.len(), 3);
+        assert_eq!(r.bytes_moved, 150);
+        assert_eq!(r.busy, vec![3.5, 4.0]);
+        let control = r.transfers.iter().find(|t| t.output == CONTROL).unwrap();
+        assert_eq!((control.start, control.end, control.bytes), (4.25, 4.5, 0));
+    }
+
+    #[test]
+    fn transfers_on_one_link_share_its_bandwidth() {
+        // t0 and t1 (1 s each, dev 0 with concurrency 2) each send 100 B to t2 on dev 1.
+        let g = graph(3, &[(0, 2, 100), (1, 2, 100)]);
+        let mut c = cluster(2, 0.0, 100.0);
+        c.devices[0].concurrency = 2;
+        let m = model(&g, &c, &[&[1.0, 1.0], &[1.0, 1.0], &[1.0, 1.0]]);
+        let r = simulate(&m, &[0, 0, 1]).unwrap();
+        // Both start at 1, share 100 B/s: both arrive at 3 (not 2). t2: 3–4.
+        assert_eq!(r.ops[0].end, 1.0);
+        assert_eq!(r.ops[1].end, 1.0, "two lanes");
+        assert_eq!(
+            r.transfers.iter().map(|t| t.end).collect::<Vec<_>>(),
+            vec![3.0, 3.0]
+        );
+        assert_eq!(r.step_time, 4.0);
+        // Unequal sizes: 100 B and 300 B share until the first is done (2 s, both at 50 B/s),
+        // then 200 B remain alone at 100 B/s: 2 s more.
+        let g = graph(3, &[(0, 2, 100), (1, 2, 300)]);
+        let m = model(&g, &c, &[&[1.0, 1.0], &[1.0, 1.0], &[1.0, 1.0]]);
+        let r = simulate(&m, &[0, 0, 1]).unwrap();
+        let ends: Vec<f64> = r.transfers.iter().map(|t| t.end).collect();
+        assert_eq!(ends, vec![3.0, 5.0]);
+        assert_eq!(r.step_time, 6.0);
+    }
+
+    #[test]
+    fn devices_of_one_pool_share_its_capacity() {
+        // Two independent ops (2 s and 1 s alone) on two devices of one pool: both run at half
+        // speed until the short one ends at 2 s; the long one has 1 s left, alone: ends at 3 s.
+        let g = graph(3, &[]);
+        let mut c = cluster(3, 0.0, 1.0);
+        c.devices[0].compute_pool = Some("host".into());
+        c.devices[1].compute_pool = Some("host".into());
+        let m = model(&g, &c, &[[2.0, 2.0, 2.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]);
+        let r = simulate(&m, &[0, 1, 2]).unwrap();
+        let ends: Vec<f64> = r.ops.iter().map(|o| o.end).collect();
+        assert_eq!(ends, vec![3.0, 2.0, 1.0]);
+        assert_eq!(r.step_time, 3.0);
+        assert_eq!(
+            r.busy,
+            vec![2.0, 1.0, 1.0],
+            "busy counts work at full speed"
+        );
+        // The bound: capacity is one pool + one device.
+        let lb = lower_bound(&m);
+        assert!((lb.work - 4.0 / 2.0).abs() < 1e-8, "{lb:?}");
+    }
+
+    #[test]
+    fn bad_assignments_are_errors() {
+        let g = graph(2, &[(0, 1, 1)]);
+        let c = cluster(2, 0.0, 1.0);
+        let m = CostModel::new(&g, &c).unwrap();
+        assert!(simulate(&m, &[0]).is_err());
+        let err = simulate(&m, &[0, 7]).unwrap_err().to_string();
+        assert!(err.contains("op 1") && err.contains("device 7"), "{err}");
+    }
+
+    #[test]
+    fn lower_bound_is_critical_path_or_work() {
+        // Chain of 3 × 1 s and 3 independent 1 s ops on 2 devices of equal speed.
+        let g = graph(6, &[(0, 1, 1), (1, 2, 1)]);
+        let c = cluster(2, 0.0, 1.0);
+        let m = model(&g, &c, &[&[1.0, 1.0]; 6]);
+        let lb = lower_bound(&m);
+        assert!((lb.critical_path - 3.0).abs() < 1e-8, "{lb:?}");
+        assert!((lb.work - 3.0).abs() < 1e-8, "{lb:?}");
+        assert!(lb.value() <= 3.0, "never above the optimum");
+        // Device 1 three times faster (1 s per op against 3 s): the chain takes 3 × 1 s at best.
+        let mut c = cluster(2, 0.0, 1.0);
+        c.devices[1].peak_flops *= 3.0;
+        let m = model(&g, &c, &[&[3.0, 1.0]; 6]);
+        let lb = lower_bound(&m);
+        assert!((lb.critical_path - 3.0).abs() < 1e-8);
+        // Work: 6 ops × (speed 3s · 1 s) / (s + 3s) = 4.5 s.
+        assert!((lb.work - 4.5).abs() < 1e-8, "{}", lb.work);
+        assert!((lb.value() - 4.5).abs() < 1e-8);
+        // The simulated optimum respects it.
+        let best = simulate(&m, &[1, 1, 1, 0, 1, 1]).unwrap().step_time;
+        assert!(best >= lb.value(), "{best}");
+    }
+}
