@@ -11,7 +11,18 @@ use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
 use tf_iaware::placer::{self, Placement};
 use tf_iaware::report::PlacementReport;
-use tf_iaware::runtime::{SessionConfig, Sidecar};
+use tf_iaware::runtime::{calibrate, SessionConfig, Sidecar};
+
+/// Uses the cached calibration profile of `cluster` when a fresh one exists (`devices --calibrate`).
+fn apply_calibration(cluster: &mut Cluster) -> Result<()> {
+    if calibrate::apply_cached(cluster)? {
+        log::debug!(
+            "using the calibration in {}",
+            calibrate::profile_path(cluster).display()
+        );
+    }
+    Ok(())
+}
 
 /// Reads and analyses a GraphDef file.
 pub fn load_graph(path: &Path) -> Result<Analyzed> {
@@ -51,14 +62,16 @@ pub fn connect(spec: &str) -> Result<Connected> {
         let scenario = Scenario::parse(text)?;
         let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
         let emulated = EmulatedCluster::start(&scenario, &exe)?;
-        let (cluster, config) = emulated.connect()?;
+        let (mut cluster, config) = emulated.connect()?;
+        apply_calibration(&mut cluster)?;
         return Ok(Connected {
             cluster,
             config,
             emulated: Some(emulated),
         });
     }
-    let (cluster, config) = cluster::connect(&spec)?;
+    let (mut cluster, config) = cluster::connect(&spec)?;
+    apply_calibration(&mut cluster)?;
     Ok(Connected {
         cluster,
         config,

@@ -13,6 +13,10 @@ pub struct Args {
     /// Print one JSON document on stdout.
     #[arg(long)]
     json: bool,
+    /// Time a MatMul micro-benchmark on every device through TensorFlow, store the fitted
+    /// FLOP/s (cached per host and cluster, reused by place/simulate/run for 7 days) and show them.
+    #[arg(long)]
+    calibrate: bool,
 }
 
 #[derive(Serialize)]
@@ -31,7 +35,14 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let connected = common::connect(&args.cluster)?;
+    let mut connected = common::connect(&args.cluster)?;
+    if args.calibrate {
+        let path = tf_iaware::runtime::calibrate::calibrate_and_store(
+            &mut connected.cluster,
+            &connected.config,
+        )?;
+        log::info!("calibration stored in {}", path.display());
+    }
     let cluster = &connected.cluster;
     let (dir, file, _) = tf_iaware::tf::library_location();
     let listing = Listing {

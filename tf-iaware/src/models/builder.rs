@@ -708,6 +708,13 @@ impl Net {
         Ok(())
     }
 
+    /// An `init` op that runs every initialiser created so far (for graphs that do not train;
+    /// [`Net::minimize_momentum`] makes its own).
+    pub fn init_op(&mut self) -> Result<Operation> {
+        let deps = self.initializers.clone();
+        self.group("init", &deps)
+    }
+
     /// A `NoOp` named `name` that runs after every op of `deps` (like `tf.group`).
     fn group(&mut self, name: &str, deps: &[Operation]) -> Result<Operation> {
         self.op("NoOp", name, &[], |d| {
