@@ -159,3 +159,44 @@ fn bad_inputs_fail_cleanly_and_name_the_culprit() {
         fails(&["run", "--graph", gp, "--meta", sidecar.to_str().unwrap()]).contains("bad.json")
     );
 }
+
+#[test]
+fn calibration_is_measured_stored_and_reused() {
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = common::bin()
+            .args(args)
+            .env("TF_IAWARE_CACHE_DIR", cache.path())
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let nominal = run(&["devices", "--cluster", "local:cpu=2", "--json"]);
+    let calibrated = run(&[
+        "devices",
+        "--cluster",
+        "local:cpu=2",
+        "--calibrate",
+        "--json",
+    ]);
+    let flops = |v: &serde_json::Value| v["devices"][0]["peak_flops"].as_f64().unwrap();
+    assert!(flops(&calibrated) > 0.0);
+    assert_ne!(
+        flops(&calibrated),
+        flops(&nominal),
+        "the micro-benchmark replaced the nominal figure"
+    );
+    let stored: Vec<_> = std::fs::read_dir(cache.path().join("calibration"))
+        .unwrap()
+        .collect();
+    assert_eq!(stored.len(), 1, "one profile per host and cluster");
+    // A later command on the same cluster reuses the stored profile.
+    let again = run(&["devices", "--cluster", "local:cpu=2", "--json"]);
+    assert_eq!(flops(&again), flops(&calibrated));
+}
