@@ -121,8 +121,8 @@ pub fn run(args: &Args) -> Result<()> {
     );
     let sig = wait_for_termination();
     log::info!("signal {sig}: shutting down {}:{}", task.job, task.index);
-    // TensorFlow's gRPC server cannot always stop cleanly; the process exit releases everything.
-    std::mem::forget(server);
+    // TensorFlow's gRPC server cannot stop in-process (see `tf::Server`); exiting releases it.
+    drop(server);
     if let Some(agent) = agent {
         agent.stop();
     }

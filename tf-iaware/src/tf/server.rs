@@ -9,8 +9,12 @@ use super::status::Status;
 use crate::error::Result;
 use crate::proto::ServerDef;
 
-/// A started in-process gRPC server of TensorFlow's distributed runtime. Stopped and deleted on
-/// drop.
+/// A started in-process gRPC server of TensorFlow's distributed runtime.
+///
+/// TensorFlow 2.21's gRPC server cannot shut down cleanly: `TF_ServerStop` answers
+/// "Clean shutdown is not currently implemented" and `TF_DeleteServer` on a started server
+/// aborts the process. So a `Server` is never deleted — dropping it leaves it serving until the
+/// process exits, which is how `tf-iaware worker` stops (on SIGTERM/SIGINT).
 pub struct Server {
     raw: *mut sys::TF_Server,
     target: String,
@@ -64,14 +68,29 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let status = Status::new();
-        // SAFETY: self.raw is live; stopped then deleted exactly once. TensorFlow's gRPC server
-        // may report "Unimplemented" for Stop; deletion is still valid.
-        unsafe {
-            sys::TF_ServerStop(self.raw, status.as_ptr());
-            sys::TF_DeleteServer(self.raw);
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::tf_config::{TaskId, TfConfig};
+
+    #[test]
+    fn starts_on_a_free_port_and_can_be_dropped_without_aborting() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let text = format!("{{\"cluster\": {{\"worker\": [\"127.0.0.1:{port}\"]}}}}");
+        let config = TfConfig::parse(&text, "test").unwrap();
+        let def = config
+            .server_def(&TaskId {
+                job: "worker".into(),
+                index: 0,
+            })
+            .unwrap();
+        let server = Server::start(&def).unwrap();
+        assert_eq!(server.target(), format!("grpc://localhost:{port}"));
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+        drop(server);
     }
 }
