@@ -99,8 +99,6 @@ fn two_workers_one_ps_train_synchronously_with_variables_on_the_ps() {
 }
 
 #[test]
-// The replan closure returns the library's `Result`, whose error enum is large (see error.rs).
-#[allow(clippy::result_large_err)]
 fn training_survives_a_killed_worker() {
     let _one = serial();
     let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();

@@ -49,7 +49,6 @@ pub fn validate(
                 op: op.clone(),
                 op_type: node.op.clone(),
                 device: d.name.clone(),
-                device_type: d.device_type.clone(),
                 available: node.kernel_device_types.join(", "),
             });
         }
@@ -69,8 +68,7 @@ pub fn validate(
                         group: group.name.clone(),
                         op: name.into(),
                         device: device.clone(),
-                        other_op: other_op.into(),
-                        other_device: other_device.into(),
+                        other: Box::new((other_op.into(), other_device.into())),
                     })
                 }
                 Some(_) => {}

@@ -44,22 +44,21 @@ pub enum Error {
         known: String,
     },
     /// A device whose type has no registered kernel for the op.
-    #[error("op `{op}` (type {op_type}) has no {device_type} kernel, so it cannot run on `{device}` (kernels: {available})")]
+    #[error("op `{op}` (type {op_type}) has no kernel for the device type of `{device}` (kernels: {available})")]
     NoKernel {
         op: String,
         op_type: String,
         device: String,
-        device_type: String,
         available: String,
     },
-    /// Ops that TensorFlow must colocate were given different devices.
-    #[error("colocation group of `{group}` is split: `{op}` is on `{device}` but `{other_op}` is on `{other_device}`")]
+    /// Ops that TensorFlow must colocate were given different devices; `other` is the
+    /// (op, device) it conflicts with (boxed to keep the error small).
+    #[error("colocation group of `{group}` is split: `{op}` is on `{device}` but `{}` is on `{}`", .other.0, .other.1)]
     SplitColocation {
         group: String,
         op: String,
         device: String,
-        other_op: String,
-        other_device: String,
+        other: Box<(String, String)>,
     },
     /// No device can hold a colocation group (memory, kernels).
     #[error("no device can take colocation group `{group}`: {reason}")]

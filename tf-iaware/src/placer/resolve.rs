@@ -103,7 +103,6 @@ pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> 
                     op: node.name.clone(),
                     op_type: node.op.clone(),
                     device: dev.name.clone(),
-                    device_type: dev.device_type.clone(),
                     available: node.kernel_device_types.join(", "),
                 });
             }
@@ -114,8 +113,10 @@ pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> 
                         group: group.name.clone(),
                         op: node.name.clone(),
                         device: dev.name.clone(),
-                        other_op: graph.node(om).name.clone(),
-                        other_device: cluster.devices[other].name.clone(),
+                        other: Box::new((
+                            graph.node(om).name.clone(),
+                            cluster.devices[other].name.clone(),
+                        )),
                     });
                 }
                 Some(_) => {}
@@ -135,7 +136,6 @@ pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> 
                         op: node.name.clone(),
                         op_type: node.op.clone(),
                         device: cluster.devices[d].name.clone(),
-                        device_type: t.clone(),
                         available: node.kernel_device_types.join(", "),
                     });
                 }
