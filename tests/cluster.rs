@@ -80,6 +80,7 @@ fn two_workers_one_ps_train_synchronously_with_variables_on_the_ps() {
                 .unwrap();
         let ps_cap = vec![(ps[0].clone(), 1.0)];
         let options = InfraAwareOptions {
+            min_gain: 0.0,
             min_relative_throughput: 0.0,
             per_replica_overhead_ms: 0.0,
         };

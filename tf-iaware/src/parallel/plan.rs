@@ -181,6 +181,10 @@ pub struct InfraAwareOptions {
     pub min_relative_throughput: f64,
     /// Fixed cost one more replica adds to every step (synchronisation, variable transfer), ms.
     pub per_replica_overhead_ms: f64,
+    /// Keep the even split over every worker unless the balanced plan is predicted at least this
+    /// much faster (0.1 = 10 %): sequential calibration of quota-limited workers jitters by about
+    /// that much, and reshuffling equal workers on noise only costs.
+    pub min_gain: f64,
 }
 
 impl Default for InfraAwareOptions {
@@ -188,6 +192,7 @@ impl Default for InfraAwareOptions {
         InfraAwareOptions {
             min_relative_throughput: 0.05,
             per_replica_overhead_ms: 2.0,
+            min_gain: 0.1,
         }
     }
 }
@@ -229,7 +234,25 @@ pub fn infra_aware(
             w.samples_per_sec > 0.0 && w.samples_per_sec >= options.min_relative_throughput * best
         })
         .collect();
-    let (batches, predicted) = balance(&eligible, global_batch, options.per_replica_overhead_ms);
+    let (mut batches, mut predicted) =
+        balance(&eligible, global_batch, options.per_replica_overhead_ms);
+    // The even split over all workers, if it is within `min_gain` of the balanced plan.
+    if eligible.len() == workers.len() && global_batch >= workers.len() {
+        let n = workers.len();
+        let even: Vec<usize> = (0..n)
+            .map(|i| global_batch / n + usize::from(i < global_batch % n))
+            .collect();
+        let even_ms = eligible
+            .iter()
+            .zip(&even)
+            .map(|(w, &b)| w.step_ms(b))
+            .fold(0.0, f64::max)
+            + n as f64 * options.per_replica_overhead_ms;
+        if even_ms <= predicted * (1.0 + options.min_gain) {
+            batches = even;
+            predicted = even_ms;
+        }
+    }
     let replicas = eligible
         .iter()
         .zip(batches)
@@ -411,6 +434,7 @@ mod tests {
         let opts = InfraAwareOptions {
             min_relative_throughput: 0.0,
             per_replica_overhead_ms: 50.0,
+            min_gain: 0.0,
         };
         // 10 samples: alone 100 ms + 50; with the 10 %-speed worker at best 9 + 1 samples:
         // max(90, 100) + 2 × 50 = 200 ms > 150.
@@ -425,6 +449,7 @@ mod tests {
         let opts = InfraAwareOptions {
             min_relative_throughput: 0.0,
             per_replica_overhead_ms: 0.0,
+            min_gain: 0.0,
         };
         let fast = WorkerCapacity {
             device: "fast".into(),
@@ -452,6 +477,37 @@ mod tests {
             vec![10, 10]
         );
         assert!((p.predicted_step_ms.unwrap() - 110.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn near_equal_workers_keep_the_even_split() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        // The calibration of four equal 0.3-core workers measured by `bench --scenario uniform`.
+        let c = |i: usize, rate: f64, fixed_ms: f64| WorkerCapacity {
+            device: format!("/job:worker/task:{i}"),
+            samples_per_sec: rate,
+            fixed_ms,
+        };
+        let workers = vec![
+            c(0, 19.2, 230.0),
+            c(1, 18.0, 150.0),
+            c(2, 16.7, 187.0),
+            c(3, 20.6, 232.0),
+        ];
+        let p = infra_aware(&workers, &ps, &vars(), 64, &InfraAwareOptions::default()).unwrap();
+        assert_eq!(
+            p.replicas.iter().map(|r| r.batch).collect::<Vec<_>>(),
+            vec![16, 16, 16, 16]
+        );
+        // A real difference still reshapes the plan.
+        let workers = vec![
+            c(0, 40.0, 230.0),
+            c(1, 18.0, 150.0),
+            c(2, 16.7, 187.0),
+            c(3, 20.6, 232.0),
+        ];
+        let p = infra_aware(&workers, &ps, &vars(), 64, &InfraAwareOptions::default()).unwrap();
+        assert!(p.replicas[0].batch > 16, "{:?}", p.replicas);
     }
 
     #[test]
