@@ -2,6 +2,7 @@
 
 use super::{eligible_devices, Placement, Strategy};
 use crate::cluster::Cluster;
+use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
 
@@ -17,6 +18,15 @@ impl Strategy for TfDefault {
     fn place(&self, _graph: &OpGraph, _cluster: &Cluster) -> Result<Placement> {
         Ok(Placement::new(self.name()))
     }
+
+    fn place_with_cost(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        _cost: &CostModel,
+    ) -> Result<Placement> {
+        self.place(graph, cluster)
+    }
 }
 
 /// Colocation groups dealt over the devices in topological order of their first-ready member,
@@ -27,6 +37,15 @@ pub struct RoundRobin;
 impl Strategy for RoundRobin {
     fn name(&self) -> &'static str {
         "round-robin"
+    }
+
+    fn place_with_cost(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        _cost: &CostModel,
+    ) -> Result<Placement> {
+        self.place(graph, cluster)
     }
 
     fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement> {

@@ -278,11 +278,6 @@ impl Strategy for Heft {
         "heft"
     }
 
-    fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement> {
-        let cost = CostModel::new(graph, cluster)?;
-        self.place_with_cost(graph, cluster, &cost)
-    }
-
     fn place_with_cost(
         &self,
         graph: &OpGraph,

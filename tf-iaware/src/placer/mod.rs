@@ -111,15 +111,18 @@ pub trait Strategy: Send + Sync {
     /// The name users select it by (`--strategy`).
     fn name(&self) -> &'static str;
 
-    /// Chooses a device for every op of `graph` on `cluster` (cost-aware strategies use the
-    /// analytic [`CostModel`]).
+    /// Chooses a device for every op of `graph` on `cluster`, priced by the analytic
+    /// [`CostModel`] (strategies that ignore costs override this to skip building it).
     ///
     /// # Errors
     /// [`Error::Infeasible`] naming the group that fits nowhere; other errors from the graph.
-    fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement>;
+    fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement> {
+        let cost = CostModel::new(graph, cluster)?;
+        self.place_with_cost(graph, cluster, &cost)
+    }
 
     /// Chooses a device for every op with `cost` (built for this graph and cluster, analytic or
-    /// measured); strategies that ignore costs fall back to [`Strategy::place`].
+    /// measured).
     ///
     /// # Errors
     /// As [`Strategy::place`].
@@ -128,10 +131,7 @@ pub trait Strategy: Send + Sync {
         graph: &OpGraph,
         cluster: &Cluster,
         cost: &CostModel,
-    ) -> Result<Placement> {
-        let _ = cost;
-        self.place(graph, cluster)
-    }
+    ) -> Result<Placement>;
 
     /// [`Strategy::place_with_cost`], timed, plus the [`PlacementReport`] of the result
     /// (simulated with `cost`; ops the placement leaves to TensorFlow are simulated where

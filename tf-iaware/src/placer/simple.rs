@@ -63,11 +63,6 @@ impl Strategy for Random {
         "random"
     }
 
-    fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement> {
-        let cost = CostModel::new(graph, cluster)?;
-        self.place_with_cost(graph, cluster, &cost)
-    }
-
     fn place_with_cost(
         &self,
         graph: &OpGraph,
@@ -126,11 +121,6 @@ pub(crate) fn devices_by_serial_time(cost: &CostModel) -> Vec<usize> {
 impl Strategy for SingleFastest {
     fn name(&self) -> &'static str {
         "single-fastest"
-    }
-
-    fn place(&self, graph: &OpGraph, cluster: &Cluster) -> Result<Placement> {
-        let cost = CostModel::new(graph, cluster)?;
-        self.place_with_cost(graph, cluster, &cost)
     }
 
     fn place_with_cost(
