@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cluster::{self, Cluster, ClusterSpec};
-use tf_iaware::cost::CostModel;
+use tf_iaware::cost::{CostModel, Measurements};
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
 use tf_iaware::placer::{self, Placement};
@@ -79,16 +79,78 @@ pub fn connect(spec: &str) -> Result<Connected> {
     })
 }
 
-/// Runs strategy `name` with the analytic cost model of `analyzed` on `cluster`; returns the
-/// placement and its report (DESIGN.md §5 fields: per-device load, predicted step, lower bound).
-pub fn place(
-    name: &str,
-    analyzed: &Analyzed,
-    cluster: &Cluster,
-) -> Result<(Placement, PlacementReport)> {
-    let strategy = placer::by_name(name)?;
-    let cost = CostModel::new(&analyzed.op_graph, cluster)?;
-    Ok(strategy.place_with_report(&analyzed.op_graph, cluster, &cost)?)
+/// The flags of every command that places a GraphDef.
+#[derive(clap::Args)]
+pub struct PlaceFlags {
+    /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO.
+    #[arg(long, default_value = "local")]
+    pub cluster: String,
+    /// Placement strategy (tf-default keeps the graph's devices and lets TensorFlow decide the
+    /// rest).
+    #[arg(long, default_value = "tf-default")]
+    pub strategy: String,
+    /// Op timings of earlier runs of this graph (`run --save-measurements`); the cost model uses
+    /// them before the calibration and the analytic estimates. Repeatable.
+    #[arg(long = "measurements", value_name = "M.json")]
+    pub measurements: Vec<PathBuf>,
+}
+
+impl PlaceFlags {
+    /// Whether the command starts an emulated cluster (and so needs signal teardown).
+    pub fn emulated(&self) -> bool {
+        self.cluster.starts_with("emulated:")
+    }
+
+    /// The cost model of `analyzed` on `cluster`: measured where `--measurements` has data,
+    /// else calibrated, else analytic.
+    pub fn cost_model(&self, analyzed: &Analyzed, cluster: &Cluster) -> Result<CostModel> {
+        if self.measurements.is_empty() {
+            return Ok(CostModel::new(&analyzed.op_graph, cluster)?);
+        }
+        let mut all = Measurements::new();
+        for path in &self.measurements {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading measurements {}", path.display()))?;
+            let m: Measurements = serde_json::from_str(&text)
+                .with_context(|| format!("parsing measurements {}", path.display()))?;
+            all.samples.extend(m.samples);
+        }
+        let cost = CostModel::with_measurements(&analyzed.op_graph, cluster, &all)?;
+        let s = cost.measurement_summary();
+        log::info!(
+            "measurements: {} samples used ({} dropped: other ops or devices), {} ops timed, {} op types fitted",
+            s.samples_used,
+            s.samples_dropped,
+            s.ops_measured,
+            s.types_fitted
+        );
+        if s.samples_used == 0 {
+            anyhow::bail!(
+                "none of the {} samples in {} names an op of this graph on a device of this cluster",
+                all.len(),
+                self.measurements
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        Ok(cost)
+    }
+
+    /// Runs the strategy with the cost model of [`PlaceFlags::cost_model`]; returns the
+    /// placement, its report (DESIGN.md §5 fields: per-device load, predicted step, lower bound)
+    /// and the cost model.
+    pub fn place(
+        &self,
+        analyzed: &Analyzed,
+        cluster: &Cluster,
+    ) -> Result<(Placement, PlacementReport, CostModel)> {
+        let strategy = placer::by_name(&self.strategy)?;
+        let cost = self.cost_model(analyzed, cluster)?;
+        let (placement, report) = strategy.place_with_report(&analyzed.op_graph, cluster, &cost)?;
+        Ok((placement, report, cost))
+    }
 }
 
 /// Writes `json` to `path`, naming the file on failure.

@@ -199,4 +199,89 @@ fn calibration_is_measured_stored_and_reused() {
     // A later command on the same cluster reuses the stored profile.
     let again = run(&["devices", "--cluster", "local:cpu=2", "--json"]);
     assert_eq!(flops(&again), flops(&calibrated));
+    // The profile holds per-op-type cost lines from the calibration network's step stats.
+    let profile: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(stored[0].as_ref().unwrap().path()).unwrap())
+            .unwrap();
+    let lines = profile["op_costs"].as_array().unwrap();
+    for op in [
+        "Conv2D",
+        "Conv2DBackpropFilter",
+        "FusedBatchNormGradV3",
+        "MatMul",
+    ] {
+        assert!(
+            lines.iter().any(|l| l["op"] == op
+                && l["device_type"] == "CPU"
+                && l["slope"].as_f64().unwrap() > 0.0),
+            "no cost line for {op}: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn measured_op_times_feed_the_cost_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = common::model(dir.path(), "lenet", 4);
+    let g = graph.to_str().unwrap();
+    let m = dir.path().join("m.json");
+    ok(&[
+        "run",
+        "--graph",
+        g,
+        "--cluster",
+        "local:cpu=2",
+        "--strategy",
+        "round-robin",
+        "--steps",
+        "2",
+        "--save-measurements",
+        m.to_str().unwrap(),
+    ]);
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&m).unwrap()).unwrap();
+    let samples = saved["samples"].as_array().unwrap();
+    assert!(
+        samples.iter().any(|s| s["node"] == "conv1/Conv2D"),
+        "the traced steps' ops are saved: {}",
+        samples.len()
+    );
+    let predict = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--graph",
+            g,
+            "--cluster",
+            "local:cpu=2",
+            "--strategy",
+            "heft",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        v["predicted_step_ms"].as_f64().unwrap()
+    };
+    let measured = predict(&["--measurements", m.to_str().unwrap()]);
+    assert!(measured > 0.0 && measured.is_finite());
+    assert_ne!(
+        measured,
+        predict(&[]),
+        "measured times change the prediction"
+    );
+    // Timings of another graph: nothing to use is an error naming the file.
+    let other = dir.path().join("other.json");
+    std::fs::write(
+        &other,
+        r#"{"samples":[{"node":"nope","device":"/job:localhost/replica:0/task:0/device:CPU:0","seconds":0.001}]}"#,
+    )
+    .unwrap();
+    let err = fails(&[
+        "simulate",
+        "--graph",
+        g,
+        "--measurements",
+        other.to_str().unwrap(),
+    ]);
+    assert!(err.contains("other.json"), "{err}");
+    let err = fails(&["simulate", "--graph", g, "--measurements", g]);
+    assert!(err.contains("lenet.pb"), "{err}");
 }

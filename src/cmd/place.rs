@@ -13,12 +13,8 @@ pub struct Args {
     /// GraphDef to place.
     #[arg(long)]
     graph: PathBuf,
-    /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO.
-    #[arg(long, default_value = "local")]
-    cluster: String,
-    /// Placement strategy.
-    #[arg(long, default_value = "tf-default")]
-    strategy: String,
+    #[command(flatten)]
+    place: common::PlaceFlags,
     /// Where to write the placed GraphDef.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -33,15 +29,15 @@ pub struct Args {
 impl Args {
     /// Whether the command starts an emulated cluster (and so needs signal teardown).
     pub fn emulated(&self) -> bool {
-        self.cluster.starts_with("emulated:")
+        self.place.emulated()
     }
 }
 
 pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(&args.graph)?;
-    let connected = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.place.cluster)?;
     let cluster = &connected.cluster;
-    let (placement, report) = common::place(&args.strategy, &analyzed, cluster)?;
+    let (placement, report, _) = args.place.place(&analyzed, cluster)?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     if let Some(out) = &args.out {
         std::fs::write(out, placed.to_bytes())

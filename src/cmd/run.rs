@@ -5,12 +5,16 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::apply;
+use tf_iaware::cost::Measurements;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::report::{trace, PlacementReport};
 use tf_iaware::runtime::{data_parallel, PlacedSession, TrainReport, Trainer};
 
 use crate::common;
+
+/// Traced steps whose op timings `--save-measurements` writes.
+const MEASURED_STEPS: usize = 5;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,12 +28,8 @@ pub struct Args {
     /// Sidecar JSON (default: the graph's path with extension .json).
     #[arg(long)]
     meta: Option<PathBuf>,
-    /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO.
-    #[arg(long, default_value = "local")]
-    cluster: String,
-    /// Placement strategy (default: keep the graph's devices, TensorFlow decides the rest).
-    #[arg(long, default_value = "tf-default")]
-    strategy: String,
+    #[command(flatten)]
+    place: common::PlaceFlags,
     /// Timed steps.
     #[arg(long, default_value_t = 10)]
     steps: usize,
@@ -48,6 +48,10 @@ pub struct Args {
     /// Write the last (traced) step as a Chrome trace (chrome://tracing, Perfetto).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Write the op timings of the last step and four more traced ones as JSON, for
+    /// `place`/`simulate`/`run --measurements`.
+    #[arg(long, value_name = "M.json")]
+    save_measurements: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -61,7 +65,7 @@ struct RunReport {
 impl Args {
     /// Whether the command starts an emulated cluster (and so needs signal teardown).
     pub fn emulated(&self) -> bool {
-        self.cluster.starts_with("emulated:")
+        self.place.emulated()
     }
 }
 
@@ -75,9 +79,9 @@ pub fn run(args: &Args) -> Result<()> {
         .context("--graph or --model is required")?;
     let analyzed = common::load_graph(graph)?;
     let sidecar = common::load_sidecar(graph, args.meta.as_ref(), &analyzed)?;
-    let connected = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.place.cluster)?;
     let (cluster, config) = (&connected.cluster, &connected.config);
-    let (placement, placement_report) = common::place(&args.strategy, &analyzed, cluster)?;
+    let (placement, placement_report, _) = args.place.place(&analyzed, cluster)?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     let session = PlacedSession::new(placed.graph, config)?;
     let trainer = Trainer::new(session, &sidecar, args.batch, args.seed)?;
@@ -89,6 +93,21 @@ pub fn run(args: &Args) -> Result<()> {
     if let (Some(path), Some(stats)) = (&args.trace, &train.step_stats) {
         common::write_file(path, &trace::chrome_trace(&trace::from_step_stats(stats))?)?;
         log::info!("measured trace written to {}", path.display());
+    }
+    if let Some(path) = &args.save_measurements {
+        // The last timed step's trace and a few more: medians shrug off a hiccup.
+        let more = trainer.traced_steps(args.warmup + args.steps, MEASURED_STEPS - 1)?;
+        let mut m = Measurements::new();
+        for stats in train.step_stats.iter().chain(&more) {
+            m.add_step_stats(stats);
+        }
+        common::write_file(path, &serde_json::to_string(&m)?)?;
+        log::info!(
+            "{} op timings of {} traced steps written to {}",
+            m.len(),
+            more.len() + 1,
+            path.display()
+        );
     }
     if !train.mismatches.is_empty() {
         log::warn!(
@@ -133,12 +152,12 @@ struct DataParallelReport {
 }
 
 fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
-    let connected = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.place.cluster)?;
     let (cluster, config) = (&connected.cluster, &connected.config);
     let (workers, ps) = data_parallel::worker_and_ps_devices(cluster)?;
     let batch = args.batch.unwrap_or(32 * workers.len());
     let vars = replicated::variables(model)?;
-    let (plan, calibration) = match args.strategy.as_str() {
+    let (plan, calibration) = match args.place.strategy.as_str() {
         "replica-setter" => (parallel::replica_setter(&workers, &ps, &vars, batch)?, None),
         "infra-aware" => {
             let probe = (batch / workers.len()).clamp(1, 32);

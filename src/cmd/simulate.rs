@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use tf_iaware::cost::CostModel;
 use tf_iaware::report::{evaluate, trace};
 
 use crate::cmd::place::print_report;
@@ -15,12 +14,8 @@ pub struct Args {
     /// GraphDef to place and simulate.
     #[arg(long)]
     graph: PathBuf,
-    /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO.
-    #[arg(long, default_value = "local")]
-    cluster: String,
-    /// Placement strategy.
-    #[arg(long, default_value = "tf-default")]
-    strategy: String,
+    #[command(flatten)]
+    place: common::PlaceFlags,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -32,17 +27,16 @@ pub struct Args {
 impl Args {
     /// Whether the command starts an emulated cluster (and so needs signal teardown).
     pub fn emulated(&self) -> bool {
-        self.cluster.starts_with("emulated:")
+        self.place.emulated()
     }
 }
 
 pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(&args.graph)?;
-    let connected = common::connect(&args.cluster)?;
+    let connected = common::connect(&args.place.cluster)?;
     let cluster = &connected.cluster;
-    let (placement, report) = common::place(&args.strategy, &analyzed, cluster)?;
+    let (placement, report, cost) = args.place.place(&analyzed, cluster)?;
     if let Some(path) = &args.trace {
-        let cost = CostModel::new(&analyzed.op_graph, cluster)?;
         let ev = evaluate(&analyzed.op_graph, cluster, &cost, &placement)?;
         let records = trace::from_simulation(&analyzed.op_graph, cluster, &ev.sim);
         common::write_file(path, &trace::chrome_trace(&records)?)?;

@@ -9,7 +9,9 @@ use crate::runtime::config::SessionConfig;
 /// Lists the devices a session with `config` sees, as a [`Cluster`].
 ///
 /// CPU devices of one process share host memory, so their `memory_bytes` is `None` (no per-device
-/// cap); other devices report what TensorFlow reports.
+/// cap); other devices report what TensorFlow reports. A CPU device runs as many ops at once as
+/// the session has inter-op threads (`config.inter_op_threads`, or the cores this process may use,
+/// TensorFlow's default), and all of them share one compute pool of that many cores.
 ///
 /// # Errors
 /// [`Error::TensorFlow`] if the session cannot be created or listed.
@@ -21,13 +23,21 @@ pub fn discover(config: &SessionConfig) -> Result<Cluster> {
     let devices = session
         .device_list()
         .map_err(|e| Error::tf("listing devices", e))?;
+    let inter_op = match config.inter_op_threads {
+        n if n > 0 => n as u32,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    };
     Ok(Cluster::new(
         devices
             .into_iter()
             .map(|d| {
                 let memory =
                     (d.device_type != "CPU" && d.memory_bytes > 0).then_some(d.memory_bytes as u64);
-                Device::nominal(&d.name, &d.device_type, memory, "localhost")
+                let mut device = Device::nominal(&d.name, &d.device_type, memory, "localhost");
+                if d.device_type == "CPU" {
+                    device.concurrency = inter_op;
+                }
+                device
             })
             .collect(),
     ))

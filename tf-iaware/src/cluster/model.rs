@@ -61,9 +61,10 @@ pub struct Device {
     /// parallelism as the simulator models it); at least 1.
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
-    /// Devices that name the same pool share one compute capacity: ops running at once on any
-    /// of them split it equally (the CPU devices of one TensorFlow process share its thread pools
-    /// and the machine's cores). `None`: the device has a capacity of its own.
+    /// Devices that name the same pool share one compute capacity — as many ops at full speed
+    /// as the largest `concurrency` among them: ops running at once on any of them split it
+    /// equally, each at most at full speed (the CPU devices of one TensorFlow process share its
+    /// thread pools and the machine's cores). `None`: the device has a capacity of its own.
     #[serde(default)]
     pub compute_pool: Option<String>,
 }
@@ -262,6 +263,37 @@ pub struct Cluster {
     /// Links by locality for pairs without an explicit [`LinkSpec`].
     #[serde(default)]
     pub link_defaults: LinkDefaults,
+    /// Per-op-type costs calibrated through TensorFlow; they replace the analytic estimate of
+    /// every op of that type on devices of that type (see [`OpTypeCost`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub op_costs: Vec<OpTypeCost>,
+}
+
+/// The cost of one op type on one device type, fitted from timed runs:
+/// `work = intercept + slope × size`, where `size` is the op's analytic FLOPs + bytes and `work`
+/// is in FLOP-equivalents (seconds × the effective FLOP/s of the device that ran it). An op of
+/// this type then takes `work / (peak_flops × availability)` seconds on a device of this type, so
+/// the line carries over between devices of one type in proportion to their speed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpTypeCost {
+    /// Device type, upper case (`CPU`, `GPU`).
+    pub device_type: String,
+    /// Op type (`Conv2DBackpropFilter`, …).
+    pub op: String,
+    /// Work of an op of size 0 (dispatch and fixed costs), FLOP-equivalents.
+    pub intercept: f64,
+    /// Work per unit of size (FLOP or byte), FLOP-equivalents.
+    pub slope: f64,
+    /// Distinct ops (node, device type) the line was fitted over.
+    #[serde(default)]
+    pub points: usize,
+}
+
+impl OpTypeCost {
+    /// Work of an op of `size` (analytic FLOPs + bytes), FLOP-equivalents.
+    pub fn eval(&self, size: f64) -> f64 {
+        (self.intercept + self.slope * size).max(0.0)
+    }
 }
 
 /// Machine part of a host string: `10.0.0.1:2222` → `10.0.0.1`, `[::1]:2222` → `[::1]`.
@@ -284,6 +316,7 @@ impl Cluster {
             devices,
             links: Vec::new(),
             link_defaults: LinkDefaults::default(),
+            op_costs: Vec::new(),
         }
     }
 
@@ -688,6 +721,9 @@ pub struct CalibrationProfile {
     /// Per-link figures.
     #[serde(default)]
     pub links: Vec<LinkCalibration>,
+    /// Per-op-type costs (see [`OpTypeCost`]).
+    #[serde(default)]
+    pub op_costs: Vec<OpTypeCost>,
 }
 
 impl CalibrationProfile {
@@ -699,6 +735,7 @@ impl CalibrationProfile {
             created_unix_s,
             devices: Vec::new(),
             links: Vec::new(),
+            op_costs: Vec::new(),
         }
     }
 
@@ -776,7 +813,8 @@ impl CalibrationProfile {
     }
 
     /// Writes the profile's figures into `cluster` for every device and link it names that the
-    /// cluster has; returns how many device and link entries were applied.
+    /// cluster has, and its per-op-type costs (replacing the cluster's for the same op and device
+    /// type); returns how many device, link and op-type entries were applied.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a figure that is not usable (non-positive rate, …).
@@ -805,6 +843,29 @@ impl CalibrationProfile {
                 cluster.set_link(&l.from, &l.to, l.link)?;
                 applied += 1;
             }
+        }
+        for c in &self.op_costs {
+            if !(c.intercept.is_finite() && c.slope.is_finite())
+                || c.intercept < 0.0
+                || c.slope < 0.0
+            {
+                return Err(Error::InvalidArgument {
+                    what: format!("calibrated cost of {} on {}", c.op, c.device_type),
+                    reason: format!(
+                        "intercept {} and slope {} must be finite and non-negative",
+                        c.intercept, c.slope
+                    ),
+                });
+            }
+            let ty = c.device_type.to_ascii_uppercase();
+            cluster
+                .op_costs
+                .retain(|o| !(o.op == c.op && o.device_type == ty));
+            cluster.op_costs.push(OpTypeCost {
+                device_type: ty,
+                ..c.clone()
+            });
+            applied += 1;
         }
         Ok(applied)
     }
@@ -1033,5 +1094,23 @@ mod tests {
         assert!(p.is_stale(10, 3_600, "2.21.0", "box"));
         let err = CalibrationProfile::from_json("{", "p.json").unwrap_err();
         assert!(err.to_string().contains("p.json"), "{err}");
+
+        // Op-type lines: upper-cased, replacing the cluster's line for the same op and type.
+        let line = |ty: &str, slope: f64| OpTypeCost {
+            device_type: ty.into(),
+            op: "Conv2D".into(),
+            intercept: 10.0,
+            slope,
+            points: 4,
+        };
+        let mut p = CalibrationProfile::new("2.21.0", "box", 1_000);
+        p.op_costs = vec![line("cpu", 2.0)];
+        c.op_costs = vec![line("CPU", 1.0)];
+        assert_eq!(p.apply(&mut c).unwrap(), 1);
+        assert_eq!(c.op_costs, vec![line("CPU", 2.0)]);
+        assert_eq!(c.op_costs[0].eval(5.0), 20.0);
+        p.op_costs = vec![line("CPU", -1.0)];
+        let err = p.apply(&mut c).unwrap_err().to_string();
+        assert!(err.contains("Conv2D") && err.contains("-1"), "{err}");
     }
 }

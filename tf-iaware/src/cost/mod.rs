@@ -1,12 +1,15 @@
 //! The cost model placers and the simulator share: how long each op takes on each device, how long
 //! a tensor takes between two devices, and how much memory each op holds.
 //!
-//! [`CostModel::new`] is analytic: an op's time on device `d` is
+//! [`CostModel::analytic`]: an op's time on device `d` is
 //! `max(flops / (peak_flops × availability), bytes / (memory_bandwidth × availability)) + op_overhead`
 //! ([`analytic`] counts FLOPs and bytes from shapes); free ops (views, constants, handles, control
-//! flow — TensorFlow runs them inline in its executor) cost nothing. [`CostModel::with_measurements`] fits times
-//! from the step stats of real runs and uses them instead wherever it has data. A tensor of `b`
-//! bytes cut between devices costs `latency + b / bandwidth` of their [`Link`].
+//! flow — TensorFlow runs them inline in its executor) cost nothing. [`CostModel::new`] uses the
+//! cluster's calibrated per-op-type lines ([`Cluster::op_costs`], fitted by [`OpCostFitter`] from
+//! a calibration network's step stats) instead wherever an op's type has one.
+//! [`CostModel::with_measurements`] fits times from the step stats of real runs of the graph
+//! itself and uses them before both. A tensor of `b` bytes cut between devices costs
+//! `latency + b / bandwidth` of their [`Link`].
 //!
 //! ```
 //! use tf_iaware::cluster::{Cluster, Device};
@@ -34,15 +37,17 @@
 
 pub mod analytic;
 pub mod dag;
+pub mod fit;
 pub mod measured;
 
 use std::collections::HashMap;
 
 pub use analytic::{classify, op_memory, op_work, OpClass, OpKind, OpWork};
 pub use dag::{Dag, Edge, CONTROL};
+pub use fit::OpCostFitter;
 pub use measured::{Measurements, OpSample};
 
-use crate::cluster::model::{fit_affine, Link};
+use crate::cluster::model::{Link, OpTypeCost};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::graph::{GroupId, NodeId, OpGraph};
@@ -116,7 +121,8 @@ pub struct CostModel {
     /// `[node * n_devices + device]`: seconds set by [`CostModel::set_op_times`]; NaN where unset.
     explicit: Option<Vec<f64>>,
     summary: MeasurementSummary,
-    num_pools: usize,
+    /// Per compute pool: ops at full speed at once.
+    pool_capacity: Vec<f64>,
 }
 
 fn intern<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: K) -> u32 {
@@ -125,12 +131,29 @@ fn intern<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: K) -> u32 {
 }
 
 impl CostModel {
-    /// The analytic cost model of `graph` on `cluster`.
+    /// The cost model of `graph` on `cluster`: analytic, except for ops whose type has a
+    /// calibrated cost on a device type ([`Cluster::op_costs`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming a device or link whose figures are unusable (see
     /// [`Cluster::validate`]); [`Error::InvalidGraph`] for a cycle.
     pub fn new(graph: &OpGraph, cluster: &Cluster) -> Result<Self> {
+        let mut model = CostModel::analytic(graph, cluster)?;
+        if !cluster.op_costs.is_empty() {
+            let mut table = vec![f64::NAN; graph.len() * model.device_types.len()];
+            model.fill_from_fits(graph, &mut table, &cluster.op_costs);
+            if table.iter().any(|v| !v.is_nan()) {
+                model.measured = Some(table);
+            }
+        }
+        Ok(model)
+    }
+
+    /// The analytic model alone: `cluster`'s calibrated op-type costs are not used.
+    ///
+    /// # Errors
+    /// As [`CostModel::new`].
+    pub fn analytic(graph: &OpGraph, cluster: &Cluster) -> Result<Self> {
         cluster.validate()?;
         let dag = Dag::new(graph)?;
         let n = graph.len();
@@ -155,6 +178,13 @@ impl CostModel {
                     None => u32::MAX,
                 },
             });
+        }
+        let mut pool_capacity = vec![1.0f64; pool_index.len()];
+        for d in &devices {
+            if d.pool != u32::MAX {
+                let c = &mut pool_capacity[d.pool as usize];
+                *c = c.max(d.lanes as f64);
+            }
         }
         let mut device_types = vec![String::new(); type_index.len()];
         for (name, &i) in &type_index {
@@ -276,7 +306,7 @@ impl CostModel {
             measured: None,
             explicit: None,
             summary: MeasurementSummary::default(),
-            num_pools: pool_index.len(),
+            pool_capacity,
         })
     }
 
@@ -302,80 +332,76 @@ impl CostModel {
     }
 
     fn fit_measurements(&mut self, graph: &OpGraph, cluster: &Cluster, m: &Measurements) {
-        let nt = self.device_types.len();
-        let mut device_cache: HashMap<&str, Option<usize>> = HashMap::new();
-        let mut per_node: HashMap<(usize, u32), Vec<f64>> = HashMap::new();
         let mut summary = MeasurementSummary::default();
-        for s in &m.samples {
-            let device = *device_cache.entry(s.device.as_str()).or_insert_with(|| {
-                cluster
-                    .index_of(&s.device)
-                    .or_else(|| cluster.resolve("(step stats)", &s.device).ok())
-            });
-            let (Some(d), Some(node)) = (device, graph.id(&s.node)) else {
-                summary.samples_dropped += 1;
-                continue;
-            };
-            if !(s.seconds.is_finite() && s.seconds >= 0.0) {
-                summary.samples_dropped += 1;
-                continue;
-            }
-            summary.samples_used += 1;
-            let dev = &self.devices[d];
-            per_node
-                .entry((node, dev.dtype))
-                .or_default()
-                .push(s.seconds * dev.speed);
-        }
-        if per_node.is_empty() {
+        let medians = fit::node_medians(self, graph, cluster, m, &mut summary);
+        summary.ops_measured = medians.len();
+        if medians.is_empty() {
             self.summary = summary;
             return;
         }
+        let nt = self.device_types.len();
         let mut table = vec![f64::NAN; graph.len() * nt];
-        let mut op_types: HashMap<&str, u32> = HashMap::new();
-        let mut by_type: HashMap<(u32, u32), Vec<(f64, f64)>> = HashMap::new();
-        for (&(node, t), works) in per_node.iter_mut() {
-            works.sort_by(f64::total_cmp);
-            let k = works.len();
-            let median = if k % 2 == 1 {
-                works[k / 2]
-            } else {
-                0.5 * (works[k / 2 - 1] + works[k / 2])
-            };
-            table[node * nt + t as usize] = median;
-            let ty = intern(&mut op_types, graph.node(node).op.as_str());
-            let w = &self.work[node];
-            by_type
-                .entry((ty, t))
-                .or_default()
-                .push((w.flops + w.bytes, median));
+        for (&(node, t), &work) in &medians {
+            table[node * nt + t as usize] = work;
         }
-        summary.ops_measured = per_node.len();
-        let mut fits: HashMap<(u32, u32), crate::cluster::model::AffineFit> = HashMap::new();
-        for (key, mut points) in by_type {
-            points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
-            if let Some(f) = fit_affine(&points) {
-                fits.insert(key, f);
-            }
-        }
+        // This graph's own per-type lines, then the cluster's calibrated ones (already in the
+        // table), then analytic.
+        let mut fitter = fit::OpCostFitter::new();
+        fitter.add_medians(self, graph, &medians);
+        let fits = fitter.fit();
         summary.types_fitted = fits.len();
-        for node in 0..graph.len() {
-            let Some(&ty) = op_types.get(graph.node(node).op.as_str()) else {
-                continue;
-            };
-            let w = &self.work[node];
-            for t in 0..nt {
-                let slot = &mut table[node * nt + t];
+        self.fill_from_fits(graph, &mut table, &fits);
+        if let Some(prior) = &self.measured {
+            for (slot, &p) in table.iter_mut().zip(prior) {
                 if slot.is_nan() {
-                    if let Some(f) = fits.get(&(ty, t as u32)) {
-                        *slot = f.eval(w.flops + w.bytes).max(0.0);
-                    }
+                    *slot = p;
                 }
             }
         }
         summary.ops_covered = table.iter().filter(|v| !v.is_nan()).count();
         self.measured = Some(table);
         self.summary = summary;
+    }
+
+    /// Fills the NaN slots of `table` (`[node * n_types + type]`, work) of ops whose (op type,
+    /// device type) has a line in `fits`.
+    fn fill_from_fits(&self, graph: &OpGraph, table: &mut [f64], fits: &[OpTypeCost]) {
+        let nt = self.device_types.len();
+        let mut by_op: HashMap<&str, Vec<(usize, &OpTypeCost)>> = HashMap::new();
+        for f in fits {
+            if let Some(t) = self
+                .device_types
+                .iter()
+                .position(|d| d.eq_ignore_ascii_case(&f.device_type))
+            {
+                by_op.entry(f.op.as_str()).or_default().push((t, f));
+            }
+        }
+        if by_op.is_empty() {
+            return;
+        }
+        for (node, n) in graph.nodes().iter().enumerate() {
+            let Some(lines) = by_op.get(n.op.as_str()) else {
+                continue;
+            };
+            let w = &self.work[node];
+            for &(t, f) in lines {
+                let slot = &mut table[node * nt + t];
+                if slot.is_nan() {
+                    *slot = f.eval(w.flops + w.bytes);
+                }
+            }
+        }
+    }
+
+    /// Index of device `d`'s type among the model's interned device types.
+    pub(crate) fn device_type_index(&self, d: usize) -> u32 {
+        self.devices[d].dtype
+    }
+
+    /// Name of interned device type `t` (upper case).
+    pub(crate) fn device_type_name(&self, t: u32) -> &str {
+        &self.device_types[t as usize]
     }
 
     /// What the measured mode made of its samples (all zero for an analytic model).
@@ -435,8 +461,9 @@ impl CostModel {
         self.group_memory.len()
     }
 
-    /// Seconds op `node` takes on device `device`: explicit, else measured, else analytic (0 for
-    /// a free op).
+    /// Seconds op `node` takes on device `device`: explicit, else measured or calibrated (work
+    /// ÷ effective speed + the device's per-op overhead, which step stats do not include), else
+    /// analytic (0 for a free op).
     #[inline]
     pub fn op_time(&self, node: NodeId, device: usize) -> f64 {
         let dev = &self.devices[device];
@@ -449,7 +476,7 @@ impl CostModel {
         if let Some(table) = &self.measured {
             let w = table[node * self.device_types.len() + dev.dtype as usize];
             if !w.is_nan() {
-                return w / dev.speed;
+                return w / dev.speed + dev.overhead;
             }
         }
         let w = &self.work[node];
@@ -523,7 +550,13 @@ impl CostModel {
 
     /// Number of compute pools.
     pub fn num_pools(&self) -> usize {
-        self.num_pools
+        self.pool_capacity.len()
+    }
+
+    /// Ops compute pool `pool` runs at full speed at once: the largest concurrency of its
+    /// members (the cores their process's thread pools run on).
+    pub fn pool_capacity(&self, pool: usize) -> f64 {
+        self.pool_capacity[pool]
     }
 
     /// Ops `device` runs at once.
@@ -746,12 +779,13 @@ mod tests {
         assert_eq!((s.samples_used, s.samples_dropped), (4, 2));
         assert_eq!(s.ops_measured, 2);
         // Median 600 µs on CPU:0; CPU:1 is half as fast.
-        assert!((m.op_time(1, 0) - 600e-6).abs() < 1e-12);
-        assert!((m.op_time(1, 1) - 1200e-6).abs() < 1e-12);
-        assert!((m.op_time(2, 0) - 50e-6).abs() < 1e-12);
+        // (Measured times get the device's per-op overhead, 1 µs, which step stats lack.)
+        assert!((m.op_time(1, 0) - 601e-6).abs() < 1e-12);
+        assert!((m.op_time(1, 1) - 1201e-6).abs() < 1e-12);
+        assert!((m.op_time(2, 0) - 51e-6).abs() < 1e-12);
         // relu2 was never timed: the Relu fit (one size → through the origin) scales by size.
         // relu: 1e4 FLOPs + 8e4 bytes; relu2: 1e5 + 4.4e5.
-        let expected = 50e-6 * (1e5 + 4.4e5) / (1e4 + 8e4);
+        let expected = 50e-6 * (1e5 + 4.4e5) / (1e4 + 8e4) + 1e-6;
         assert!(
             (m.op_time(3, 0) - expected).abs() < 1e-12,
             "{}",
@@ -761,5 +795,71 @@ mod tests {
         let analytic = CostModel::new(&g, &c).unwrap();
         assert_eq!(m.op_time(1, 2), analytic.op_time(1, 2));
         assert_eq!(m.op_time(0, 0), analytic.op_time(0, 0));
+    }
+
+    #[test]
+    fn calibrated_op_types_replace_analytics_and_measurements_win() {
+        let g = graph();
+        let mut c = cluster();
+        // Relu on CPU: 1000 FLOP-equivalents + 0.1 per unit of size (FLOPs + bytes).
+        c.op_costs.push(OpTypeCost {
+            device_type: "CPU".into(),
+            op: "Relu".into(),
+            intercept: 1000.0,
+            slope: 0.1,
+            points: 3,
+        });
+        let m = CostModel::new(&g, &c).unwrap();
+        // relu: 1e4 FLOPs + 8e4 bytes → 1000 + 9000 = 1e4 work at 1 GFLOP/s = 10 µs + overhead.
+        assert!((m.op_time(2, 0) - (10e-6 + 1e-6)).abs() < 1e-12);
+        // Half available: twice the work time.
+        assert!((m.op_time(2, 1) - (20e-6 + 1e-6)).abs() < 1e-12);
+        // Other types and other device types stay analytic.
+        let a = CostModel::analytic(&g, &c).unwrap();
+        assert_eq!(m.op_time(1, 0), a.op_time(1, 0));
+        assert_eq!(m.op_time(2, 2), a.op_time(2, 2));
+        assert!((a.op_time(2, 0) - (80e-6 + 1e-6)).abs() < 1e-12);
+        // A measurement of relu wins over the calibrated line; relu2 keeps the line since this
+        // graph's own Relu fit only covers… relu2 too (one type): the graph's fit wins there.
+        let mut meas = Measurements::new();
+        meas.add("relu", CPU0, 40e-6);
+        let mm = CostModel::with_measurements(&g, &c, &meas).unwrap();
+        assert!((mm.op_time(2, 0) - (40e-6 + 1e-6)).abs() < 1e-12);
+        let expected = 40e-6 * (1e5 + 4.4e5) / (1e4 + 8e4);
+        assert!((mm.op_time(3, 0) - (expected + 1e-6)).abs() < 1e-12);
+        // cpu_only (a Relu without shapes: size 0) takes the graph's line through the origin.
+        assert!((mm.op_time(4, 0) - 1e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_fitter_turns_timed_ops_into_lines() {
+        let g = graph();
+        let c = cluster();
+        let mut meas = Measurements::new();
+        // relu (size 9e4) 10 µs and relu2 (size 5.4e5) 55 µs on CPU:0 (1 GFLOP/s): work 1e4 and
+        // 5.5e4 → slope 0.1, intercept 1000.
+        meas.add("relu", CPU0, 10e-6);
+        meas.add("relu", CPU0, 11e-6);
+        meas.add("relu", CPU0, 9e-6);
+        meas.add("relu2", CPU1, 110e-6); // half available: work 5.5e4
+        meas.add("nobody", CPU0, 1.0);
+        let mut fitter = OpCostFitter::new();
+        fitter.add(&g, &c, &meas).unwrap();
+        let fits = fitter.fit();
+        assert_eq!(fits.len(), 1, "{fits:?}");
+        let f = &fits[0];
+        assert_eq!(
+            (f.op.as_str(), f.device_type.as_str(), f.points),
+            ("Relu", "CPU", 2)
+        );
+        assert!(
+            (f.slope - 0.1).abs() < 1e-9 && (f.intercept - 1000.0).abs() < 1e-3,
+            "{f:?}"
+        );
+        let s = fitter.summary();
+        assert_eq!(
+            (s.samples_used, s.samples_dropped, s.ops_measured),
+            (4, 1, 2)
+        );
     }
 }

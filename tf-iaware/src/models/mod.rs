@@ -1,7 +1,9 @@
 //! Training graphs built in Rust with the `tensorflow` crate: a small layer vocabulary
-//! ([`builder::Net`]) and the model zoo ([`zoo`]).
+//! ([`builder::Net`]), the model zoo ([`zoo`]) and the network calibration times op by op
+//! ([`calibration`]).
 
 pub mod builder;
+pub mod calibration;
 pub mod replicated;
 pub mod zoo;
 

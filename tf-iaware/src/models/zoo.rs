@@ -66,14 +66,34 @@ pub(crate) fn check_batch(batch: usize) -> Result<()> {
 /// [`Error::UnknownModel`]; [`Error::InvalidArgument`] for a batch outside 1..=65536;
 /// [`Error::TensorFlow`] if TensorFlow rejects an op.
 pub fn build(name: &str, batch: usize, seed: u64) -> Result<Model> {
-    check_batch(batch)?;
     let (shape, classes) = input_shape(name)?;
+    assemble(name, batch, seed, &shape, classes, |net, x| {
+        logits(net, name, x)
+    })
+}
+
+/// Builds a training graph around `body` (input `x` → logits over `classes`): placeholders
+/// `x` (`batch` images of `image` shape) and `y` (one-hot), loss `loss`, momentum SGD `train`,
+/// `init`, and its sidecar.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a batch outside 1..=65536; errors of `body`;
+/// [`Error::TensorFlow`] if TensorFlow rejects an op.
+pub(crate) fn assemble(
+    name: &str,
+    batch: usize,
+    seed: u64,
+    image: &[i64],
+    classes: i64,
+    body: impl FnOnce(&mut Net, Output) -> Result<Output>,
+) -> Result<Model> {
+    check_batch(batch)?;
     let b = batch as i64;
-    let image: Vec<i64> = std::iter::once(b).chain(shape).collect();
+    let image: Vec<i64> = std::iter::once(b).chain(image.iter().copied()).collect();
     let mut net = Net::new(seed);
     let x = net.placeholder("x", &image)?;
     let y = net.placeholder("y", &[b, classes])?;
-    let logits = logits(&mut net, name, x)?;
+    let logits = body(&mut net, x)?;
     let loss = net.softmax_xent_loss(logits, y, "loss")?;
     let tower = TowerLoss {
         loss,
@@ -115,7 +135,7 @@ fn mlp(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
     net.scoped("logits", |n| n.dense(h, 128, classes))
 }
 
-fn conv_relu(
+pub(crate) fn conv_relu(
     net: &mut Net,
     scope: &str,
     x: Output,
@@ -146,15 +166,21 @@ fn lenet(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
 
 /// A square convolution: kernel size, input and output channels, stride.
 #[derive(Clone, Copy)]
-struct Conv {
-    k: i64,
-    cin: i64,
-    cout: i64,
-    stride: i64,
+pub(crate) struct Conv {
+    pub k: i64,
+    pub cin: i64,
+    pub cout: i64,
+    pub stride: i64,
 }
 
 /// conv → batch norm → (relu).
-fn conv_bn(net: &mut Net, scope: &str, x: Output, c: Conv, relu: bool) -> Result<Output> {
+pub(crate) fn conv_bn(
+    net: &mut Net,
+    scope: &str,
+    x: Output,
+    c: Conv,
+    relu: bool,
+) -> Result<Output> {
     net.scoped(scope, |n| {
         let y = n.conv2d(x, c.k, c.cin, c.cout, c.stride, "SAME")?;
         let y = n.batch_norm(y, c.cout)?;

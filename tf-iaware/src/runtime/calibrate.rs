@@ -1,6 +1,16 @@
-//! Calibration through TensorFlow itself: a MatMul micro-benchmark of known FLOPs pinned to each
-//! device, timed through a session, fitted to a sustained FLOP/s and a per-op overhead, and
-//! cached as a [`CalibrationProfile`] (with the TensorFlow version and host) until it is stale.
+//! Calibration through TensorFlow itself, cached as a [`CalibrationProfile`] (with the TensorFlow
+//! version and host) until it is stale. Three measurements per cluster:
+//!
+//! 1. **compute rate** — a MatMul micro-benchmark of known FLOPs pinned to each device, fitted to a
+//!    sustained FLOP/s;
+//! 2. **op types** — the [calibration network](crate::models::calibration) trained op by op
+//!    (inter-op parallelism 1, FULL_TRACE step stats) on each device at two batch sizes: per op
+//!    type a line `work = intercept + slope × size` ([`OpCostFitter`]), and the executor's gap
+//!    per op (step wall time not spent inside any op, divided by the ops run) as the device's
+//!    per-op overhead;
+//! 3. **links** — tensors of three sizes produced on one device and consumed on another, timed
+//!    against the same consumer on the producing device: `latency + bytes / bandwidth` per
+//!    ordered device pair.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -9,18 +19,27 @@ use tensorflow::DataType;
 
 use super::config::SessionConfig;
 use super::session::PlacedSession;
+use super::train::Trainer;
 use crate::apply;
 use crate::cluster::model::CalibrationProfile;
 use crate::cluster::Cluster;
+use crate::cost::{Measurements, OpCostFitter};
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::models::builder::Net;
+use crate::models::calibration;
 use crate::placer::Placement;
 
 /// Square MatMul sizes timed on every device.
 const SIZES: [i64; 3] = [128, 256, 512];
 /// Timed runs per size (the median counts), after one warm-up run.
 const RUNS: usize = 5;
+/// Untimed, wall-timed and traced training steps of the calibration network per batch size.
+const NET_STEPS: (usize, usize, usize) = (2, 5, 3);
+/// Tensor sizes timed on each link, bytes (float32 tensors).
+const LINK_BYTES: [u64; 3] = [4 << 10, 256 << 10, 4 << 20];
+/// Ordered device pairs timed at most; the rest keep their nominal links.
+const MAX_LINKS: usize = 32;
 /// A cached profile older than this is recalibrated, seconds (7 days).
 pub const MAX_AGE_S: u64 = 7 * 24 * 3600;
 
@@ -35,8 +54,8 @@ fn host() -> String {
         .map_or_else(|_| "unknown".into(), |h| h.trim().to_string())
 }
 
-/// Times `SIZES` MatMuls on every device of `cluster` and fits each device's sustained FLOP/s.
-/// Per-op overheads and links keep their nominal figures.
+/// Calibrates every device of `cluster` (compute rate, op-type costs, per-op overhead) and its
+/// links; see the module documentation.
 ///
 /// # Errors
 /// [`Error::TensorFlow`] if a benchmark cannot run; [`Error::Calibration`] if the times do not fit.
@@ -51,12 +70,219 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
             fit.peak_flops / 1e9
         );
     }
-    // The fit's intercept is the cost of a whole `Session::run` (a round trip through the
-    // executor), not of one op inside a step: keep the per-op overhead the cluster model has.
+    // The MatMul fit's intercept is the cost of a whole `Session::run` (a round trip through the
+    // executor), not of one op inside a step; the network below measures that.
     for d in &mut profile.devices {
         d.op_overhead = None;
     }
+    // Op types are fitted against the calibrated rates, so their work scales with them.
+    let mut calibrated = cluster.clone();
+    profile.apply(&mut calibrated)?;
+    let mut fitter = OpCostFitter::new();
+    for device in &cluster.devices {
+        let mut gaps = Vec::new();
+        for batch in calibration::BATCHES {
+            let (m, gap) = time_network(&calibrated, config, &device.name, batch, &mut fitter)?;
+            log::debug!(
+                "calibration: {} batch {batch}: {} op samples, {:.1} µs per op outside ops",
+                device.name,
+                m,
+                gap * 1e6
+            );
+            gaps.push(gap);
+        }
+        gaps.sort_by(f64::total_cmp);
+        let gap = gaps[gaps.len() / 2];
+        if let Some(d) = profile.devices.iter_mut().find(|d| d.name == device.name) {
+            d.op_overhead = Some(gap);
+        }
+        log::info!(
+            "calibration: {}: {:.1} µs executor overhead per op",
+            device.name,
+            gap * 1e6
+        );
+    }
+    profile.op_costs = fitter.fit();
+    log::info!(
+        "calibration: {} op-type cost lines from {} timed ops",
+        profile.op_costs.len(),
+        fitter.summary().ops_measured
+    );
+    calibrate_links(&calibrated, config, &mut profile)?;
     Ok(profile)
+}
+
+/// Trains the calibration network at `batch` with every op on `device`, one op at a time, and
+/// feeds its traced steps to `fitter`. Returns (op samples, executor gap per op in seconds).
+fn time_network(
+    cluster: &Cluster,
+    config: &SessionConfig,
+    device: &str,
+    batch: usize,
+    fitter: &mut OpCostFitter,
+) -> Result<(usize, f64)> {
+    let model = calibration::build(batch, 11)?;
+    let analyzed = analyze_graph(model.net.graph())?;
+    let placement = Placement {
+        strategy: "calibration".into(),
+        devices: analyzed
+            .op_graph
+            .nodes()
+            .iter()
+            .map(|n| (n.name.clone(), device.to_string()))
+            .collect(),
+    };
+    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
+    let sequential = SessionConfig {
+        inter_op_threads: 1,
+        ..config.clone()
+    };
+    let trainer = Trainer::new(
+        PlacedSession::new(placed.graph, &sequential)?,
+        &model.sidecar,
+        Some(batch),
+        11,
+    )?;
+    trainer.init()?;
+    let (warmup, timed, traced) = NET_STEPS;
+    for i in 0..warmup {
+        trainer.step(i, false)?;
+    }
+    let mut walls: Vec<f64> = (0..timed)
+        .map(|i| trainer.step(warmup + i, false).map(|(_, ms, _)| ms * 1e-3))
+        .collect::<Result<_>>()?;
+    walls.sort_by(f64::total_cmp);
+    let wall = walls[timed / 2];
+    let mut m = Measurements::new();
+    let mut inside = Vec::with_capacity(traced);
+    let mut ops_run = 0;
+    for i in 0..traced {
+        let (_, _, stats) = trainer.step(warmup + timed + i, true)?;
+        let Some(stats) = stats else { continue };
+        let mut step = Measurements::new();
+        ops_run = step.add_step_stats(&stats);
+        inside.push(step.samples.iter().map(|s| s.seconds).sum::<f64>());
+        m.samples.extend(step.samples);
+    }
+    inside.sort_by(f64::total_cmp);
+    let gap = match inside.get(inside.len() / 2) {
+        Some(&busy) if ops_run > 0 => ((wall - busy) / ops_run as f64).max(0.0),
+        _ => 0.0,
+    };
+    fitter.add(&analyzed.op_graph, cluster, &m)?;
+    Ok((m.len(), gap))
+}
+
+/// Times transfers between ordered device pairs (at most [`MAX_LINKS`]) and records the fitted
+/// links in `profile`. A pair whose times do not grow with size (the tensor is handed over, not
+/// copied — CPU devices of one process) keeps its nominal link.
+fn calibrate_links(
+    cluster: &Cluster,
+    config: &SessionConfig,
+    profile: &mut CalibrationProfile,
+) -> Result<()> {
+    let n = cluster.devices.len();
+    let pairs: Vec<(usize, usize)> = (0..n)
+        .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
+        .collect();
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    if pairs.len() > MAX_LINKS {
+        log::warn!(
+            "calibration: timing {MAX_LINKS} of {} device pairs; the others keep nominal links",
+            pairs.len()
+        );
+    }
+    let pairs = &pairs[..pairs.len().min(MAX_LINKS)];
+    let names: Vec<&str> = cluster.devices.iter().map(|d| d.name.as_str()).collect();
+    // Per device and size a tensor; per (pair or device, size) a consumer reading one element.
+    let mut net = Net::new(13);
+    let mut sources = Vec::with_capacity(n);
+    for (d, name) in names.iter().enumerate() {
+        sources.push(net.on_device(Some(name.to_string()), |net| {
+            LINK_BYTES
+                .iter()
+                .map(|&b| {
+                    net.synthetic_input(&format!("link_{d}/source_{b}"), &[b as i64 / 4], false)
+                })
+                .collect::<Result<Vec<_>>>()
+        })?);
+    }
+    let consumer = |net: &mut Net, on: usize, from: usize, i: usize| {
+        net.on_device(Some(names[on].to_string()), |net| {
+            let begin = net.const_i32(&format!("link_{from}_{on}/begin_{i}"), &[0])?;
+            let one = net.const_i32(&format!("link_{from}_{on}/size_{i}"), &[1])?;
+            net.op(
+                "Slice",
+                &format!("link_{from}_{on}/corner_{i}"),
+                &[sources[from][i].clone(), begin, one],
+                |d| {
+                    d.set_attr_type("T", DataType::Float)?;
+                    Ok(d.set_attr_type("Index", DataType::Int32)?)
+                },
+            )
+        })
+    };
+    let mut local = Vec::with_capacity(n);
+    for d in 0..n {
+        local.push(
+            (0..LINK_BYTES.len())
+                .map(|i| consumer(&mut net, d, d, i))
+                .collect::<Result<Vec<_>>>()?,
+        );
+    }
+    let mut remote = Vec::with_capacity(pairs.len());
+    for &(a, b) in pairs {
+        remote.push(
+            (0..LINK_BYTES.len())
+                .map(|i| consumer(&mut net, b, a, i))
+                .collect::<Result<Vec<_>>>()?,
+        );
+    }
+    net.on_device(Some(names[0].to_string()), |n| n.init_op())?;
+    let analyzed = analyze_graph(net.graph())?;
+    let placement = Placement {
+        strategy: "calibration".into(),
+        devices: net.placement().clone(),
+    };
+    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
+    let session = PlacedSession::new(placed.graph, config)?;
+    session.run(&[], &[session.op("init", "calibration")?], &[], false)?;
+    let median_run = |op: &tensorflow::Operation| -> Result<f64> {
+        session.run(&[], &[], std::slice::from_ref(op), false)?;
+        let mut t: Vec<f64> = (0..RUNS)
+            .map(|_| {
+                session
+                    .run(&[], &[], std::slice::from_ref(op), false)
+                    .map(|r| r.wall.as_secs_f64())
+            })
+            .collect::<Result<_>>()?;
+        t.sort_by(f64::total_cmp);
+        Ok(t[RUNS / 2])
+    };
+    let mut baseline = Vec::with_capacity(n);
+    for ops in &local {
+        baseline.push(ops.iter().map(&median_run).collect::<Result<Vec<_>>>()?);
+    }
+    for (&(a, b), ops) in pairs.iter().zip(&remote) {
+        let mut samples = Vec::with_capacity(LINK_BYTES.len());
+        for (i, op) in ops.iter().enumerate() {
+            let extra = median_run(op)? - baseline[a][i];
+            samples.push((LINK_BYTES[i], extra.max(0.0)));
+        }
+        match profile.add_link_samples(names[a], names[b], &samples) {
+            Ok(fit) => log::info!(
+                "calibration: {} → {}: {:.0} µs + {:.2} GB/s",
+                names[a],
+                names[b],
+                fit.link.latency * 1e6,
+                fit.link.bandwidth / 1e9
+            ),
+            Err(e) => log::info!("calibration: keeping the nominal link: {e}"),
+        }
+    }
+    Ok(())
 }
 
 /// (FLOPs, seconds) of one MatMul per size on `device`.
@@ -176,4 +402,99 @@ pub fn calibrate_and_store(cluster: &mut Cluster, config: &SessionConfig) -> Res
     std::fs::write(&path, profile.to_json()?).map_err(|e| Error::io(&path, e))?;
     profile.apply(cluster)?;
     Ok(path)
+}
+
+/// Scales each device's compute rate and memory bandwidth so that the cost model's time for one
+/// whole replica of `graph` (every op on that device, one after another) matches what the
+/// device measured through TensorFlow: `fixed_ms + batch / samples_per_sec` of its
+/// [`WorkerCapacity`] (from the data-parallel calibration). Devices without a capacity keep
+/// their figures. Returns the factor applied per device (1 where unchanged).
+///
+/// # Errors
+/// As [`CostModel::new`](crate::cost::CostModel::new); [`Error::Calibration`] for a capacity
+/// that is not a positive throughput or a graph with no work.
+pub fn scale_to_replicas(
+    cluster: &mut Cluster,
+    graph: &crate::graph::OpGraph,
+    batch: usize,
+    capacity: &[crate::parallel::WorkerCapacity],
+) -> Result<Vec<f64>> {
+    let cost = crate::cost::CostModel::new(graph, cluster)?;
+    let mut factors = vec![1.0; cluster.devices.len()];
+    for c in capacity {
+        let Some(d) = cluster.index_of(&c.device) else {
+            continue;
+        };
+        if !(c.samples_per_sec.is_finite() && c.samples_per_sec > 0.0) {
+            return Err(Error::Calibration {
+                subject: c.device.clone(),
+                reason: format!("throughput {} samples/s is not positive", c.samples_per_sec),
+            });
+        }
+        let measured = (c.fixed_ms.max(0.0) + batch as f64 / c.samples_per_sec * 1e3) * 1e-3;
+        let modelled: f64 = (0..graph.len()).map(|n| cost.op_time(n, d)).sum();
+        if modelled <= 0.0 {
+            return Err(Error::Calibration {
+                subject: c.device.clone(),
+                reason: "the graph has no work to scale against".into(),
+            });
+        }
+        let f = modelled / measured;
+        let dev = &mut cluster.devices[d];
+        dev.peak_flops *= f;
+        dev.memory_bandwidth *= f;
+        factors[d] = f;
+    }
+    Ok(factors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Device;
+    use crate::graph::{DType, OpGraphBuilder};
+    use crate::parallel::WorkerCapacity;
+
+    #[test]
+    fn replicas_scale_device_speeds_to_their_measured_throughput() {
+        let mut b = OpGraphBuilder::new();
+        let x = b.add("x", "Placeholder").unwrap();
+        b.output(x, DType::FLOAT, Some(vec![100, 100]));
+        let mm = b.add("mm", "MatMul").unwrap();
+        b.connect(x, 0, mm);
+        b.connect(x, 0, mm);
+        b.output(mm, DType::FLOAT, Some(vec![100, 100]));
+        let graph = b.build().unwrap();
+        let dev = |i: usize| {
+            let mut d = Device::nominal(
+                &format!("/job:worker/replica:0/task:{i}/device:CPU:0"),
+                "CPU",
+                None,
+                "h",
+            );
+            d.peak_flops = 1e9;
+            d.op_overhead = 0.0;
+            d
+        };
+        let mut cluster = Cluster::new(vec![dev(0), dev(1), dev(2)]);
+        // The MatMul (2e6 FLOPs) takes 2 ms at 1 GFLOP/s. Worker 0 measured 4 ms per replica of
+        // 10 samples (half the modelled speed), worker 1 1 ms (twice); worker 2 was not timed.
+        let caps = [
+            WorkerCapacity::rate(&cluster.devices[0].name, 10.0 / 4e-3),
+            WorkerCapacity {
+                device: cluster.devices[1].name.clone(),
+                samples_per_sec: 20.0 / 1e-3,
+                fixed_ms: 0.5,
+            },
+        ];
+        let f = scale_to_replicas(&mut cluster, &graph, 10, &caps).unwrap();
+        assert!(
+            (f[0] - 0.5).abs() < 1e-9 && (f[1] - 2.0).abs() < 1e-9 && f[2] == 1.0,
+            "{f:?}"
+        );
+        assert!((cluster.devices[1].peak_flops - 2e9).abs() < 1.0);
+        let bad = [WorkerCapacity::rate(&cluster.devices[0].name, 0.0)];
+        let err = scale_to_replicas(&mut cluster, &graph, 10, &bad).unwrap_err();
+        assert!(err.to_string().contains("worker/replica:0/task:0"), "{err}");
+    }
 }

@@ -174,6 +174,18 @@ impl Trainer {
         Ok((loss, out.wall.as_secs_f64() * 1e3, out.step_stats))
     }
 
+    /// Runs `n` more training steps traced (FULL_TRACE), numbered from `first`, and returns
+    /// their step stats: samples for the measured cost model
+    /// ([`Measurements::add_step_stats`](crate::cost::Measurements::add_step_stats)).
+    ///
+    /// # Errors
+    /// As [`Trainer::step`].
+    pub fn traced_steps(&self, first: usize, n: usize) -> Result<Vec<StepStats>> {
+        (first..first + n)
+            .filter_map(|i| self.step(i, true).map(|(_, _, s)| s).transpose())
+            .collect()
+    }
+
     /// Initialises, runs `warmup` untimed steps and `steps` timed ones; the last step is traced
     /// (FULL_TRACE) to learn what ran where, and checked against `placement` when given.
     ///

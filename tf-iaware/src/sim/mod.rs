@@ -5,8 +5,9 @@
 //!   [`CostModel::op_time`]; ops that are ready wait in a per-device queue served first come, first
 //!   served (ties: topological position);
 //! - devices of one compute pool ([`Device::compute_pool`](crate::cluster::Device): the CPU
-//!   devices of one process) share its capacity: the ops running on them at once progress at an
-//!   equal share of it;
+//!   devices of one process) share its capacity (its members' largest concurrency, in ops at
+//!   full speed): the ops running on them at once progress at an equal share of it, each at
+//!   most at full speed;
 //! - an op is ready when each of its inputs has arrived on its device and each control
 //!   predecessor has finished (and, across devices, its control token has arrived);
 //! - a tensor consumed on another device is sent once per (tensor, receiving device) as soon as its
@@ -103,8 +104,8 @@ pub fn lower_bound(cost: &CostModel) -> LowerBound {
     let mut finish = vec![0.0f64; n];
     let mut critical = 0.0f64;
     let mut weighted = 0.0f64;
-    // A device of its own adds speed × lanes; a compute pool adds its fastest member's speed
-    // once, however many devices share it.
+    // A device of its own adds speed × lanes; a compute pool adds its fastest member's speed ×
+    // its capacity once, however many devices share it.
     let mut pool_speed = vec![0.0f64; cost.num_pools()];
     let mut capacity = 0.0f64;
     for d in 0..nd {
@@ -113,7 +114,11 @@ pub fn lower_bound(cost: &CostModel) -> LowerBound {
             None => capacity += cost.speed(d) * cost.lanes(d) as f64,
         }
     }
-    capacity += pool_speed.iter().sum::<f64>();
+    capacity += pool_speed
+        .iter()
+        .enumerate()
+        .map(|(p, s)| s * cost.pool_capacity(p))
+        .sum::<f64>();
     for &id in dag.topo() {
         let i = id as usize;
         let mut fastest = f64::INFINITY;
@@ -200,11 +205,14 @@ impl Ord for Event {
 }
 
 /// A capacity shared equally by the jobs on it (processor sharing with a virtual clock: `virt`
-/// grows at `rate / active` units per second, and a job ends when `virt` reaches its tag). A link
-/// (bytes/s, jobs are transfers) or a compute pool (1 s of work per second, jobs are ops).
+/// grows at `min(rate / active, cap)` units per second, and a job ends when `virt` reaches its
+/// tag). A link (bytes/s, jobs are transfers, no cap) or a compute pool (as many seconds of work
+/// per second as it has cores, jobs are ops, each at most at full speed).
 #[derive(Debug)]
 struct Shared {
     rate: f64,
+    /// Most units per second one job gets.
+    cap: f64,
     virt: f64,
     last: f64,
     active: u32,
@@ -214,9 +222,10 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(rate: f64, now: f64) -> Self {
+    fn new(rate: f64, cap: f64, now: f64) -> Self {
         Shared {
             rate,
+            cap,
             virt: 0.0,
             last: now,
             active: 0,
@@ -225,9 +234,14 @@ impl Shared {
         }
     }
 
+    /// Units per second each active job gets now.
+    fn per_job(&self) -> f64 {
+        (self.rate / self.active.max(1) as f64).min(self.cap)
+    }
+
     fn advance(&mut self, now: f64) {
         if self.active > 0 {
-            self.virt += (now - self.last) * self.rate / self.active as f64;
+            self.virt += (now - self.last) * self.per_job();
         }
         self.last = now;
     }
@@ -247,7 +261,7 @@ impl Shared {
     fn next_end(&mut self, now: f64) -> Option<(f64, u32)> {
         self.version = self.version.wrapping_add(1);
         let std::cmp::Reverse((tag, _)) = self.pending.peek()?;
-        let when = now + (tag.0 - self.virt).max(0.0) * self.active as f64 / self.rate;
+        let when = now + (tag.0 - self.virt).max(0.0) / self.per_job();
         Some((when, self.version))
     }
 
@@ -442,8 +456,11 @@ impl Sim<'_> {
             Some(c) => c,
             None => {
                 let c = self.channels.len() as u32;
-                self.channels
-                    .push(Shared::new(self.cost.link(t.from, t.to).bandwidth, now));
+                self.channels.push(Shared::new(
+                    self.cost.link(t.from, t.to).bandwidth,
+                    f64::INFINITY,
+                    now,
+                ));
                 self.channel_of.insert(t.from, t.to, c);
                 c
             }
@@ -544,7 +561,7 @@ pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
         channels: Vec::new(),
         channel_of: ChannelIndex::new(nd),
         pools: (0..cost.num_pools())
-            .map(|_| Shared::new(1.0, 0.0))
+            .map(|p| Shared::new(cost.pool_capacity(p), 1.0, 0.0))
             .collect(),
         done: Vec::new(),
         result: SimResult {
@@ -774,6 +791,31 @@ pub(crate) mod tests {
         // The bound: capacity is one pool + one device.
         let lb = lower_bound(&m);
         assert!((lb.work - 4.0 / 2.0).abs() < 1e-8, "{lb:?}");
+    }
+
+    #[test]
+    fn a_pool_of_two_cores_runs_two_ops_at_full_speed() {
+        // Three independent 1 s ops on one device with two lanes in a pool of two cores: two run
+        // at full speed (end at 1 s), the third after them (2 s). With a second device in the
+        // pool and two more ops, four ops share two cores: each at half speed.
+        let g = graph(3, &[]);
+        let mut c = cluster(2, 0.0, 1.0);
+        for d in &mut c.devices {
+            d.compute_pool = Some("host".into());
+            d.concurrency = 2;
+        }
+        let m = model(&g, &c, &[[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]);
+        assert_eq!(m.pool_capacity(0), 2.0);
+        let r = simulate(&m, &[0, 0, 0]).unwrap();
+        let ends: Vec<f64> = r.ops.iter().map(|o| o.end).collect();
+        assert_eq!(ends, vec![1.0, 1.0, 2.0]);
+        let g = graph(4, &[]);
+        let m = model(&g, &c, &[[1.0, 1.0]; 4]);
+        let r = simulate(&m, &[0, 0, 1, 1]).unwrap();
+        assert!(r.ops.iter().all(|o| (o.end - 2.0).abs() < 1e-9), "{r:?}");
+        // The bound: one pool of two cores.
+        let lb = lower_bound(&m);
+        assert!((lb.work - 2.0).abs() < 1e-6, "{lb:?}");
     }
 
     #[test]
