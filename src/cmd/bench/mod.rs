@@ -3,6 +3,7 @@
 //! for scenarios with drift, step time over steps with and without adaptation.
 
 mod adapt;
+mod model_parallel;
 mod svg;
 
 use std::path::PathBuf;
@@ -28,10 +29,12 @@ pub struct Args {
     /// Zoo model trained data-parallel.
     #[arg(long, default_value = "resnet20")]
     model: String,
-    /// Strategies, comma-separated: replica-setter (stock TensorFlow), infra-aware.
+    /// Strategies, comma-separated: data-parallel replica-setter (stock TensorFlow) and
+    /// infra-aware; model-parallel per-op strategies (heft, etf, single-fastest, round-robin, …)
+    /// over the workers.
     #[arg(
         long,
-        default_value = "replica-setter,infra-aware",
+        default_value = "replica-setter,infra-aware,heft",
         value_delimiter = ','
     )]
     strategies: Vec<String>,
@@ -62,7 +65,10 @@ pub struct Args {
 #[derive(Serialize)]
 pub struct StrategyResult {
     pub strategy: String,
-    pub plan: DataParallelPlan,
+    /// The data-parallel plan (data-parallel strategies).
+    pub plan: Option<DataParallelPlan>,
+    /// Ops per worker (model-parallel strategies).
+    pub ops_per_device: Option<Vec<(String, usize)>>,
     pub step_ms: StepTimes,
     pub step_ms_all: Vec<f64>,
     pub images_per_sec: f64,
@@ -100,12 +106,15 @@ struct BenchReport {
 /// A strategy ready to step.
 struct Contender {
     name: String,
-    plan: DataParallelPlan,
+    plan: Option<DataParallelPlan>,
+    ops_per_device: Option<Vec<(String, usize)>>,
+    predicted_ms: Option<f64>,
     trainer: Trainer,
     times: Vec<f64>,
     losses: Vec<f32>,
 }
 
+/// The data-parallel plan of strategy `name`, or `None` for a per-op strategy.
 fn plan_for(
     name: &str,
     workers: &[String],
@@ -113,18 +122,32 @@ fn plan_for(
     vars: &[VarInfo],
     batch: usize,
     calibration: &[WorkerCapacity],
-) -> Result<DataParallelPlan> {
+) -> Result<Option<DataParallelPlan>> {
     Ok(match name {
-        "replica-setter" => parallel::replica_setter(workers, ps, vars, batch)?,
+        "replica-setter" => Some(parallel::replica_setter(workers, ps, vars, batch)?),
         "infra-aware" => {
             let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
             let options = InfraAwareOptions {
                 per_replica_overhead_ms: OVERHEAD_MS,
                 ..Default::default()
             };
-            parallel::infra_aware(calibration, &ps_cap, vars, batch, &options)?
+            Some(parallel::infra_aware(
+                calibration,
+                &ps_cap,
+                vars,
+                batch,
+                &options,
+            )?)
         }
-        other => bail!("unknown benchmark strategy `{other}` (replica-setter, infra-aware)"),
+        "tf-default" => bail!(
+            "`tf-default` is not a benchmark strategy: replica-setter is stock TensorFlow's \
+             data-parallel recipe"
+        ),
+        other => {
+            // A per-op strategy: unknown names fail here with the list of strategies.
+            tf_iaware::placer::by_name(other)?;
+            None
+        }
     })
 }
 
@@ -185,22 +208,59 @@ pub fn run(args: &Args) -> Result<()> {
 
     let mut contenders = Vec::new();
     for name in &args.strategies {
-        let plan = plan_for(name, &workers, &ps, &vars, args.batch, &calibration)?;
-        let shares: Vec<String> = plan.replicas.iter().map(|r| r.batch.to_string()).collect();
-        eprintln!(
-            "{name}: {} replicas, shares [{}]",
-            plan.replicas.len(),
-            shares.join(", ")
-        );
-        let (trainer, _, _) = data_parallel::prepare(&args.model, &plan, &devices, &config, 1)?;
-        trainer.init()?;
-        contenders.push(Contender {
-            name: name.clone(),
-            plan,
-            trainer,
-            times: Vec::new(),
-            losses: Vec::new(),
-        });
+        let contender = match plan_for(name, &workers, &ps, &vars, args.batch, &calibration)? {
+            Some(plan) => {
+                let shares: Vec<String> =
+                    plan.replicas.iter().map(|r| r.batch.to_string()).collect();
+                eprintln!(
+                    "{name}: {} replicas, shares [{}]",
+                    plan.replicas.len(),
+                    shares.join(", ")
+                );
+                let (trainer, _, _) =
+                    data_parallel::prepare(&args.model, &plan, &devices, &config, 1)?;
+                Contender {
+                    name: name.clone(),
+                    predicted_ms: data_parallel::predict_step_ms(&plan, &calibration, OVERHEAD_MS),
+                    plan: Some(plan),
+                    ops_per_device: None,
+                    trainer,
+                    times: Vec::new(),
+                    losses: Vec::new(),
+                }
+            }
+            None => {
+                let p = model_parallel::prepare(
+                    name,
+                    &args.model,
+                    args.batch,
+                    &devices,
+                    &workers,
+                    &config,
+                    &calibration,
+                )?;
+                let ops: Vec<String> = p
+                    .ops_per_device
+                    .iter()
+                    .map(|(d, n)| format!("{d}: {n}"))
+                    .collect();
+                eprintln!(
+                    "{name}: model-parallel, ops per worker [{}]",
+                    ops.join(", ")
+                );
+                Contender {
+                    name: name.clone(),
+                    plan: None,
+                    ops_per_device: Some(p.ops_per_device),
+                    predicted_ms: Some(p.predicted_ms),
+                    trainer: p.trainer,
+                    times: Vec::new(),
+                    losses: Vec::new(),
+                }
+            }
+        };
+        contender.trainer.init()?;
+        contenders.push(contender);
     }
     let per_round = args.steps.div_ceil(args.repeats);
     let total = (contenders.len() * (args.warmup + per_round * args.repeats)) as u64;
@@ -255,7 +315,7 @@ pub fn run(args: &Args) -> Result<()> {
             .map(|ms| args.batch as f64 / (ms / 1e3))
             .collect();
         let (_, std) = mean_std(&ips);
-        let predicted = data_parallel::predict_step_ms(&c.plan, &calibration, OVERHEAD_MS);
+        let predicted = c.predicted_ms;
         results.push(StrategyResult {
             strategy: c.name.clone(),
             images_per_sec: args.batch as f64 / (step.median / 1e3),
@@ -270,6 +330,7 @@ pub fn run(args: &Args) -> Result<()> {
             loss_last: c.losses.last().copied().unwrap_or(f32::NAN),
             step_ms_all: c.times,
             plan: c.plan,
+            ops_per_device: c.ops_per_device,
             step_ms: step,
         });
     }

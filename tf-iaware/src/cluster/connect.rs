@@ -75,6 +75,12 @@ pub fn connect_tf_config_at(
                     index: task as usize,
                 };
                 d.host = tf_config.address(&id).unwrap_or("unknown").to_string();
+                if d.device_type.eq_ignore_ascii_case("CPU") {
+                    // Each task is its own process: its CPU devices share its cores, not the
+                    // driver's; how many ops it runs at once is not known from here.
+                    d.compute_pool = Some(d.host.clone());
+                    d.concurrency = 1;
+                }
             }
         }
     }

@@ -1,0 +1,69 @@
+//! The model-parallel contender of `bench`: the zoo model at the global batch as one graph, its
+//! ops placed over the workers by a per-op strategy (`heft`, `etf`, …) with each worker's speed
+//! taken from the data-parallel calibration, trained through the same gRPC cluster.
+
+use anyhow::Result;
+use tf_iaware::apply;
+use tf_iaware::cluster::Cluster;
+use tf_iaware::cost::CostModel;
+use tf_iaware::graph::analyze::analyze_graph;
+use tf_iaware::models;
+use tf_iaware::parallel::WorkerCapacity;
+use tf_iaware::placer;
+use tf_iaware::runtime::{calibrate, PlacedSession, SessionConfig, Trainer};
+
+/// A per-op strategy's placement, ready to step.
+pub struct Prepared {
+    pub trainer: Trainer,
+    /// The simulator's step time for the placement, ms.
+    pub predicted_ms: f64,
+    /// Ops per device.
+    pub ops_per_device: Vec<(String, usize)>,
+}
+
+/// Builds `model` at `batch`, places it with `strategy` over the `workers` of `devices` (ps
+/// tasks only hold the data-parallel variables; they get no ops here), with worker speeds
+/// scaled to `calibration` ([`calibrate::scale_to_replicas`]), and opens a session.
+pub fn prepare(
+    strategy: &str,
+    model: &str,
+    batch: usize,
+    devices: &Cluster,
+    workers: &[String],
+    config: &SessionConfig,
+    calibration: &[WorkerCapacity],
+) -> Result<Prepared> {
+    let built = models::build(model, batch, 7)?;
+    let analyzed = analyze_graph(built.net.graph())?;
+    let mut cluster = Cluster {
+        devices: devices
+            .devices
+            .iter()
+            .filter(|d| workers.contains(&d.name))
+            .cloned()
+            .collect(),
+        ..devices.clone()
+    };
+    calibrate::scale_to_replicas(&mut cluster, &analyzed.op_graph, batch, calibration)?;
+    let cost = CostModel::new(&analyzed.op_graph, &cluster)?;
+    let (placement, report) =
+        placer::by_name(strategy)?.place_with_report(&analyzed.op_graph, &cluster, &cost)?;
+    let placed = apply::apply(
+        &analyzed.graph_def,
+        &analyzed.op_graph,
+        &cluster,
+        &placement,
+    )?;
+    let session = PlacedSession::new(placed.graph, config)?;
+    let trainer = Trainer::new(session, &built.sidecar, Some(batch), 7)?;
+    Ok(Prepared {
+        trainer,
+        predicted_ms: report.predicted_step_ms,
+        ops_per_device: report
+            .devices
+            .iter()
+            .filter(|(_, d)| d.ops > 0)
+            .map(|(name, d)| (name.clone(), d.ops))
+            .collect(),
+    })
+}
