@@ -204,7 +204,7 @@ pub fn run(args: &Args) -> Result<()> {
             c.device, c.samples_per_sec, c.fixed_ms
         );
     }
-    let lower_bound = data_parallel::lower_bound_ms(args.batch, &calibration);
+    let lower_bound = parallel::lower_bound_ms(args.batch, &calibration);
 
     let mut contenders = Vec::new();
     for name in &args.strategies {
@@ -410,8 +410,8 @@ fn print_table(results: &[StrategyResult], args: &Args, lower_bound: f64) {
         );
     }
     println!(
-        "lower bound {lower_bound:.1} ms/step (global batch {} over the calibrated throughput of all workers); \
-         time to train = {} samples",
+        "lower bound {lower_bound:.1} ms/step (global batch {} shared by all workers at their calibrated \
+         fixed cost and throughput, no synchronisation); time to train = {} samples",
         args.batch, args.samples
     );
 }

@@ -5,6 +5,6 @@
 pub mod plan;
 
 pub use plan::{
-    infra_aware, replica_setter, DataParallelPlan, InfraAwareOptions, Replica, VarInfo,
-    WorkerCapacity,
+    infra_aware, lower_bound_ms, replica_setter, DataParallelPlan, InfraAwareOptions, Replica,
+    VarInfo, WorkerCapacity,
 };

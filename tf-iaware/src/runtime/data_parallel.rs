@@ -225,13 +225,6 @@ pub fn predict_step_ms(
     Some(worst + plan.replicas.len() as f64 * per_replica_overhead_ms)
 }
 
-/// Lower bound of a synchronous step of `global_batch` samples on workers of `capacity`, ms:
-/// every worker's marginal throughput used for the same time, no fixed or synchronisation cost.
-pub fn lower_bound_ms(global_batch: usize, capacity: &[WorkerCapacity]) -> f64 {
-    let rate: f64 = capacity.iter().map(|c| c.samples_per_sec).sum();
-    global_batch as f64 / rate * 1e3
-}
-
 /// Workers (devices of `plan`'s replicas or any list) whose task still accepts connections.
 pub fn reachable(devices: &[String], tf_config: &TfConfig) -> Vec<String> {
     devices
