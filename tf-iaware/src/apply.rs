@@ -10,6 +10,7 @@ use tensorflow::{Graph, ImportGraphDefOptions};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::graph::{DeviceName, OpGraph};
+use crate::placer::resolve::{check_kernel, split_colocation};
 use crate::placer::Placement;
 use crate::proto::GraphDef;
 
@@ -43,15 +44,7 @@ pub fn validate(
         let id = graph.require(op, &format!("placement `{}`", placement.strategy))?;
         DeviceName::parse(device)?;
         let d = &cluster.devices[cluster.resolve(op, device)?];
-        let node = graph.node(id);
-        if !node.has_kernel_for(&d.device_type) {
-            return Err(Error::NoKernel {
-                op: op.clone(),
-                op_type: node.op.clone(),
-                device: d.name.clone(),
-                available: node.kernel_device_types.join(", "),
-            });
-        }
+        check_kernel(graph.node(id), d)?;
         resolved.insert(op.clone(), d.name.clone());
     }
     for group in graph.groups() {
@@ -63,13 +56,8 @@ pub fn validate(
             };
             match first {
                 None => first = Some((name, device)),
-                Some((other_op, other_device)) if other_device != device => {
-                    return Err(Error::SplitColocation {
-                        group: group.name.clone(),
-                        op: name.into(),
-                        device: device.clone(),
-                        other: Box::new((other_op.into(), other_device.into())),
-                    })
+                Some(other) if other.1 != device => {
+                    return Err(split_colocation(&group.name, (name, device), other));
                 }
                 Some(_) => {}
             }

@@ -6,9 +6,36 @@
 use std::collections::HashMap;
 
 use super::Placement;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Device};
 use crate::error::{Error, Result};
-use crate::graph::{DeviceName, OpGraph};
+use crate::graph::{DeviceName, OpGraph, OpNode};
+
+/// `Ok` if `device`'s type has a kernel for `node`, else [`Error::NoKernel`] naming both.
+pub(crate) fn check_kernel(node: &OpNode, device: &Device) -> Result<()> {
+    if node.has_kernel_for(&device.device_type) {
+        return Ok(());
+    }
+    Err(Error::NoKernel {
+        op: node.name.clone(),
+        op_type: node.op.clone(),
+        device: device.name.clone(),
+        available: node.kernel_device_types.join(", "),
+    })
+}
+
+/// [`Error::SplitColocation`]: `op` of `group` on `device`, while `other_op` is on `other_device`.
+pub(crate) fn split_colocation(
+    group: &str,
+    (op, device): (&str, &str),
+    (other_op, other_device): (&str, &str),
+) -> Error {
+    Error::SplitColocation {
+        group: group.into(),
+        op: op.into(),
+        device: device.into(),
+        other: Box::new((other_op.into(), other_device.into())),
+    }
+}
 
 /// TensorFlow's device-type priority (higher first).
 fn type_priority(device_type: &str) -> u8 {
@@ -98,26 +125,15 @@ pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> 
                 }
             };
             let dev = &cluster.devices[d];
-            if !node.has_kernel_for(&dev.device_type) {
-                return Err(Error::NoKernel {
-                    op: node.name.clone(),
-                    op_type: node.op.clone(),
-                    device: dev.name.clone(),
-                    available: node.kernel_device_types.join(", "),
-                });
-            }
+            check_kernel(node, dev)?;
             match chosen {
                 None => chosen = Some((d, m)),
                 Some((other, om)) if other != d => {
-                    return Err(Error::SplitColocation {
-                        group: group.name.clone(),
-                        op: node.name.clone(),
-                        device: dev.name.clone(),
-                        other: Box::new((
-                            graph.node(om).name.clone(),
-                            cluster.devices[other].name.clone(),
-                        )),
-                    });
+                    return Err(split_colocation(
+                        &group.name,
+                        (&node.name, &dev.name),
+                        (&graph.node(om).name, &cluster.devices[other].name),
+                    ));
                 }
                 Some(_) => {}
             }
@@ -125,19 +141,8 @@ pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> 
         let d = match chosen {
             Some((d, _)) => {
                 // Unplaced members follow the group; they need kernels there too.
-                let t = &cluster.devices[d].device_type;
-                if let Some(&m) = group
-                    .members
-                    .iter()
-                    .find(|&&m| !graph.node(m).has_kernel_for(t))
-                {
-                    let node = graph.node(m);
-                    return Err(Error::NoKernel {
-                        op: node.name.clone(),
-                        op_type: node.op.clone(),
-                        device: cluster.devices[d].name.clone(),
-                        available: node.kernel_device_types.join(", "),
-                    });
+                for &m in &group.members {
+                    check_kernel(graph.node(m), &cluster.devices[d])?;
                 }
                 d
             }
