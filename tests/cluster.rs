@@ -178,6 +178,7 @@ fn training_restores_the_checkpoint_after_losing_the_ps() {
         checkpoint_every: 2,
         ps_wait: std::time::Duration::from_secs(30),
         trace_last: true,
+        seed: 1,
     };
     let mut killed = false;
     let started = std::time::Instant::now();
@@ -265,6 +266,7 @@ fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
         checkpoint_every: 2,
         ps_wait: std::time::Duration::from_secs(2),
         trace_last: false,
+        seed: 1,
     };
     let mut alive_ps_seen = Vec::new();
     let started = std::time::Instant::now();

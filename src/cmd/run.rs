@@ -202,6 +202,7 @@ fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
                 checkpoint_every: every,
                 ps_wait: Duration::from_millis(config.operation_timeout_ms.max(1_000) as u64),
                 trace_last: true,
+                seed: args.seed,
             };
             let r = data_parallel::train_recovering(
                 model,

@@ -436,16 +436,20 @@ pub struct RecoveryOptions {
     pub ps_wait: Duration,
     /// Trace the last step (FULL_TRACE) for [`RecoveringReport::executed`].
     pub trace_last: bool,
+    /// Seed of the initialisers and synthetic batches (as [`train`]'s `seed`).
+    pub seed: u64,
 }
 
 impl Default for RecoveryOptions {
-    /// 3 recoveries, a checkpoint every 5 steps, 30 s for a lost ps to come back, no trace.
+    /// 3 recoveries, a checkpoint every 5 steps, 30 s for a lost ps to come back, no trace,
+    /// seed 1.
     fn default() -> Self {
         RecoveryOptions {
             max_recoveries: 3,
             checkpoint_every: 5,
             ps_wait: Duration::from_secs(30),
             trace_last: false,
+            seed: 1,
         }
     }
 }
@@ -637,7 +641,7 @@ fn assess(
         target: target.clone(),
         ..config.clone()
     };
-    let run = prepare_run(name, &plan, cluster, &session_config, 1)?;
+    let run = prepare_run(name, &plan, cluster, &session_config, options.seed)?;
     damage.isolated = config.isolate_state;
     // With isolated sessions every variable is new to this one: the probe cannot tell.
     if has_checkpoint && !damage.isolated {
@@ -745,7 +749,7 @@ pub fn train_recovering(
     }
     let (_, all_ps) = worker_and_ps_devices(cluster)?;
     let mut config = config.clone();
-    let mut run = prepare_run(name, &plan, cluster, &config, 1)?;
+    let mut run = prepare_run(name, &plan, cluster, &config, options.seed)?;
     let mut current = plan;
     let mut report = RecoveringReport {
         losses: Vec::new(),
