@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
+use tf_iaware::cluster::tf_config::TfConfig;
 use tf_iaware::cluster::{self, Cluster, ClusterSpec};
 use tf_iaware::cost::{CostModel, Measurements};
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
@@ -50,6 +51,8 @@ pub fn load_sidecar(
 pub struct Connected {
     pub cluster: Cluster,
     pub config: SessionConfig,
+    /// The cluster's TF_CONFIG (task addresses), for `tf-config…` and `emulated:…` clusters.
+    pub tf_config: Option<TfConfig>,
     /// Held only so the emulated processes live until the command ends (dropped: torn down).
     #[allow(dead_code)]
     pub emulated: Option<EmulatedCluster>,
@@ -67,14 +70,21 @@ pub fn connect(spec: &str) -> Result<Connected> {
         return Ok(Connected {
             cluster,
             config,
+            tf_config: Some(emulated.tf_config().clone()),
             emulated: Some(emulated),
         });
     }
     let (mut cluster, config) = cluster::connect(&spec)?;
     apply_calibration(&mut cluster)?;
+    let tf_config = match &spec {
+        ClusterSpec::TfConfig(Some(path)) => Some(TfConfig::from_file(path)?),
+        ClusterSpec::TfConfig(None) => Some(TfConfig::from_env()?),
+        _ => None,
+    };
     Ok(Connected {
         cluster,
         config,
+        tf_config,
         emulated: None,
     })
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions};
-use tf_iaware::runtime::data_parallel;
+use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
 use tf_iaware::runtime::stats::executed_nodes;
 
 /// Cluster tests start several TensorFlow processes each: one at a time on a 2-core machine.
@@ -120,8 +120,11 @@ fn training_survives_a_killed_worker() {
         &config,
         &tf_config,
         6,
-        2,
-        |alive| parallel::replica_setter(alive, &ps, &vars, 30),
+        &RecoveryOptions {
+            max_recoveries: 2,
+            ..RecoveryOptions::default()
+        },
+        |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 30),
         |step| {
             if step == 3 {
                 cluster.kill_worker(2);
@@ -132,7 +135,13 @@ fn training_survives_a_killed_worker() {
     assert_eq!(report.losses.len(), 6, "all steps ran");
     assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
     assert_eq!(report.recoveries[0].step, 3);
+    assert_eq!(report.recoveries[0].kind, FaultKind::Worker);
     assert_eq!(report.recoveries[0].lost, vec![workers[2].clone()]);
+    assert_eq!(
+        (report.recoveries[0].restored_from, report.steps_run),
+        (None, 6),
+        "the variables on the ps survived: nothing is redone"
+    );
     assert_eq!(report.final_plan.replicas.len(), 2);
     assert_eq!(
         report.final_plan.global_batch(),
@@ -143,6 +152,170 @@ fn training_survives_a_killed_worker() {
         report.losses[5] < report.losses[0],
         "training went on from the ps state: {:?}",
         report.losses
+    );
+    assert!(
+        started.elapsed().as_secs() < 120,
+        "recovery is bounded: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn training_restores_the_checkpoint_after_losing_the_ps() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    config.operation_timeout_ms = 15_000;
+    config.run_timeout_ms = 30_000;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    assert_eq!(ps.len(), 1);
+    let vars = replicated::variables("mlp").unwrap();
+    let plan = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let options = RecoveryOptions {
+        max_recoveries: 2,
+        checkpoint_every: 2,
+        ps_wait: std::time::Duration::from_secs(30),
+        trace_last: true,
+        seed: 1,
+    };
+    let mut killed = false;
+    let started = std::time::Instant::now();
+    let report = data_parallel::train_recovering(
+        "mlp",
+        plan,
+        &devices,
+        &config,
+        &tf_config,
+        6,
+        &options,
+        |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 32),
+        |step| {
+            // The ps (it also masters the session) dies and a cluster manager restarts it at
+            // its address, without the variables it held.
+            if step == 3 && !killed {
+                killed = true;
+                cluster.kill_ps(0);
+                cluster.restart_ps(0).unwrap();
+            }
+        },
+    )
+    .unwrap();
+    eprintln!(
+        "recoveries: {}",
+        serde_json::to_string_pretty(&report.recoveries).unwrap()
+    );
+    eprintln!(
+        "losses {:?}, checkpoints {:?} ms of {} bytes",
+        report.losses, report.checkpoint_ms, report.checkpoint_bytes
+    );
+    assert_eq!(report.losses.len(), 6, "every global step is counted once");
+    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
+    let r = &report.recoveries[0];
+    assert_eq!((r.step, r.kind), (3, FaultKind::Ps));
+    assert_eq!(r.lost, vec![ps[0].clone()]);
+    assert_eq!(
+        (r.restored_from, r.redone_steps),
+        (Some(2), 1),
+        "the checkpoint after step 2 is restored and step 2 trained again"
+    );
+    assert_eq!(report.steps_run, 7);
+    assert!(r.recover_ms.is_some());
+    assert_eq!(report.final_plan.global_batch(), 32);
+    // Training went on from the checkpoint: the redone step's loss is the one first trained
+    // there, far closer to it than to the loss of freshly initialised variables (step 0).
+    let (first, again) = (r.discarded_losses[0], report.losses[2]);
+    let from_init = (report.losses[0] - first).abs();
+    assert!(
+        (again - first).abs() * 10.0 < from_init,
+        "step 2 redone from the checkpoint: {again} vs first {first}, initial {}",
+        report.losses[0]
+    );
+    assert!(report.losses[5] < report.losses[0], "{:?}", report.losses);
+    // The last step ran on the restarted ps and the workers, where it was placed.
+    assert_eq!(report.mismatches, vec![]);
+    assert!(
+        report.executed.contains_key(&ps[0]),
+        "{:?}",
+        report.executed
+    );
+    assert!(
+        started.elapsed().as_secs() < 120,
+        "recovery is bounded: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5:ps=2").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    // A dead master is retried until the run deadline: keep it short.
+    config.operation_timeout_ms = 10_000;
+    config.run_timeout_ms = 10_000;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    assert_eq!(ps.len(), 2);
+    let vars = replicated::variables("mlp").unwrap();
+    let plan = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let options = RecoveryOptions {
+        max_recoveries: 2,
+        checkpoint_every: 2,
+        ps_wait: std::time::Duration::from_secs(2),
+        trace_last: false,
+        seed: 1,
+    };
+    let mut alive_ps_seen = Vec::new();
+    let started = std::time::Instant::now();
+    let report = data_parallel::train_recovering(
+        "mlp",
+        plan,
+        &devices,
+        &config,
+        &tf_config,
+        5,
+        &options,
+        |alive, alive_ps| {
+            alive_ps_seen = alive_ps.to_vec();
+            parallel::replica_setter(alive, alive_ps, &vars, 32)
+        },
+        |step| {
+            if step == 3 {
+                cluster.kill_ps(0);
+            }
+        },
+    )
+    .unwrap();
+    eprintln!(
+        "recoveries: {}",
+        serde_json::to_string_pretty(&report.recoveries).unwrap()
+    );
+    assert_eq!(alive_ps_seen, vec![ps[1].clone()]);
+    assert_eq!(report.losses.len(), 5);
+    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
+    let r = &report.recoveries[0];
+    assert_eq!((r.kind, r.restored_from), (FaultKind::Ps, Some(2)));
+    assert_eq!(r.lost, vec![ps[0].clone()]);
+    assert!(
+        r.plan.variable_devices.values().all(|d| *d == ps[1]),
+        "every variable moved to the surviving ps: {:?}",
+        r.plan.variable_devices
+    );
+    let ps1 = tf_config
+        .address(&tf_iaware::cluster::tf_config::TaskId {
+            job: "ps".into(),
+            index: 1,
+        })
+        .unwrap();
+    assert_eq!(r.target, format!("grpc://{ps1}"), "ps 1 masters now");
+    let (first, again) = (r.discarded_losses[0], report.losses[2]);
+    assert!(
+        (again - first).abs() * 10.0 < (report.losses[0] - first).abs(),
+        "step 2 redone from the checkpoint: {again} vs first {first}, initial {}",
+        report.losses[0]
     );
     assert!(
         started.elapsed().as_secs() < 120,

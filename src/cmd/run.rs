@@ -1,6 +1,7 @@
 //! `tf-iaware run`: place (if asked) and train a GraphDef with synthetic data.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -9,6 +10,7 @@ use tf_iaware::cost::Measurements;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::report::{trace, PlacementReport};
+use tf_iaware::runtime::data_parallel::{Recovery, RecoveryOptions};
 use tf_iaware::runtime::{data_parallel, PlacedSession, TrainReport, Trainer};
 
 use crate::common;
@@ -52,6 +54,15 @@ pub struct Args {
     /// `place`/`simulate`/`run --measurements`.
     #[arg(long, value_name = "M.json")]
     save_measurements: Option<PathBuf>,
+    /// With --model: steps between the driver's in-memory checkpoints of the variables (one is
+    /// also taken after initialisation). A lost worker is re-planned around; a lost ps is waited
+    /// for (up to the operation timeout) or re-planned around, and training goes on from the
+    /// latest checkpoint. 0: no checkpoints and no recovery.
+    #[arg(long, default_value_t = 5)]
+    checkpoint_every: usize,
+    /// With --model: recoveries from lost tasks before a failure ends the run.
+    #[arg(long, default_value_t = 3)]
+    max_recoveries: usize,
 }
 
 #[derive(Serialize)]
@@ -149,6 +160,14 @@ struct DataParallelReport {
     calibration: Option<Vec<WorkerCapacity>>,
     #[serde(flatten)]
     train: TrainReport,
+    /// Lost tasks recovered from (empty without faults or with `--checkpoint-every 0`).
+    recoveries: Vec<Recovery>,
+    /// Steps run in all, those redone after restoring a checkpoint included.
+    steps_run: usize,
+    /// Wall time of each checkpoint, ms.
+    checkpoint_ms: Vec<f64>,
+    /// Size of a checkpoint, bytes.
+    checkpoint_bytes: usize,
 }
 
 fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
@@ -171,15 +190,85 @@ fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
     for r in &plan.replicas {
         log::info!("{}: {} samples on {}", plan.strategy, r.batch, r.device);
     }
-    let train = data_parallel::train(
-        model,
-        &plan,
-        cluster,
-        config,
-        args.steps,
-        args.warmup,
-        args.seed,
-    )?;
+    let replan = |alive: &[String], alive_ps: &[String]| match &calibration {
+        None => parallel::replica_setter(alive, alive_ps, &vars, batch),
+        Some(cal) => {
+            let cal: Vec<WorkerCapacity> = cal
+                .iter()
+                .filter(|c| alive.contains(&c.device))
+                .cloned()
+                .collect();
+            let ps_cap: Vec<(String, f64)> = alive_ps.iter().map(|p| (p.clone(), 1.0)).collect();
+            parallel::infra_aware(&cal, &ps_cap, &vars, batch, &InfraAwareOptions::default())
+        }
+    };
+    let (train, recovering) = match (args.checkpoint_every, &connected.tf_config) {
+        (0, _) => {
+            let train = data_parallel::train(
+                model,
+                &plan,
+                cluster,
+                config,
+                args.steps,
+                args.warmup,
+                args.seed,
+            )?;
+            (train, None)
+        }
+        (every, Some(tf_config)) => {
+            let options = RecoveryOptions {
+                max_recoveries: args.max_recoveries,
+                checkpoint_every: every,
+                ps_wait: Duration::from_millis(config.operation_timeout_ms.max(1_000) as u64),
+                trace_last: true,
+                seed: args.seed,
+            };
+            let r = data_parallel::train_recovering(
+                model,
+                plan.clone(),
+                cluster,
+                config,
+                tf_config,
+                args.warmup + args.steps,
+                &options,
+                replan,
+                |_| {},
+            )?;
+            for rec in &r.recoveries {
+                log::warn!(
+                    "recovered from losing {:?} ({:?}) at step {}: {}",
+                    rec.lost,
+                    rec.kind,
+                    rec.step,
+                    rec.restored_from
+                        .map_or("went on from the ps".into(), |c| format!(
+                            "restored the checkpoint of step {c}, {} steps redone",
+                            rec.redone_steps
+                        ))
+                );
+            }
+            (r.train_report(args.warmup, batch), Some(r))
+        }
+        (_, None) => bail!(
+            "recovering from lost tasks needs a TF_CONFIG cluster (tf-config, emulated:…); \
+             `{}` is not one — pass --checkpoint-every 0",
+            args.place.cluster
+        ),
+    };
+    if let (Some(path), Some(stats)) = (&args.trace, &train.step_stats) {
+        common::write_file(path, &trace::chrome_trace(&trace::from_step_stats(stats))?)?;
+        log::info!("measured trace written to {}", path.display());
+    }
+    let (plan, recoveries, steps_run, checkpoint_ms, checkpoint_bytes) = match recovering {
+        Some(r) => (
+            r.final_plan,
+            r.recoveries,
+            r.steps_run,
+            r.checkpoint_ms,
+            r.checkpoint_bytes,
+        ),
+        None => (plan, Vec::new(), args.warmup + args.steps, Vec::new(), 0),
+    };
     let report = DataParallelReport {
         strategy: plan.strategy.clone(),
         model: model.to_string(),
@@ -187,6 +276,10 @@ fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
         plan,
         calibration,
         train,
+        recoveries,
+        steps_run,
+        checkpoint_ms,
+        checkpoint_bytes,
     };
     if args.json {
         return common::print_json(&report);
@@ -204,5 +297,13 @@ fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
         t.loss_first,
         t.loss_last
     );
+    if !report.recoveries.is_empty() {
+        println!(
+            "  {} recoveries, {} steps run for {} global steps",
+            report.recoveries.len(),
+            report.steps_run,
+            t.losses.len()
+        );
+    }
     Ok(())
 }

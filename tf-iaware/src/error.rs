@@ -95,6 +95,20 @@ pub enum Error {
     /// An unknown model name for the zoo.
     #[error("unknown model `{name}` (known: {known})")]
     UnknownModel { name: String, known: String },
+    /// A checkpoint that does not fit the graph it is restored into.
+    #[error("checkpoint of step {step}: variable `{variable}` {reason}")]
+    Checkpoint {
+        step: usize,
+        variable: String,
+        reason: String,
+    },
+    /// Training lost tasks it cannot do without (every worker, or every ps and none came back).
+    #[error("step {step}: cannot recover from losing {lost}: {reason}")]
+    Unrecoverable {
+        step: usize,
+        lost: String,
+        reason: String,
+    },
     /// A nonsensical numeric argument (batch 0, steps 0, …).
     #[error("invalid {what}: {reason}")]
     InvalidArgument { what: String, reason: String },

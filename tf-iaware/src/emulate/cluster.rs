@@ -15,11 +15,17 @@ use super::scenario::Scenario;
 use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::error::{Error, Result};
 
-/// One running task process.
+/// One task process: what it was started with, so it can be started again the same way.
 struct Task {
     id: TaskId,
     child: Child,
     log: PathBuf,
+    /// Arguments of `exe` (the `worker` subcommand and its flags).
+    args: Vec<String>,
+    /// Port its gRPC server binds.
+    port: u16,
+    /// Times it was restarted (names the log of each incarnation).
+    restarts: usize,
 }
 
 /// A running emulated cluster. Dropping it kills every process and removes every cgroup.
@@ -206,6 +212,9 @@ impl EmulatedCluster {
                     },
                     child,
                     log,
+                    args,
+                    port,
+                    restarts: 0,
                 });
                 Ok(())
             };
@@ -356,16 +365,81 @@ impl EmulatedCluster {
         Ok(())
     }
 
-    /// Kills worker `k`'s server process (fault injection).
+    /// Kills worker `k`'s server process (fault injection); nothing if there is no such worker.
     pub fn kill_worker(&mut self, k: usize) {
-        if let Some(t) = self
-            .tasks
-            .iter_mut()
-            .find(|t| t.id.job == "worker" && t.id.index == k)
-        {
+        self.kill_task(&TaskId {
+            job: "worker".into(),
+            index: k,
+        });
+    }
+
+    /// Kills ps `k`'s server process (fault injection): its variables are lost with it, and
+    /// with ps 0 the session master; nothing if there is no such ps.
+    pub fn kill_ps(&mut self, k: usize) {
+        self.kill_task(&TaskId {
+            job: "ps".into(),
+            index: k,
+        });
+    }
+
+    /// Kills `task`'s server process and reaps it.
+    fn kill_task(&mut self, task: &TaskId) {
+        if let Some(t) = self.tasks.iter_mut().find(|t| t.id == *task) {
             let _ = t.child.kill();
             let _ = t.child.wait();
         }
+    }
+
+    /// Starts ps `k` again, as [`EmulatedCluster::restart_task`].
+    ///
+    /// # Errors
+    /// As [`EmulatedCluster::restart_task`].
+    pub fn restart_ps(&mut self, k: usize) -> Result<()> {
+        self.restart_task(&TaskId {
+            job: "ps".into(),
+            index: k,
+        })
+    }
+
+    /// Starts `task` again the way a cluster manager restarts a lost task: the same process
+    /// (same arguments, TF_CONFIG view and port; a worker back in its CPU-quota cgroup), with a
+    /// fresh TensorFlow server — the variables it held are gone. A task still running is
+    /// killed first. Returns once its port answers (at most 60 s); its log is
+    /// `JOBINDEX-rN.log` for the N-th restart.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming a task that is not part of the cluster, or one whose
+    /// server did not come up (with its log); [`Error::Io`] if it cannot be started.
+    pub fn restart_task(&mut self, task: &TaskId) -> Result<()> {
+        let Some(i) = self.tasks.iter().position(|t| t.id == *task) else {
+            let known: Vec<String> = self
+                .tasks
+                .iter()
+                .map(|t| format!("{}:{}", t.id.job, t.id.index))
+                .collect();
+            return Err(Error::InvalidArgument {
+                what: format!("emulated task {}:{}", task.job, task.index),
+                reason: format!("is not part of the cluster (tasks: {})", known.join(", ")),
+            });
+        };
+        self.kill_task(task);
+        let t = &mut self.tasks[i];
+        t.restarts += 1;
+        let log = self
+            .dir
+            .path()
+            .join(format!("{}{}-r{}.log", t.id.job, t.id.index, t.restarts));
+        t.child = spawn(&self.exe, &t.args, &log)?;
+        t.log = log;
+        let pid = t.child.id();
+        let port = t.port;
+        if task.job == "worker" {
+            if let Some(Some(group)) = self.cgroups.get(task.index) {
+                group.add_tf(pid)?;
+            }
+        }
+        self.register();
+        self.wait_ready(&[(i, port)], Duration::from_secs(60))
     }
 
     /// Folder with the tasks' logs and TF_CONFIG.

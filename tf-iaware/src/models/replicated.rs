@@ -12,14 +12,18 @@ use super::zoo::{check_batch, input_shape, logits, LEARNING_RATE, MOMENTUM};
 use crate::error::{Error, Result};
 use crate::parallel::{DataParallelPlan, VarInfo};
 use crate::placer::Placement;
+use crate::runtime::checkpoint::StateVar;
 use crate::runtime::Sidecar;
 
 /// A data-parallel training graph, its placement, and how to train it (no feeds: every replica
-/// reads its own synthetic batch).
+/// reads its own synthetic batch) and how to checkpoint and restore it.
 pub struct Replicated {
     pub net: Net,
     pub placement: Placement,
     pub sidecar: Sidecar,
+    /// The training state (variables and optimiser slots) a checkpoint holds, with the ops that
+    /// read, restore and probe it ([`Net::checkpoint_ops`]).
+    pub state: Vec<StateVar>,
 }
 
 /// Name prefix of replica `k`'s ops.
@@ -114,6 +118,22 @@ pub fn build(name: &str, plan: &DataParallelPlan, seed: u64) -> Result<Replicate
         Ok(d.set_attr_type("T", DataType::Float)?)
     })?;
     net.minimize_momentum(&towers, LEARNING_RATE, MOMENTUM)?;
+    let state = net
+        .checkpoint_ops()?
+        .iter()
+        .map(|v| {
+            Ok(StateVar {
+                name: v.name.clone(),
+                shape: v.shape.clone(),
+                read: v
+                    .read
+                    .operation
+                    .name()
+                    .map_err(|e| Error::tf(format!("naming the read of `{}`", v.name), e))?,
+                device: v.device.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let placement = complete_placement(&net, plan);
     let sidecar = Sidecar {
         inputs: Default::default(),
@@ -127,6 +147,7 @@ pub fn build(name: &str, plan: &DataParallelPlan, seed: u64) -> Result<Replicate
         net,
         placement,
         sidecar,
+        state,
     })
 }
 

@@ -1,14 +1,17 @@
 //! Running synchronous data-parallel training on a cluster: calibrating each worker's throughput
 //! through TensorFlow itself, and training a [`DataParallelPlan`].
 
+use std::collections::BTreeMap;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::checkpoint::{self, Checkpoint, StateVar};
 use super::config::SessionConfig;
 use super::session::PlacedSession;
-use super::train::{TrainReport, Trainer};
+use super::stats::Mismatch;
+use super::train::{StepTimes, TrainReport, Trainer};
 use crate::apply;
 use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::Cluster;
@@ -17,6 +20,7 @@ use crate::graph::analyze::analyze_graph;
 use crate::graph::DeviceName;
 use crate::models::replicated;
 use crate::parallel::{DataParallelPlan, Replica, WorkerCapacity};
+use crate::proto::StepStats;
 
 /// Worker and ps devices of a cluster: the first CPU of every task of job `worker` (or `chief`)
 /// and of job `ps`, in task order.
@@ -98,6 +102,30 @@ pub fn prepare(
     config: &SessionConfig,
     seed: u64,
 ) -> Result<(Trainer, crate::placer::Placement, crate::graph::OpGraph)> {
+    let p = prepare_run(name, plan, cluster, config, seed)?;
+    Ok((p.trainer, p.placement, p.op_graph))
+}
+
+/// A session over `plan`'s graph, ready to step, checkpoint and restore.
+pub struct Prepared {
+    pub trainer: Trainer,
+    pub placement: crate::placer::Placement,
+    pub op_graph: crate::graph::OpGraph,
+    /// The training state a checkpoint holds (variables and optimiser slots).
+    pub state: Vec<StateVar>,
+}
+
+/// As [`prepare`], with the training state's variables.
+///
+/// # Errors
+/// As [`train`].
+pub fn prepare_run(
+    name: &str,
+    plan: &DataParallelPlan,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    seed: u64,
+) -> Result<Prepared> {
     let built = replicated::build(name, plan, seed)?;
     let analyzed = analyze_graph(built.net.graph())?;
     let placed = apply::apply(
@@ -123,7 +151,12 @@ pub fn prepare(
     };
     let session = PlacedSession::new(placed.graph, &config)?;
     let trainer = Trainer::new(session, &built.sidecar, None, seed)?;
-    Ok((trainer, built.placement, analyzed.op_graph))
+    Ok(Prepared {
+        trainer,
+        placement: built.placement,
+        op_graph: analyzed.op_graph,
+        state: built.state,
+    })
 }
 
 /// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables
@@ -225,61 +258,470 @@ pub fn predict_step_ms(
     Some(worst + plan.replicas.len() as f64 * per_replica_overhead_ms)
 }
 
-/// Workers (devices of `plan`'s replicas or any list) whose task still accepts connections.
+/// `host:port` of the task `device` names, from `tf_config`.
+fn address_of<'a>(device: &str, tf_config: &'a TfConfig) -> Option<&'a str> {
+    let name = DeviceName::parse(device).ok()?;
+    tf_config.address(&TaskId {
+        job: name.job?,
+        index: name.task? as usize,
+    })
+}
+
+/// Whether something accepts TCP connections at `address` (`host:port`) within 500 ms.
+fn answers(address: &str) -> bool {
+    address
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
+}
+
+/// Devices (of `plan`'s replicas, its ps, or any list) whose task still accepts connections.
 pub fn reachable(devices: &[String], tf_config: &TfConfig) -> Vec<String> {
     devices
         .iter()
-        .filter(|d| {
-            let Ok(name) = DeviceName::parse(d) else {
-                return false;
-            };
-            let (Some(job), Some(task)) = (name.job, name.task) else {
-                return false;
-            };
-            let Some(address) = tf_config.address(&TaskId {
-                job,
-                index: task as usize,
-            }) else {
-                return false;
-            };
-            address
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut a| a.next())
-                .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
-        })
+        .filter(|d| address_of(d, tf_config).is_some_and(answers))
         .cloned()
         .collect()
 }
 
-/// A recovery: before which step, which workers were lost, and the plan that replaced theirs.
+/// Waits up to `wait` (polling every 250 ms) for the tasks of `devices` to accept connections
+/// again — a cluster manager restarting lost tasks at their address; returns those that did not.
+fn wait_for(devices: &[String], tf_config: &TfConfig, wait: Duration) -> Vec<String> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let back = reachable(devices, tf_config);
+        if back.len() == devices.len() || Instant::now() >= deadline {
+            return without(devices, &back);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `all` without the entries of `gone`, in order.
+fn without(all: &[String], gone: &[String]) -> Vec<String> {
+    all.iter().filter(|d| !gone.contains(d)).cloned().collect()
+}
+
+/// The ps devices `plan` uses: every variable's device and the global device, sorted, distinct.
+pub fn plan_ps(plan: &DataParallelPlan) -> Vec<String> {
+    let mut ps: Vec<String> = plan
+        .variable_devices
+        .values()
+        .chain(std::iter::once(&plan.global_device))
+        .cloned()
+        .collect();
+    ps.sort();
+    ps.dedup();
+    ps
+}
+
+/// What a recovery had to replace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    /// Workers were lost; the variables on the ps survived and training went on from them.
+    Worker,
+    /// A ps — and the variables it held — was lost; training went on from the latest checkpoint.
+    Ps,
+}
+
+/// A recovery: before which step, what was lost, the plan that replaced the old one, and how
+/// training resumed.
 #[derive(Clone, Debug, Serialize)]
 pub struct Recovery {
+    /// Global step whose attempt (or the initialisation or checkpoint before it) failed.
     pub step: usize,
+    pub kind: FaultKind,
+    /// Devices of the lost tasks: workers that no longer answer, ps tasks that stopped
+    /// answering or whose variables are gone (restarted).
     pub lost: Vec<String>,
+    /// The failing run's error.
     pub error: String,
     pub plan: DataParallelPlan,
+    /// Session target after the recovery (`grpc://host:port`; another task when the master was
+    /// lost for good).
+    pub target: String,
+    /// Step of the checkpoint restored (ps faults).
+    pub restored_from: Option<usize>,
+    /// Steps trained since that checkpoint, which were trained again.
+    pub redone_steps: usize,
+    /// Losses of the redone steps as first trained (the redone ones are in the report's losses).
+    pub discarded_losses: Vec<f32>,
+    /// How long the failing run took to return its error, ms.
+    pub detect_ms: f64,
+    /// From the error to the new session holding its state again (data re-initialised or the
+    /// checkpoint restored), ms; `None` if training failed before that.
+    pub recover_ms: Option<f64>,
 }
 
 /// Result of [`train_recovering`].
 #[derive(Clone, Debug, Serialize)]
 pub struct RecoveringReport {
+    /// Loss of every global step (`steps` of them); a step redone after a restore counts once,
+    /// as last trained.
     pub losses: Vec<f32>,
+    /// Wall time of every global step, ms, as `losses`.
     pub step_ms: Vec<f64>,
     pub recoveries: Vec<Recovery>,
     pub final_plan: DataParallelPlan,
+    /// Steps run in all, redone ones included.
+    pub steps_run: usize,
+    /// Wall time of every checkpoint taken, ms.
+    pub checkpoint_ms: Vec<f64>,
+    /// Size of a checkpoint (variables and optimiser slots), bytes.
+    pub checkpoint_bytes: usize,
+    /// Device → ops step stats saw run there in the last step ([`RecoveryOptions::trace_last`]).
+    pub executed: BTreeMap<String, usize>,
+    /// Placed ops of the last step that ran elsewhere (should be empty).
+    pub mismatches: Vec<Mismatch>,
+    /// Step stats of the last step, when traced.
+    #[serde(skip)]
+    pub step_stats: Option<StepStats>,
+    /// The latest checkpoint the driver kept.
+    #[serde(skip)]
+    pub checkpoint: Option<Checkpoint>,
 }
 
-/// Trains `steps` steps of `plan`, surviving lost workers: when initialisation or a step fails
-/// (an unreachable task fails it within the session's operation timeout, a hung one at the run
-/// deadline) and some replica's task no longer answers, `replan` gets the reachable workers, a
-/// new session continues from the variables on the ps (only the new replicas' synthetic batches
-/// are initialised) and the step is retried — at most `max_recoveries` times. `before_step` runs
-/// before every step attempt (drift or fault injection, progress). A failure with every worker
-/// reachable is returned as is.
+impl RecoveringReport {
+    /// The run as a [`TrainReport`] of `global_batch`-sample steps whose first `warmup` are
+    /// not timed; a traced last step ([`RecoveryOptions::trace_last`]) is not timed either
+    /// unless it is the only timed one.
+    pub fn train_report(&self, warmup: usize, global_batch: usize) -> TrainReport {
+        let mut times: Vec<f64> = self.step_ms.iter().skip(warmup).copied().collect();
+        if self.step_stats.is_some() && times.len() > 1 {
+            times.pop();
+        }
+        let step_ms = StepTimes::from_samples(&times).unwrap_or(StepTimes {
+            median: 0.0,
+            p10: 0.0,
+            p90: 0.0,
+        });
+        TrainReport {
+            steps: self.losses.len().saturating_sub(warmup),
+            warmup: warmup.min(self.losses.len()),
+            images_per_sec: if step_ms.median > 0.0 {
+                global_batch as f64 / (step_ms.median / 1e3)
+            } else {
+                0.0
+            },
+            step_ms,
+            step_ms_all: times,
+            loss_first: self.losses.first().copied().unwrap_or(f32::NAN),
+            loss_last: self.losses.last().copied().unwrap_or(f32::NAN),
+            losses: self.losses.clone(),
+            executed: self.executed.clone(),
+            mismatches: self.mismatches.clone(),
+            step_stats: self.step_stats.clone(),
+        }
+    }
+}
+
+/// How [`train_recovering`] checkpoints and recovers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveryOptions {
+    /// Recoveries allowed before a failure is returned as is.
+    pub max_recoveries: usize,
+    /// Steps between checkpoints (at least 1); one is also taken right after initialisation.
+    pub checkpoint_every: usize,
+    /// How long to wait for a ps that stopped answering to answer again at its address (a
+    /// cluster manager restarting it) before its variables are re-planned onto the other ps.
+    pub ps_wait: Duration,
+    /// Trace the last step (FULL_TRACE) for [`RecoveringReport::executed`].
+    pub trace_last: bool,
+    /// Seed of the initialisers and synthetic batches (as [`train`]'s `seed`).
+    pub seed: u64,
+}
+
+impl Default for RecoveryOptions {
+    /// 3 recoveries, a checkpoint every 5 steps, 30 s for a lost ps to come back, no trace,
+    /// seed 1.
+    fn default() -> Self {
+        RecoveryOptions {
+            max_recoveries: 3,
+            checkpoint_every: 5,
+            ps_wait: Duration::from_secs(30),
+            trace_last: false,
+            seed: 1,
+        }
+    }
+}
+
+/// What a failure left behind, as [`train_recovering`] found it.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Damage {
+    /// Workers of the plan that no longer answer.
+    lost_workers: Vec<String>,
+    /// Ps tasks of the plan that did not answer again within the wait.
+    gone_ps: Vec<String>,
+    /// Ps tasks that stopped answering and came back (without their variables).
+    restarted_ps: Vec<String>,
+    /// Devices whose variables hold no value in a new session (a ps restarted before the
+    /// failure was looked at).
+    emptied: Vec<String>,
+    /// Whether the new plan puts some variable on another ps than the old one did.
+    moved: bool,
+    /// Sessions keep their variables to themselves (`isolate_session_state`): a new session
+    /// never sees the old one's, so it always needs the checkpoint.
+    isolated: bool,
+}
+
+impl Damage {
+    /// Every lost device, distinct, in order: workers, then ps.
+    fn lost(&self) -> Vec<String> {
+        let mut lost: Vec<String> = Vec::new();
+        for d in self
+            .lost_workers
+            .iter()
+            .chain(&self.gone_ps)
+            .chain(&self.restarted_ps)
+            .chain(&self.emptied)
+        {
+            if !lost.contains(d) {
+                lost.push(d.clone());
+            }
+        }
+        lost
+    }
+}
+
+/// What a new session runs before training goes on, weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Resume {
+    /// Only the new replicas' synthetic batches (`init_data`): the variables survived.
+    InitData,
+    /// `init`, then the latest checkpoint.
+    Restore,
+    /// `init` (nothing trained yet), then a first checkpoint.
+    Init,
+}
+
+/// The kind of fault and how to resume, or `None` when nothing was lost (a failure that is not
+/// a fault to recover from). When the variables are gone (a ps fault, or isolated sessions)
+/// training resumes from the checkpoint; before the first, it starts over.
+fn decide(damage: &Damage, has_checkpoint: bool) -> Option<(FaultKind, Resume)> {
+    let ps_fault = !damage.gone_ps.is_empty()
+        || !damage.restarted_ps.is_empty()
+        || !damage.emptied.is_empty()
+        || damage.moved;
+    let kind = if ps_fault {
+        FaultKind::Ps
+    } else if !damage.lost_workers.is_empty() {
+        FaultKind::Worker
+    } else {
+        return None;
+    };
+    let resume = if !has_checkpoint {
+        Resume::Init
+    } else if ps_fault || damage.isolated {
+        Resume::Restore
+    } else {
+        Resume::InitData
+    };
+    Some((kind, resume))
+}
+
+/// The session target after a recovery: `current` while its task answers (an empty,
+/// in-process target is kept), else the first of `candidates` (`host:port`) that answers, as
+/// `grpc://host:port`; `None` when none does.
+fn choose_target(
+    current: &str,
+    candidates: &[String],
+    answers: impl Fn(&str) -> bool,
+) -> Option<String> {
+    if current.is_empty() || answers(current.strip_prefix("grpc://").unwrap_or(current)) {
+        return Some(current.to_string());
+    }
+    candidates
+        .iter()
+        .find(|a| answers(a))
+        .map(|a| format!("grpc://{a}"))
+}
+
+/// A recovery ready to resume: the new plan, its session and what happened.
+struct Assessed {
+    plan: DataParallelPlan,
+    run: Prepared,
+    target: String,
+    damage: Damage,
+    kind: FaultKind,
+    resume: Resume,
+}
+
+/// After a failed run: finds what was lost (waiting up to `options.ps_wait` for ps tasks that
+/// stopped answering), re-plans when tasks are gone, opens a session on a target that answers
+/// and, with a checkpoint to fall back on, probes which variables survived. `None` when nothing
+/// was lost.
+#[allow(clippy::too_many_arguments)]
+fn assess(
+    name: &str,
+    current: &DataParallelPlan,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    tf_config: &TfConfig,
+    all_ps: &[String],
+    previous: &[StateVar],
+    options: &RecoveryOptions,
+    has_checkpoint: bool,
+    step: usize,
+    replan: &mut impl FnMut(&[String], &[String]) -> Result<DataParallelPlan>,
+) -> Result<Option<Assessed>> {
+    let workers: Vec<String> = current.replicas.iter().map(|r| r.device.clone()).collect();
+    let alive_workers = reachable(&workers, tf_config);
+    let used_ps = plan_ps(current);
+    let down = without(&used_ps, &reachable(&used_ps, tf_config));
+    let gone_ps = if down.is_empty() {
+        Vec::new()
+    } else {
+        log::warn!(
+            "step {step}: ps {down:?} stopped answering; waiting up to {:?} for it to come back",
+            options.ps_wait
+        );
+        wait_for(&down, tf_config, options.ps_wait)
+    };
+    let mut damage = Damage {
+        lost_workers: without(&workers, &alive_workers),
+        restarted_ps: without(&down, &gone_ps),
+        gone_ps,
+        ..Damage::default()
+    };
+    let alive_ps = reachable(&without(all_ps, &damage.gone_ps), tf_config);
+    if alive_workers.is_empty() {
+        return Err(Error::Unrecoverable {
+            step,
+            lost: damage.lost().join(", "),
+            reason: "no worker of the plan answers".into(),
+        });
+    }
+    if alive_ps.is_empty() {
+        return Err(Error::Unrecoverable {
+            step,
+            lost: damage.lost().join(", "),
+            reason: format!(
+                "no ps answers (waited {:?} for the lost ones to come back)",
+                options.ps_wait
+            ),
+        });
+    }
+    let plan = if damage.lost_workers.is_empty() && damage.gone_ps.is_empty() {
+        current.clone()
+    } else {
+        replan(&alive_workers, &alive_ps)?
+    };
+    damage.moved = plan.variable_devices != current.variable_devices;
+    let candidates: Vec<String> = std::iter::once(plan.global_device.clone())
+        .chain(plan_ps(&plan))
+        .chain(plan.replicas.iter().map(|r| r.device.clone()))
+        .filter_map(|d| address_of(&d, tf_config).map(String::from))
+        .collect();
+    let target = choose_target(&config.target, &candidates, answers).ok_or_else(|| {
+        Error::Unrecoverable {
+            step,
+            lost: damage.lost().join(", "),
+            reason: format!(
+                "neither the session master ({}) nor any task of the new plan answers",
+                config.target
+            ),
+        }
+    })?;
+    if target != config.target {
+        log::warn!(
+            "step {step}: the session master {} is lost; {target} masters from now on",
+            config.target
+        );
+    }
+    let session_config = SessionConfig {
+        target: target.clone(),
+        ..config.clone()
+    };
+    let run = prepare_run(name, &plan, cluster, &session_config, options.seed)?;
+    damage.isolated = config.isolate_state;
+    // With isolated sessions every variable is new to this one: the probe cannot tell.
+    if has_checkpoint && !damage.isolated {
+        // A variable that stayed on its device and holds no value there was lost with it
+        // (variables that moved are new where they went: `moved` covers them).
+        let flags = checkpoint::initialized(run.trainer.session(), &run.state)?;
+        for (v, ok) in run.state.iter().zip(flags) {
+            let stayed = previous
+                .iter()
+                .any(|p| p.name == v.name && p.device == v.device);
+            let device = v.device.clone().unwrap_or_else(|| "(unplaced)".into());
+            if !ok && stayed && !damage.emptied.contains(&device) {
+                damage.emptied.push(device);
+            }
+        }
+    }
+    let Some((kind, resume)) = decide(&damage, has_checkpoint) else {
+        return Ok(None);
+    };
+    Ok(Some(Assessed {
+        plan,
+        run,
+        target,
+        damage,
+        kind,
+        resume,
+    }))
+}
+
+/// Sessions of a lost master being closed beside training; dropping this waits for them
+/// (each close is bounded by the operation timeout), so none outlives [`train_recovering`].
+struct Closing(Vec<std::thread::JoinHandle<()>>);
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        for c in self.0.drain(..) {
+            if c.join().is_err() {
+                log::warn!("closing the session of a lost master panicked");
+            }
+        }
+    }
+}
+
+/// Takes a checkpoint of `run`'s state after `step` steps, timing it into `report`.
+fn save_checkpoint(
+    run: &Prepared,
+    step: usize,
+    report: &mut RecoveringReport,
+) -> Result<Checkpoint> {
+    let started = Instant::now();
+    let c = checkpoint::save(run.trainer.session(), &run.state, step)?;
+    report
+        .checkpoint_ms
+        .push(started.elapsed().as_secs_f64() * 1e3);
+    report.checkpoint_bytes = c.bytes();
+    Ok(c)
+}
+
+/// Trains `steps` steps of `plan`, surviving lost workers and lost parameter servers.
+///
+/// The driver keeps a checkpoint in memory: every variable and optimiser slot, fetched from the
+/// ps right after initialisation and every `options.checkpoint_every` steps. When
+/// initialisation, a step or a checkpoint fails (an unreachable task fails it within the
+/// session's operation timeout, a hung one at the run deadline), it looks at what was lost:
+///
+/// - a ps task that stops answering is waited for, up to `options.ps_wait` (a cluster manager
+///   restarts lost tasks at their address); a ps that does not come back has its variables
+///   re-planned onto the answering ps;
+/// - workers that no longer answer are dropped: `replan(alive workers, alive ps)` makes the
+///   new plan;
+/// - the session master moves to a task of the new plan if its own task is gone;
+/// - a new session probes which variables still hold values. If a ps was lost or restarted
+///   (its variables are gone, or they moved), training resumes from the checkpoint: `init`,
+///   then `restore`, and the steps since the checkpoint are trained again (their first losses
+///   are kept in the [`Recovery`]). If only workers were lost, it goes on from the variables
+///   on the ps (only the new replicas' synthetic batches are initialised). With
+///   `config.isolate_state` a new session never sees the old one's variables, so every
+///   recovery restores the checkpoint, and a ps restarted unseen (it answers again before the
+///   failure is looked at) cannot be told from other failures.
+///
+/// At most `options.max_recoveries` recoveries; a failure with nothing lost is returned as is.
+/// `before_step` runs before every step attempt (drift or fault injection, progress).
 ///
 /// # Errors
-/// The failing run's error when no worker was lost or recoveries ran out; errors of `replan`.
+/// [`Error::InvalidArgument`] for `checkpoint_every == 0`; the failing run's error when
+/// nothing was lost or recoveries ran out; [`Error::Unrecoverable`] when no worker or no ps
+/// answers; errors of `replan` and of opening the new session.
 #[allow(clippy::too_many_arguments)]
 pub fn train_recovering(
     name: &str,
@@ -288,61 +730,319 @@ pub fn train_recovering(
     config: &SessionConfig,
     tf_config: &TfConfig,
     steps: usize,
-    max_recoveries: usize,
-    mut replan: impl FnMut(&[String]) -> Result<DataParallelPlan>,
+    options: &RecoveryOptions,
+    mut replan: impl FnMut(&[String], &[String]) -> Result<DataParallelPlan>,
     mut before_step: impl FnMut(usize),
 ) -> Result<RecoveringReport> {
-    let (mut trainer, _, _) = prepare(name, &plan, cluster, config, 1)?;
+    if options.checkpoint_every == 0 {
+        return Err(Error::InvalidArgument {
+            what: "checkpoint interval".into(),
+            reason: "must be at least 1 step".into(),
+        });
+    }
+    let (_, all_ps) = worker_and_ps_devices(cluster)?;
+    let mut config = config.clone();
+    let mut run = prepare_run(name, &plan, cluster, &config, options.seed)?;
     let mut current = plan;
     let mut report = RecoveringReport {
         losses: Vec::new(),
         step_ms: Vec::new(),
         recoveries: Vec::new(),
         final_plan: current.clone(),
+        steps_run: 0,
+        checkpoint_ms: Vec::new(),
+        checkpoint_bytes: 0,
+        executed: BTreeMap::new(),
+        mismatches: Vec::new(),
+        step_stats: None,
+        checkpoint: None,
     };
-    // What the next session must initialise: everything at first, then only the new batches.
-    let mut pending_init = Some("init");
+    let mut latest: Option<Checkpoint> = None;
+    // What the session must run before stepping; `None`: it is ready.
+    let mut resume = Some(Resume::Init);
+    // When the recovery in progress began (its error), until the session holds its state.
+    let mut recovering: Option<Instant> = None;
+    let mut closing = Closing(Vec::new());
     let mut step = 0;
     while step < steps {
-        let attempt = match pending_init {
-            Some(op) => trainer.run_op(op).map(|_| None),
-            None => {
+        let mut started = Instant::now();
+        let attempt = match (resume, &latest) {
+            (Some(Resume::InitData), _) => run.trainer.run_op("init_data"),
+            (Some(Resume::Restore), Some(c)) => run
+                .trainer
+                .init()
+                .and_then(|()| checkpoint::restore(run.trainer.session(), &run.state, c)),
+            (Some(_), _) => run.trainer.init().and_then(|()| {
+                latest = Some(save_checkpoint(&run, step, &mut report)?);
+                Ok(())
+            }),
+            (None, _) => {
                 before_step(step);
-                trainer.step(step, false).map(Some)
+                // Fault injection and progress are not part of the run that detects a fault.
+                started = Instant::now();
+                let trace = options.trace_last && step + 1 == steps;
+                run.trainer.step(step, trace).and_then(|(loss, ms, stats)| {
+                    report.losses.push(loss);
+                    report.step_ms.push(ms);
+                    report.steps_run += 1;
+                    if stats.is_some() {
+                        report.step_stats = stats;
+                    }
+                    step += 1;
+                    if step % options.checkpoint_every == 0 && step < steps {
+                        latest = Some(save_checkpoint(&run, step, &mut report)?);
+                    }
+                    Ok(())
+                })
             }
         };
-        match attempt {
-            Ok(None) => pending_init = None,
-            Ok(Some((loss, ms, _))) => {
-                report.losses.push(loss);
-                report.step_ms.push(ms);
-                step += 1;
-            }
-            Err(e) => {
-                let used: Vec<String> = current.replicas.iter().map(|r| r.device.clone()).collect();
-                let alive = reachable(&used, tf_config);
-                if alive.len() == used.len()
-                    || alive.is_empty()
-                    || report.recoveries.len() >= max_recoveries
-                {
-                    return Err(e);
+        let e = match attempt {
+            Ok(()) => {
+                if resume.take().is_some() {
+                    if let (Some(since), Some(r)) =
+                        (recovering.take(), report.recoveries.last_mut())
+                    {
+                        r.recover_ms = Some(since.elapsed().as_secs_f64() * 1e3);
+                    }
                 }
-                let lost: Vec<String> = used.into_iter().filter(|d| !alive.contains(d)).collect();
-                log::warn!("step {step} failed ({e}); lost {lost:?}; re-planning on {alive:?}");
-                current = replan(&alive)?;
-                trainer = prepare(name, &current, cluster, config, 1)?.0;
-                if pending_init.is_none() {
-                    pending_init = Some("init_data");
-                }
-                report.recoveries.push(Recovery {
-                    step,
-                    lost,
-                    error: e.to_string(),
-                    plan: current.clone(),
-                });
+                continue;
             }
+            Err(e) => e,
+        };
+        let detect_ms = started.elapsed().as_secs_f64() * 1e3;
+        let failed_at = Instant::now();
+        if !matches!(e, Error::TensorFlow { .. })
+            || report.recoveries.len() >= options.max_recoveries
+        {
+            return Err(e);
         }
+        let assessed = assess(
+            name,
+            &current,
+            cluster,
+            &config,
+            tf_config,
+            &all_ps,
+            &run.state,
+            options,
+            latest.is_some(),
+            step,
+            &mut replan,
+        )?;
+        let Some(a) = assessed else {
+            return Err(e);
+        };
+        let lost = a.damage.lost();
+        log::warn!(
+            "step {step} failed ({e}); lost {lost:?} ({:?} fault); resuming by {:?} on {}",
+            a.kind,
+            a.resume,
+            a.target
+        );
+        // A restore still pending (its run failed) is not undone by a later worker fault.
+        let next = resume.map_or(a.resume, |pending| pending.max(a.resume));
+        let mut recovery = Recovery {
+            step,
+            kind: a.kind,
+            lost,
+            error: e.to_string(),
+            plan: a.plan.clone(),
+            target: a.target.clone(),
+            restored_from: None,
+            redone_steps: 0,
+            discarded_losses: Vec::new(),
+            detect_ms,
+            recover_ms: None,
+        };
+        if let (Resume::Restore, Some(c)) = (next, &latest) {
+            recovery.restored_from = Some(c.step);
+            recovery.redone_steps = step - c.step;
+            recovery.discarded_losses = report.losses.split_off(c.step);
+            report.step_ms.truncate(c.step);
+            step = c.step;
+        }
+        report.recoveries.push(recovery);
+        current = a.plan;
+        let old = std::mem::replace(&mut run, a.run);
+        if a.target != config.target {
+            // Closing a session whose master is gone blocks until the operation timeout: close
+            // it beside training, and wait for that (bounded) only at the end.
+            closing.0.push(std::thread::spawn(move || drop(old)));
+        } else {
+            drop(old);
+        }
+        config.target = a.target;
+        resume = Some(next);
+        recovering = Some(failed_at);
+    }
+    if let Some(stats) = &report.step_stats {
+        report.executed = super::stats::executed_counts(stats);
+        report.mismatches = super::stats::placement_mismatches(stats, &run.placement, |n| {
+            run.op_graph
+                .id(n)
+                .map(|id| run.op_graph.node(id).op.as_str())
+        });
     }
     report.final_plan = current;
+    report.checkpoint = latest;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W0: &str = "/job:worker/replica:0/task:0/device:CPU:0";
+    const PS0: &str = "/job:ps/replica:0/task:0/device:CPU:0";
+    const PS1: &str = "/job:ps/replica:0/task:1/device:CPU:0";
+
+    fn s(xs: &[&str]) -> Vec<String> {
+        xs.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn nothing_lost_is_not_a_fault() {
+        assert_eq!(decide(&Damage::default(), true), None);
+        assert_eq!(decide(&Damage::default(), false), None);
+    }
+
+    #[test]
+    fn a_lost_worker_keeps_the_ps_state_and_a_lost_ps_restores_the_checkpoint() {
+        let worker = Damage {
+            lost_workers: s(&[W0]),
+            ..Damage::default()
+        };
+        assert_eq!(
+            decide(&worker, true),
+            Some((FaultKind::Worker, Resume::InitData))
+        );
+        // Stopped answering and came back, never came back, restarted unseen (variables
+        // empty in a new session), or variables moved to another ps: all lose the state.
+        for ps in [
+            Damage {
+                restarted_ps: s(&[PS0]),
+                ..Damage::default()
+            },
+            Damage {
+                gone_ps: s(&[PS1]),
+                ..Damage::default()
+            },
+            Damage {
+                emptied: s(&[PS0]),
+                ..Damage::default()
+            },
+            Damage {
+                moved: true,
+                ..Damage::default()
+            },
+            Damage {
+                lost_workers: s(&[W0]),
+                emptied: s(&[PS0]),
+                ..Damage::default()
+            },
+        ] {
+            assert_eq!(
+                decide(&ps, true),
+                Some((FaultKind::Ps, Resume::Restore)),
+                "{ps:?}"
+            );
+            // Before the first checkpoint there is nothing to restore: start over.
+            assert_eq!(
+                decide(&ps, false),
+                Some((FaultKind::Ps, Resume::Init)),
+                "{ps:?}"
+            );
+        }
+        assert_eq!(
+            decide(&worker, false),
+            Some((FaultKind::Worker, Resume::Init))
+        );
+    }
+
+    #[test]
+    fn a_pending_restore_outranks_a_later_worker_fault() {
+        assert_eq!(Resume::Restore.max(Resume::InitData), Resume::Restore);
+        assert_eq!(Resume::Init.max(Resume::Restore), Resume::Init);
+    }
+
+    #[test]
+    fn lost_devices_are_listed_once() {
+        let d = Damage {
+            lost_workers: s(&[W0]),
+            restarted_ps: s(&[PS0]),
+            emptied: s(&[PS0, PS1]),
+            ..Damage::default()
+        };
+        assert_eq!(d.lost(), s(&[W0, PS0, PS1]));
+    }
+
+    #[test]
+    fn the_master_moves_only_when_it_no_longer_answers() {
+        let up = |alive: &'static [&'static str]| move |a: &str| alive.contains(&a);
+        let candidates = s(&["10.0.0.2:2222", "10.0.0.3:2222"]);
+        assert_eq!(
+            choose_target("grpc://10.0.0.1:2222", &candidates, up(&["10.0.0.1:2222"])),
+            Some("grpc://10.0.0.1:2222".into())
+        );
+        assert_eq!(
+            choose_target("grpc://10.0.0.1:2222", &candidates, up(&["10.0.0.3:2222"])),
+            Some("grpc://10.0.0.3:2222".into())
+        );
+        assert_eq!(
+            choose_target("grpc://10.0.0.1:2222", &candidates, up(&[])),
+            None
+        );
+        assert_eq!(choose_target("", &candidates, up(&[])), Some(String::new()));
+    }
+
+    #[test]
+    fn a_recovering_run_reports_like_a_plain_one() {
+        let plan = DataParallelPlan {
+            strategy: "test".into(),
+            replicas: vec![],
+            variable_devices: BTreeMap::new(),
+            global_device: PS0.into(),
+            predicted_step_ms: None,
+        };
+        let mut r = RecoveringReport {
+            losses: vec![2.0, 1.9, 1.8, 1.7, 1.6],
+            step_ms: vec![900.0, 100.0, 120.0, 110.0, 400.0],
+            recoveries: vec![],
+            final_plan: plan,
+            steps_run: 5,
+            checkpoint_ms: vec![],
+            checkpoint_bytes: 0,
+            executed: BTreeMap::new(),
+            mismatches: vec![],
+            step_stats: Some(StepStats::default()),
+            checkpoint: None,
+        };
+        // Warm-up and the traced last step are not timed.
+        let t = r.train_report(1, 32);
+        assert_eq!((t.steps, t.warmup), (4, 1));
+        assert_eq!(t.step_ms_all, vec![100.0, 120.0, 110.0]);
+        assert_eq!(t.step_ms.median, 110.0);
+        assert!((t.images_per_sec - 32.0 / 0.110).abs() < 1e-6);
+        assert_eq!((t.loss_first, t.loss_last), (2.0, 1.6));
+        r.step_stats = None;
+        assert_eq!(r.train_report(4, 32).step_ms_all, vec![400.0]);
+    }
+
+    #[test]
+    fn plan_ps_lists_variable_and_global_devices_once() {
+        let plan = DataParallelPlan {
+            strategy: "test".into(),
+            replicas: vec![Replica {
+                device: W0.into(),
+                batch: 4,
+            }],
+            variable_devices: [("a", PS1), ("b", PS0), ("c", PS1)]
+                .into_iter()
+                .map(|(v, d)| (v.to_string(), d.to_string()))
+                .collect(),
+            global_device: PS0.into(),
+            predicted_step_ms: None,
+        };
+        assert_eq!(plan_ps(&plan), s(&[PS0, PS1]));
+    }
 }

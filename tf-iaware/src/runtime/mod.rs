@@ -2,6 +2,7 @@
 //! deadlines and step stats, the sidecar, and synthetic-data training.
 
 pub mod calibrate;
+pub mod checkpoint;
 pub mod config;
 pub mod data_parallel;
 pub mod session;

@@ -1,0 +1,220 @@
+//! The driver's checkpoint of a data-parallel run: every training-state variable (weights and
+//! optimiser slots) fetched from the parameter servers into memory in one run, and restored into
+//! a new session after a ps — and the variables it held — was lost.
+
+use serde::Serialize;
+use tensorflow::{Operation, Tensor};
+
+use super::session::PlacedSession;
+use crate::error::{Error, Result};
+use crate::models::builder::{initialized_op, restore_value_op, RESTORE_OP};
+
+/// A variable of the training state, with the op of the placed graph that reads it (the ops that
+/// restore and probe it are named after it: [`restore_value_op`], [`initialized_op`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StateVar {
+    /// Variable name (its `VarHandleOp`).
+    pub name: String,
+    /// Its shape (fixed: no unknown dimensions).
+    pub shape: Vec<i64>,
+    /// Its `ReadVariableOp`.
+    pub read: String,
+    /// The device it lives on (a ps task's CPU), when placed.
+    pub device: Option<String>,
+}
+
+/// One variable's value in a checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedTensor {
+    /// Variable name.
+    pub name: String,
+    /// Dimensions of the value.
+    pub shape: Vec<u64>,
+    /// The values, row-major.
+    pub values: Vec<f32>,
+}
+
+/// Every state variable's value after `step` training steps, kept in the driver's memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    /// Number of steps trained when it was taken (0: right after initialisation).
+    pub step: usize,
+    /// One tensor per state variable, in [`StateVar`] order.
+    pub tensors: Vec<SavedTensor>,
+}
+
+impl Checkpoint {
+    /// Size of the values, bytes (4 per f32).
+    pub fn bytes(&self) -> usize {
+        self.tensors.iter().map(|t| t.values.len() * 4).sum()
+    }
+
+    /// This checkpoint's tensor for every variable of `state`, in `state`'s order.
+    ///
+    /// # Errors
+    /// [`Error::Checkpoint`] naming the variable that is missing, has another shape than the
+    /// graph's, or whose values do not fill its shape.
+    pub fn matching<'a>(&'a self, state: &[StateVar]) -> Result<Vec<&'a SavedTensor>> {
+        let fail = |variable: &str, reason: String| Error::Checkpoint {
+            step: self.step,
+            variable: variable.to_string(),
+            reason,
+        };
+        state
+            .iter()
+            .map(|v| {
+                let t = self
+                    .tensors
+                    .iter()
+                    .find(|t| t.name == v.name)
+                    .ok_or_else(|| fail(&v.name, "is not in the checkpoint".into()))?;
+                let graph_shape: Vec<u64> = v.shape.iter().map(|&d| d.max(0) as u64).collect();
+                if t.shape != graph_shape {
+                    return Err(fail(
+                        &v.name,
+                        format!(
+                            "has shape {:?} in the checkpoint but {:?} in the graph",
+                            t.shape, v.shape
+                        ),
+                    ));
+                }
+                let elements: u64 = t.shape.iter().product();
+                if t.values.len() as u64 != elements {
+                    return Err(fail(
+                        &v.name,
+                        format!(
+                            "has {} values for shape {:?} ({elements} elements)",
+                            t.values.len(),
+                            t.shape
+                        ),
+                    ));
+                }
+                Ok(t)
+            })
+            .collect()
+    }
+}
+
+/// Fetches every variable of `state` from `session` in one run (under the session's deadline):
+/// the checkpoint after `step` steps.
+///
+/// # Errors
+/// [`Error::UnknownOp`] if the graph lacks a read op; [`Error::TensorFlow`] if the run fails (a
+/// lost ps, say).
+pub fn save(session: &PlacedSession, state: &[StateVar], step: usize) -> Result<Checkpoint> {
+    let reads = state
+        .iter()
+        .map(|v| session.op(&v.read, "checkpoint read"))
+        .collect::<Result<Vec<Operation>>>()?;
+    let out = session.run(&[], &[], &reads, false)?;
+    let tensors = state
+        .iter()
+        .zip(out.fetched)
+        .map(|(v, t)| SavedTensor {
+            name: v.name.clone(),
+            shape: t.dims().to_vec(),
+            values: t.to_vec(),
+        })
+        .collect();
+    Ok(Checkpoint { step, tensors })
+}
+
+/// Assigns every variable of `state` its value in `checkpoint` (one run of [`RESTORE_OP`],
+/// the values fed to its placeholders).
+///
+/// # Errors
+/// [`Error::Checkpoint`] if the checkpoint does not fit `state`; [`Error::UnknownOp`] if the
+/// graph lacks the restore ops; [`Error::TensorFlow`] if the run fails.
+pub fn restore(session: &PlacedSession, state: &[StateVar], checkpoint: &Checkpoint) -> Result<()> {
+    let saved = checkpoint.matching(state)?;
+    let mut values = Vec::with_capacity(saved.len());
+    for t in &saved {
+        let tensor = Tensor::<f32>::new(&t.shape)
+            .with_values(&t.values)
+            .map_err(|e| Error::Checkpoint {
+                step: checkpoint.step,
+                variable: t.name.clone(),
+                reason: format!("cannot become a tensor: {e}"),
+            })?;
+        values.push(tensor);
+    }
+    let mut feeds = Vec::with_capacity(values.len());
+    for (v, tensor) in state.iter().zip(&values) {
+        feeds.push((session.op(&restore_value_op(&v.name), "restore")?, tensor));
+    }
+    let target = session.op(RESTORE_OP, "restore")?;
+    session.run(&feeds, &[target], &[], false).map(|_| ())
+}
+
+/// Whether each variable of `state` holds a value in `session`'s cluster (false: never
+/// initialised, or lost with its ps), in `state`'s order.
+///
+/// # Errors
+/// [`Error::UnknownOp`] if the graph lacks the probe ops; [`Error::TensorFlow`] if the run
+/// fails.
+pub fn initialized(session: &PlacedSession, state: &[StateVar]) -> Result<Vec<bool>> {
+    let flags = state
+        .iter()
+        .map(|v| session.op(&initialized_op(&v.name), "initialisation probe"))
+        .collect::<Result<Vec<Operation>>>()?;
+    let out = session.run(&[], &[], &flags, false)?;
+    Ok(out
+        .fetched
+        .iter()
+        .map(|t| t.first().is_some_and(|&f| f > 0.5))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn var(name: &str, shape: &[i64]) -> StateVar {
+        StateVar {
+            name: name.into(),
+            shape: shape.to_vec(),
+            read: format!("{name}/Read/ReadVariableOp"),
+            device: None,
+        }
+    }
+
+    fn checkpoint() -> Checkpoint {
+        Checkpoint {
+            step: 5,
+            tensors: vec![
+                SavedTensor {
+                    name: "w".into(),
+                    shape: vec![2, 3],
+                    values: vec![0.5; 6],
+                },
+                SavedTensor {
+                    name: "b".into(),
+                    shape: vec![3],
+                    values: vec![0.0; 3],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn matching_follows_the_graphs_order_and_counts_bytes() {
+        let c = checkpoint();
+        let m = c.matching(&[var("b", &[3]), var("w", &[2, 3])]).unwrap();
+        assert_eq!(m[0].name, "b");
+        assert_eq!(m[1].name, "w");
+        assert_eq!(c.bytes(), 36);
+    }
+
+    #[test]
+    fn a_checkpoint_that_does_not_fit_names_the_variable() {
+        let c = checkpoint();
+        let err = c.matching(&[var("w", &[3, 2])]).unwrap_err().to_string();
+        assert!(err.contains("`w`") && err.contains("[2, 3]"), "{err}");
+        let err = c.matching(&[var("gone", &[1])]).unwrap_err().to_string();
+        assert!(err.contains("`gone`") && err.contains("not in"), "{err}");
+        let mut short = checkpoint();
+        short.tensors[1].values.pop();
+        let err = short.matching(&[var("b", &[3])]).unwrap_err().to_string();
+        assert!(err.contains("step 5") && err.contains("2 values"), "{err}");
+    }
+}
