@@ -99,6 +99,11 @@ pub struct PlaceFlags {
     /// rest).
     #[arg(long, default_value = "tf-default")]
     pub strategy: String,
+    /// Sidecar JSON (default: the graph's path with extension .json, if it exists): how to
+    /// train the graph; predictions cover the step it trains (its `train` and `loss` ops and what
+    /// they need), not initialisers.
+    #[arg(long, value_name = "F.json")]
+    pub meta: Option<PathBuf>,
     /// Op timings of earlier runs of this graph (`run --save-measurements`); the cost model uses
     /// them before the calibration and the analytic estimates. Repeatable.
     #[arg(long = "measurements", value_name = "M.json")]
@@ -111,9 +116,37 @@ impl PlaceFlags {
         self.cluster.starts_with("emulated:")
     }
 
+    /// The sidecar of the graph at `graph_path` for predictions: `--meta`, else the file next
+    /// to the graph if there is one, else `None` (predictions then cover every op).
+    pub fn step_sidecar(&self, graph_path: &Path, analyzed: &Analyzed) -> Result<Option<Sidecar>> {
+        let default = Sidecar::path_for(graph_path);
+        if self.meta.is_none() && !default.exists() {
+            return Ok(None);
+        }
+        load_sidecar(graph_path, self.meta.as_ref(), analyzed).map(Some)
+    }
+
     /// The cost model of `analyzed` on `cluster`: measured where `--measurements` has data,
-    /// else calibrated, else analytic.
-    pub fn cost_model(&self, analyzed: &Analyzed, cluster: &Cluster) -> Result<CostModel> {
+    /// else calibrated, else analytic; restricted to the step `sidecar` trains when given.
+    pub fn cost_model(
+        &self,
+        analyzed: &Analyzed,
+        cluster: &Cluster,
+        sidecar: Option<&Sidecar>,
+    ) -> Result<CostModel> {
+        let mut cost = self.unrestricted_cost_model(analyzed, cluster)?;
+        if let Some(s) = sidecar {
+            let g = &analyzed.op_graph;
+            let targets = [
+                g.require(&s.train, "sidecar `train`")?,
+                g.require(&s.loss, "sidecar `loss`")?,
+            ];
+            cost.restrict_to(g, g.ancestors(&targets))?;
+        }
+        Ok(cost)
+    }
+
+    fn unrestricted_cost_model(&self, analyzed: &Analyzed, cluster: &Cluster) -> Result<CostModel> {
         if self.measurements.is_empty() {
             return Ok(CostModel::new(&analyzed.op_graph, cluster)?);
         }
@@ -155,9 +188,10 @@ impl PlaceFlags {
         &self,
         analyzed: &Analyzed,
         cluster: &Cluster,
+        sidecar: Option<&Sidecar>,
     ) -> Result<(Placement, PlacementReport, CostModel)> {
         let strategy = placer::by_name(&self.strategy)?;
-        let cost = self.cost_model(analyzed, cluster)?;
+        let cost = self.cost_model(analyzed, cluster, sidecar)?;
         let (placement, report) = strategy.place_with_report(&analyzed.op_graph, cluster, &cost)?;
         Ok((placement, report, cost))
     }

@@ -37,7 +37,11 @@ pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(&args.graph)?;
     let connected = common::connect(&args.place.cluster)?;
     let cluster = &connected.cluster;
-    let (placement, report, _) = args.place.place(&analyzed, cluster)?;
+    let (placement, report, _) = args.place.place(
+        &analyzed,
+        cluster,
+        args.place.step_sidecar(&args.graph, &analyzed)?.as_ref(),
+    )?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     if let Some(out) = &args.out {
         std::fs::write(out, placed.to_bytes())

@@ -27,9 +27,6 @@ pub struct Args {
     /// replica-setter, infra-aware); `--batch` is the global batch.
     #[arg(long)]
     model: Option<String>,
-    /// Sidecar JSON (default: the graph's path with extension .json).
-    #[arg(long)]
-    meta: Option<PathBuf>,
     #[command(flatten)]
     place: common::PlaceFlags,
     /// Timed steps.
@@ -89,10 +86,10 @@ pub fn run(args: &Args) -> Result<()> {
         .as_ref()
         .context("--graph or --model is required")?;
     let analyzed = common::load_graph(graph)?;
-    let sidecar = common::load_sidecar(graph, args.meta.as_ref(), &analyzed)?;
+    let sidecar = common::load_sidecar(graph, args.place.meta.as_ref(), &analyzed)?;
     let connected = common::connect(&args.place.cluster)?;
     let (cluster, config) = (&connected.cluster, &connected.config);
-    let (placement, placement_report, _) = args.place.place(&analyzed, cluster)?;
+    let (placement, placement_report, _) = args.place.place(&analyzed, cluster, Some(&sidecar))?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     let session = PlacedSession::new(placed.graph, config)?;
     let trainer = Trainer::new(session, &sidecar, args.batch, args.seed)?;

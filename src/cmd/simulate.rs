@@ -35,7 +35,11 @@ pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(&args.graph)?;
     let connected = common::connect(&args.place.cluster)?;
     let cluster = &connected.cluster;
-    let (placement, report, cost) = args.place.place(&analyzed, cluster)?;
+    let (placement, report, cost) = args.place.place(
+        &analyzed,
+        cluster,
+        args.place.step_sidecar(&args.graph, &analyzed)?.as_ref(),
+    )?;
     if let Some(path) = &args.trace {
         let ev = evaluate(&analyzed.op_graph, cluster, &cost, &placement)?;
         let records = trace::from_simulation(&analyzed.op_graph, cluster, &ev.sim);

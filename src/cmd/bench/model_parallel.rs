@@ -44,8 +44,14 @@ pub fn prepare(
             .collect(),
         ..devices.clone()
     };
-    calibrate::scale_to_replicas(&mut cluster, &analyzed.op_graph, batch, calibration)?;
-    let cost = CostModel::new(&analyzed.op_graph, &cluster)?;
+    let g = &analyzed.op_graph;
+    let step = g.ancestors(&[
+        g.require(&built.sidecar.train, "train op")?,
+        g.require(&built.sidecar.loss, "loss op")?,
+    ]);
+    calibrate::scale_to_replicas(&mut cluster, g, &step, batch, calibration)?;
+    let mut cost = CostModel::new(g, &cluster)?;
+    cost.restrict_to(g, step)?;
     let (placement, report) =
         placer::by_name(strategy)?.place_with_report(&analyzed.op_graph, &cluster, &cost)?;
     let placed = apply::apply(

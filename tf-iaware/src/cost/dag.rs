@@ -40,6 +40,20 @@ impl Dag {
     /// [`Error::InvalidGraph`] naming a node on a cycle that is not a loop back-edge, or if the
     /// graph has more than `u32::MAX - 1` nodes.
     pub fn new(graph: &OpGraph) -> Result<Dag> {
+        Dag::build(graph, None)
+    }
+
+    /// As [`Dag::new`], keeping only edges between `active` nodes: the others stay as isolated
+    /// nodes (ops a training step does not run).
+    ///
+    /// # Errors
+    /// As [`Dag::new`].
+    pub fn new_active(graph: &OpGraph, active: &[bool]) -> Result<Dag> {
+        Dag::build(graph, Some(active))
+    }
+
+    fn build(graph: &OpGraph, active: Option<&[bool]>) -> Result<Dag> {
+        let on = |i: NodeId| active.is_none_or(|a| a[i]);
         let n = graph.len();
         if n >= u32::MAX as usize {
             return Err(Error::InvalidGraph {
@@ -51,13 +65,14 @@ impl Dag {
             });
         }
         let back = |p: NodeId| graph.node(p).op == "NextIteration";
+        let skip = |p: NodeId, c: NodeId| back(p) || !on(p) || !on(c);
         let mut pred_off = Vec::with_capacity(n + 1);
         let mut preds: Vec<Edge> = Vec::with_capacity(n * 2);
         pred_off.push(0u32);
         for (id, node) in graph.nodes().iter().enumerate() {
             let start = preds.len();
             for (k, input) in node.inputs.iter().enumerate() {
-                if back(input.node) {
+                if skip(input.node, id) {
                     continue;
                 }
                 let (p, o) = (input.node as u32, input.output as u32);
@@ -71,7 +86,7 @@ impl Dag {
                 });
             }
             for &c in &node.control_inputs {
-                if back(c) {
+                if skip(c, id) {
                     continue;
                 }
                 let p = c as u32;

@@ -121,6 +121,8 @@ pub struct CostModel {
     /// `[node * n_devices + device]`: seconds set by [`CostModel::set_op_times`]; NaN where unset.
     explicit: Option<Vec<f64>>,
     summary: MeasurementSummary,
+    /// Ops one training step runs (`None`: all); the others cost nothing and have no edges.
+    active: Option<Vec<bool>>,
     /// Per compute pool: ops at full speed at once.
     pool_capacity: Vec<f64>,
 }
@@ -306,6 +308,7 @@ impl CostModel {
             measured: None,
             explicit: None,
             summary: MeasurementSummary::default(),
+            active: None,
             pool_capacity,
         })
     }
@@ -404,6 +407,35 @@ impl CostModel {
         &self.device_types[t as usize]
     }
 
+    /// Restricts the model to the ops of one training step — `active[node]`, e.g.
+    /// [`OpGraph::ancestors`] of the train and loss ops — so predictions leave out what a step
+    /// does not run (initialisers, savers): the other ops cost nothing and their edges are
+    /// dropped. Placers still place them (with their colocation groups).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `active` does not have one entry per node.
+    pub fn restrict_to(&mut self, graph: &OpGraph, active: Vec<bool>) -> Result<()> {
+        if active.len() != graph.len() || graph.len() != self.work.len() {
+            return Err(Error::InvalidArgument {
+                what: "active ops of a step".into(),
+                reason: format!(
+                    "need one flag per op ({}), got {}",
+                    self.work.len(),
+                    active.len()
+                ),
+            });
+        }
+        self.dag = Dag::new_active(graph, &active)?;
+        self.active = Some(active);
+        Ok(())
+    }
+
+    /// Whether op `node` runs in a step (see [`CostModel::restrict_to`]).
+    #[inline]
+    pub fn is_active(&self, node: NodeId) -> bool {
+        self.active.as_ref().is_none_or(|a| a[node])
+    }
+
     /// What the measured mode made of its samples (all zero for an analytic model).
     pub fn measurement_summary(&self) -> &MeasurementSummary {
         &self.summary
@@ -466,6 +498,9 @@ impl CostModel {
     /// analytic (0 for a free op).
     #[inline]
     pub fn op_time(&self, node: NodeId, device: usize) -> f64 {
+        if !self.is_active(node) {
+            return 0.0;
+        }
         let dev = &self.devices[device];
         if let Some(table) = &self.explicit {
             let t = table[node * self.devices.len() + device];
@@ -493,11 +528,12 @@ impl CostModel {
 
     /// Whether op `node` does no work of its own (see [`OpWork::free`]) and has no explicit time.
     pub fn is_free(&self, node: NodeId) -> bool {
-        self.work[node].free
-            && self.explicit.as_ref().is_none_or(|t| {
-                let nd = self.devices.len();
-                t[node * nd..(node + 1) * nd].iter().all(|v| v.is_nan())
-            })
+        !self.is_active(node)
+            || self.work[node].free
+                && self.explicit.as_ref().is_none_or(|t| {
+                    let nd = self.devices.len();
+                    t[node * nd..(node + 1) * nd].iter().all(|v| v.is_nan())
+                })
     }
 
     /// Bytes op `node` holds in device memory (see [`analytic::op_memory`]).
@@ -861,5 +897,24 @@ mod tests {
             (s.samples_used, s.samples_dropped, s.ops_measured),
             (4, 1, 2)
         );
+    }
+
+    #[test]
+    fn a_step_leaves_out_what_its_targets_do_not_need() {
+        let g = graph();
+        let active = g.ancestors(&[2]);
+        assert_eq!(active, vec![true, true, true, false, false]);
+        let mut m = CostModel::new(&g, &cluster()).unwrap();
+        let before = m.op_time(3, 0);
+        assert!(before > 0.0 && m.dag().preds(3).len() == 1);
+        m.restrict_to(&g, active).unwrap();
+        assert_eq!(m.op_time(3, 0), 0.0);
+        assert!(m.is_free(3) && !m.is_active(3) && m.is_active(1));
+        assert!(
+            m.dag().preds(3).is_empty(),
+            "no edge into an op the step skips"
+        );
+        assert!(m.op_time(1, 0) > 0.0);
+        assert!(m.restrict_to(&g, vec![true]).is_err());
     }
 }

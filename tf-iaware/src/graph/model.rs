@@ -183,6 +183,22 @@ impl OpGraph {
         })
     }
 
+    /// The nodes running `targets` runs: the targets and everything they depend on through data
+    /// and control inputs (as TensorFlow prunes a `Session::run`), by id.
+    pub fn ancestors(&self, targets: &[NodeId]) -> Vec<bool> {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack: Vec<NodeId> = targets.to_vec();
+        while let Some(id) = stack.pop() {
+            if std::mem::replace(&mut seen[id], true) {
+                continue;
+            }
+            let node = &self.nodes[id];
+            stack.extend(node.inputs.iter().map(|i| i.node).filter(|&p| !seen[p]));
+            stack.extend(node.control_inputs.iter().copied().filter(|&p| !seen[p]));
+        }
+        seen
+    }
+
     /// Colocation groups; every node is in exactly one.
     pub fn groups(&self) -> &[ColocationGroup] {
         &self.groups

@@ -4,10 +4,10 @@
 //! 1. **compute rate** — a MatMul micro-benchmark of known FLOPs pinned to each device, fitted to a
 //!    sustained FLOP/s;
 //! 2. **op types** — the [calibration network](crate::models::calibration) trained op by op
-//!    (inter-op parallelism 1, FULL_TRACE step stats) on each device at two batch sizes: per op
-//!    type a line `work = intercept + slope × size` ([`OpCostFitter`]), and the executor's gap
-//!    per op (step wall time not spent inside any op, divided by the ops run) as the device's
-//!    per-op overhead;
+//!    (FULL_TRACE step stats) on each device at two batch sizes: per op type a line
+//!    `work = intercept + slope × size` ([`OpCostFitter`]); then the device's per-op overhead
+//!    (the executor's own time between ops) is the one with which the simulator reproduces the
+//!    network's measured step time;
 //! 3. **links** — tensors of three sizes produced on one device and consumed on another, timed
 //!    against the same consumer on the producing device: `latency + bytes / bandwidth` per
 //!    ordered device pair.
@@ -79,20 +79,36 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
     let mut calibrated = cluster.clone();
     profile.apply(&mut calibrated)?;
     let mut fitter = OpCostFitter::new();
+    let mut runs = Vec::new();
     for device in &cluster.devices {
-        let mut gaps = Vec::new();
         for batch in calibration::BATCHES {
-            let (m, gap) = time_network(&calibrated, config, &device.name, batch, &mut fitter)?;
-            log::debug!(
-                "calibration: {} batch {batch}: {} op samples, {:.1} µs per op outside ops",
-                device.name,
-                m,
-                gap * 1e6
-            );
-            gaps.push(gap);
+            runs.push(time_network(
+                &calibrated,
+                config,
+                &device.name,
+                batch,
+                &mut fitter,
+            )?);
         }
+    }
+    profile.op_costs = fitter.fit();
+    log::info!(
+        "calibration: {} op-type cost lines from {} timed ops",
+        profile.op_costs.len(),
+        fitter.summary().ops_measured
+    );
+    // The executor's own time between ops: the per-op overhead that makes the simulator
+    // reproduce each device's measured step of the calibration network.
+    let mut with_costs = calibrated.clone();
+    with_costs.op_costs = profile.op_costs.clone();
+    for device in &cluster.devices {
+        let mut gaps = runs
+            .iter()
+            .filter(|r| r.device == device.name)
+            .map(|r| r.overhead_to_match(&with_costs))
+            .collect::<Result<Vec<f64>>>()?;
         gaps.sort_by(f64::total_cmp);
-        let gap = gaps[gaps.len() / 2];
+        let gap = gaps.get(gaps.len() / 2).copied().unwrap_or(0.0);
         if let Some(d) = profile.devices.iter_mut().find(|d| d.name == device.name) {
             d.op_overhead = Some(gap);
         }
@@ -102,25 +118,62 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
             gap * 1e6
         );
     }
-    profile.op_costs = fitter.fit();
-    log::info!(
-        "calibration: {} op-type cost lines from {} timed ops",
-        profile.op_costs.len(),
-        fitter.summary().ops_measured
-    );
     calibrate_links(&calibrated, config, &mut profile)?;
     Ok(profile)
 }
 
-/// Trains the calibration network at `batch` with every op on `device`, one op at a time, and
-/// feeds its traced steps to `fitter`. Returns (op samples, executor gap per op in seconds).
+/// One timed run of the calibration network on one device.
+struct NetworkRun {
+    device: String,
+    graph: crate::graph::OpGraph,
+    /// Ops of the training step.
+    step: Vec<bool>,
+    /// Median wall time of an untraced step, seconds.
+    wall: f64,
+}
+
+impl NetworkRun {
+    /// The per-op overhead (seconds) with which the simulator, using `cluster`'s figures and
+    /// op-type costs, predicts this run's measured step time (0 if it already predicts more).
+    fn overhead_to_match(&self, cluster: &Cluster) -> Result<f64> {
+        let Some(d) = cluster.index_of(&self.device) else {
+            return Ok(0.0);
+        };
+        let simulated = |overhead: f64| -> Result<f64> {
+            let mut c = cluster.clone();
+            c.devices[d].op_overhead = overhead;
+            // The network ran one op at a time.
+            c.devices[d].concurrency = 1;
+            let mut cost = crate::cost::CostModel::new(&self.graph, &c)?;
+            cost.restrict_to(&self.graph, self.step.clone())?;
+            Ok(crate::sim::simulate(&cost, &vec![d; self.graph.len()])?.step_time)
+        };
+        if simulated(0.0)? >= self.wall {
+            return Ok(0.0);
+        }
+        // The step grows with the overhead: bisect between 0 and the whole step per op.
+        let (mut lo, mut hi) = (0.0, self.wall);
+        for _ in 0..40 {
+            let mid = 0.5 * (lo + hi);
+            if simulated(mid)? < self.wall {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(0.5 * (lo + hi))
+    }
+}
+
+/// Trains the calibration network at `batch` with every op on `device` and feeds its traced
+/// steps to `fitter`; returns the run for the overhead fit.
 fn time_network(
     cluster: &Cluster,
     config: &SessionConfig,
     device: &str,
     batch: usize,
     fitter: &mut OpCostFitter,
-) -> Result<(usize, f64)> {
+) -> Result<NetworkRun> {
     let model = calibration::build(batch, 11)?;
     let analyzed = analyze_graph(model.net.graph())?;
     let placement = Placement {
@@ -133,6 +186,7 @@ fn time_network(
             .collect(),
     };
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
+    // One op at a time, so each op's time is its own, not shared with a concurrent one.
     let sequential = SessionConfig {
         inter_op_threads: 1,
         ..config.clone()
@@ -152,25 +206,27 @@ fn time_network(
         .map(|i| trainer.step(warmup + i, false).map(|(_, ms, _)| ms * 1e-3))
         .collect::<Result<_>>()?;
     walls.sort_by(f64::total_cmp);
-    let wall = walls[timed / 2];
     let mut m = Measurements::new();
-    let mut inside = Vec::with_capacity(traced);
-    let mut ops_run = 0;
-    for i in 0..traced {
-        let (_, _, stats) = trainer.step(warmup + timed + i, true)?;
-        let Some(stats) = stats else { continue };
-        let mut step = Measurements::new();
-        ops_run = step.add_step_stats(&stats);
-        inside.push(step.samples.iter().map(|s| s.seconds).sum::<f64>());
-        m.samples.extend(step.samples);
+    for stats in trainer.traced_steps(warmup + timed, traced)? {
+        m.add_step_stats(&stats);
     }
-    inside.sort_by(f64::total_cmp);
-    let gap = match inside.get(inside.len() / 2) {
-        Some(&busy) if ops_run > 0 => ((wall - busy) / ops_run as f64).max(0.0),
-        _ => 0.0,
-    };
     fitter.add(&analyzed.op_graph, cluster, &m)?;
-    Ok((m.len(), gap))
+    let g = &analyzed.op_graph;
+    let step = g.ancestors(&[
+        g.require(&model.sidecar.train, "calibration network")?,
+        g.require(&model.sidecar.loss, "calibration network")?,
+    ]);
+    log::debug!(
+        "calibration: {device} batch {batch}: {} op samples, step {:.2} ms",
+        m.len(),
+        walls[timed / 2] * 1e3
+    );
+    Ok(NetworkRun {
+        device: device.into(),
+        step,
+        wall: walls[timed / 2],
+        graph: analyzed.op_graph,
+    })
 }
 
 /// Times transfers between ordered device pairs (at most [`MAX_LINKS`]) and records the fitted
@@ -405,7 +461,8 @@ pub fn calibrate_and_store(cluster: &mut Cluster, config: &SessionConfig) -> Res
 }
 
 /// Scales each device's compute rate and memory bandwidth so that the cost model's time for one
-/// whole replica of `graph` (every op on that device, one after another) matches what the
+/// whole training step of `graph` (the ops flagged in `step`, all on that device, one after
+/// another) matches what the
 /// device measured through TensorFlow: `fixed_ms + batch / samples_per_sec` of its
 /// [`WorkerCapacity`] (from the data-parallel calibration). Devices without a capacity keep
 /// their figures. Returns the factor applied per device (1 where unchanged).
@@ -416,6 +473,7 @@ pub fn calibrate_and_store(cluster: &mut Cluster, config: &SessionConfig) -> Res
 pub fn scale_to_replicas(
     cluster: &mut Cluster,
     graph: &crate::graph::OpGraph,
+    step: &[bool],
     batch: usize,
     capacity: &[crate::parallel::WorkerCapacity],
 ) -> Result<Vec<f64>> {
@@ -432,7 +490,10 @@ pub fn scale_to_replicas(
             });
         }
         let measured = (c.fixed_ms.max(0.0) + batch as f64 / c.samples_per_sec * 1e3) * 1e-3;
-        let modelled: f64 = (0..graph.len()).map(|n| cost.op_time(n, d)).sum();
+        let modelled: f64 = (0..graph.len())
+            .filter(|&n| step.get(n).copied().unwrap_or(false))
+            .map(|n| cost.op_time(n, d))
+            .sum();
         if modelled <= 0.0 {
             return Err(Error::Calibration {
                 subject: c.device.clone(),
@@ -487,14 +548,15 @@ mod tests {
                 fixed_ms: 0.5,
             },
         ];
-        let f = scale_to_replicas(&mut cluster, &graph, 10, &caps).unwrap();
+        let step = vec![true; graph.len()];
+        let f = scale_to_replicas(&mut cluster, &graph, &step, 10, &caps).unwrap();
         assert!(
             (f[0] - 0.5).abs() < 1e-9 && (f[1] - 2.0).abs() < 1e-9 && f[2] == 1.0,
             "{f:?}"
         );
         assert!((cluster.devices[1].peak_flops - 2e9).abs() < 1.0);
         let bad = [WorkerCapacity::rate(&cluster.devices[0].name, 0.0)];
-        let err = scale_to_replicas(&mut cluster, &graph, 10, &bad).unwrap_err();
+        let err = scale_to_replicas(&mut cluster, &graph, &step, 10, &bad).unwrap_err();
         assert!(err.to_string().contains("worker/replica:0/task:0"), "{err}");
     }
 }
