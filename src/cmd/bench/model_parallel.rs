@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use tf_iaware::apply;
+use tf_iaware::cluster::model::CalibrationProfile;
 use tf_iaware::cluster::Cluster;
 use tf_iaware::cost::CostModel;
 use tf_iaware::graph::analyze::analyze_graph;
@@ -11,6 +12,10 @@ use tf_iaware::models;
 use tf_iaware::parallel::WorkerCapacity;
 use tf_iaware::placer;
 use tf_iaware::runtime::{calibrate, PlacedSession, SessionConfig, Trainer};
+
+/// Tensor sizes timed on each link between workers, bytes: small enough that a shaped link
+/// (tens of Mbit/s) is timed in a second or two.
+const LINK_BYTES: [u64; 3] = [4 << 10, 64 << 10, 512 << 10];
 
 /// A per-op strategy's placement, ready to step.
 pub struct Prepared {
@@ -23,7 +28,8 @@ pub struct Prepared {
 
 /// Builds `model` at `batch`, places it with `strategy` over the `workers` of `devices` (ps
 /// tasks only hold the data-parallel variables; they get no ops here), with worker speeds
-/// scaled to `calibration` ([`calibrate::scale_to_replicas`]), and opens a session.
+/// scaled to `calibration` ([`calibrate::scale_to_replicas`]) and links between them timed
+/// ([`calibrate::calibrate_links`]), and opens a session.
 pub fn prepare(
     strategy: &str,
     model: &str,
@@ -44,6 +50,10 @@ pub fn prepare(
             .collect(),
         ..devices.clone()
     };
+    // Links between the workers, timed through TensorFlow (a shaped link shows here).
+    let mut profile = CalibrationProfile::new(&tf_iaware::tf::version(), "bench", 0);
+    calibrate::calibrate_links(&cluster, config, &LINK_BYTES, &mut profile)?;
+    profile.apply(&mut cluster)?;
     let g = &analyzed.op_graph;
     let step = g.ancestors(&[
         g.require(&built.sidecar.train, "train op")?,

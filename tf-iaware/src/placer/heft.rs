@@ -2,9 +2,12 @@
 //! longest mean-cost path to the exit), each on the device where it finishes earliest, inserted
 //! into the earliest idle slot long enough for it (insertion-based policy). Colocation groups are
 //! placed with their first scheduled costly member; a device is a candidate only while the group
-//! fits in its free memory. Devices of one compute pool share one timeline (their capacity).
+//! fits in its free memory. Devices of one compute pool share one timeline (their capacity). The
+//! strategy returns the schedule, or everything on the fastest device when the simulator says that
+//! is faster (greedy earliest-finish choices can split a chain across a slow link).
 
 use super::sched::{timelines, Schedule, State, NONE};
+use super::simple::fastest_device_groups;
 use super::{Placement, Strategy};
 use crate::cluster::Cluster;
 use crate::cost::CostModel;
@@ -285,12 +288,21 @@ impl Strategy for Heft {
         cost: &CostModel,
     ) -> Result<Placement> {
         let s = heft_schedule(graph, cluster, cost)?;
-        Ok(Placement::from_groups(
-            self.name(),
-            graph,
-            cluster,
-            &s.group_device,
-        ))
+        // A greedy list schedule can split a graph across a slow link where one device alone
+        // would be faster: keep whichever the simulator says is faster.
+        let mut best = s.group_device;
+        if let Ok(single) = fastest_device_groups(graph, cluster, cost) {
+            let step = |groups: &[usize]| -> Result<f64> {
+                let nodes: Vec<usize> = (0..cost.num_nodes())
+                    .map(|i| groups[cost.group_of(i)])
+                    .collect();
+                Ok(crate::sim::simulate(cost, &nodes)?.step_time)
+            };
+            if step(&single)? < step(&best)? {
+                best = single;
+            }
+        }
+        Ok(Placement::from_groups(self.name(), graph, cluster, &best))
     }
 }
 
@@ -398,5 +410,40 @@ mod tests {
         assert_eq!(lane.earliest(2.0, 3.0), (2.0, 0));
         assert_eq!(lane.earliest(2.0, 4.0), (6.0, 1));
         assert_eq!(lane.earliest(0.0, 0.0), (2.0, 0));
+    }
+
+    #[test]
+    fn heft_is_never_predicted_slower_than_one_device() {
+        use crate::cluster::model::Link;
+        use crate::sim::synthetic::{cluster as hosts, LayeredDag};
+        // Chains of wide tensors on four hosts joined by a slow network: splitting rarely pays.
+        let mut worse = 0;
+        for seed in 0..12 {
+            let g = LayeredDag {
+                seed,
+                ..LayeredDag::new(200, 4)
+            }
+            .build()
+            .unwrap();
+            let mut c = hosts(4, 4, seed);
+            c.link_defaults.cross_host = Link::new(5e-3, 2.5e6);
+            let cost = CostModel::new(&g, &c).unwrap();
+            let nodes = |p: &Placement| crate::placer::resolve::assignment(&g, &c, p).unwrap();
+            let heft = Heft.place_with_cost(&g, &c, &cost).unwrap();
+            let single = crate::placer::simple::SingleFastest
+                .place_with_cost(&g, &c, &cost)
+                .unwrap();
+            let t = |p: &Placement| crate::sim::simulate(&cost, &nodes(p)).unwrap().step_time;
+            assert!(t(&heft) <= t(&single) * (1.0 + 1e-9), "seed {seed}");
+            let raw = heft_schedule(&g, &c, &cost).unwrap();
+            let raw = Placement::from_groups("raw", &g, &c, &raw.group_device);
+            if t(&raw) > t(&single) {
+                worse += 1;
+            }
+        }
+        assert!(
+            worse > 0,
+            "the raw list schedule loses somewhere, so the guard is exercised"
+        );
     }
 }

@@ -118,6 +118,34 @@ pub(crate) fn devices_by_serial_time(cost: &CostModel) -> Vec<usize> {
     order
 }
 
+/// The device of every colocation group when everything goes to the fastest device (by summed
+/// op time), overflowing to the next fastest that takes a group.
+///
+/// # Errors
+/// [`Error::Infeasible`](crate::error::Error::Infeasible) naming a group no device can take.
+pub(crate) fn fastest_device_groups(
+    graph: &OpGraph,
+    cluster: &Cluster,
+    cost: &CostModel,
+) -> Result<Vec<usize>> {
+    check_groups(graph, cluster, cost)?;
+    let order = devices_by_serial_time(cost);
+    let mut left = memory_left(cost);
+    let mut group_device = Vec::with_capacity(cost.num_groups());
+    for g in 0..cost.num_groups() {
+        let need = cost.group_memory(g);
+        let Some(&d) = order
+            .iter()
+            .find(|&&d| cost.group_allowed(g, d) && need <= left[d])
+        else {
+            return Err(out_of_memory(graph, cluster, cost, &left, g));
+        };
+        take(&mut left[d], need);
+        group_device.push(d);
+    }
+    Ok(group_device)
+}
+
 impl Strategy for SingleFastest {
     fn name(&self) -> &'static str {
         "single-fastest"
@@ -129,21 +157,7 @@ impl Strategy for SingleFastest {
         cluster: &Cluster,
         cost: &CostModel,
     ) -> Result<Placement> {
-        check_groups(graph, cluster, cost)?;
-        let order = devices_by_serial_time(cost);
-        let mut left = memory_left(cost);
-        let mut group_device = Vec::with_capacity(cost.num_groups());
-        for g in 0..cost.num_groups() {
-            let need = cost.group_memory(g);
-            let Some(&d) = order
-                .iter()
-                .find(|&&d| cost.group_allowed(g, d) && need <= left[d])
-            else {
-                return Err(out_of_memory(graph, cluster, cost, &left, g));
-            };
-            take(&mut left[d], need);
-            group_device.push(d);
-        }
+        let group_device = fastest_device_groups(graph, cluster, cost)?;
         Ok(Placement::from_groups(
             self.name(),
             graph,

@@ -36,8 +36,8 @@ const SIZES: [i64; 3] = [128, 256, 512];
 const RUNS: usize = 5;
 /// Untimed, wall-timed and traced training steps of the calibration network per batch size.
 const NET_STEPS: (usize, usize, usize) = (2, 5, 3);
-/// Tensor sizes timed on each link, bytes (float32 tensors).
-const LINK_BYTES: [u64; 3] = [4 << 10, 256 << 10, 4 << 20];
+/// Tensor sizes `devices --calibrate` times on each link, bytes (float32 tensors).
+pub const LINK_BYTES: [u64; 3] = [4 << 10, 256 << 10, 4 << 20];
 /// Ordered device pairs timed at most; the rest keep their nominal links.
 const MAX_LINKS: usize = 32;
 /// A cached profile older than this is recalibrated, seconds (7 days).
@@ -118,7 +118,7 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
             gap * 1e6
         );
     }
-    calibrate_links(&calibrated, config, &mut profile)?;
+    calibrate_links(&calibrated, config, &LINK_BYTES, &mut profile)?;
     Ok(profile)
 }
 
@@ -229,14 +229,27 @@ fn time_network(
     })
 }
 
-/// Times transfers between ordered device pairs (at most [`MAX_LINKS`]) and records the fitted
-/// links in `profile`. A pair whose times do not grow with size (the tensor is handed over, not
-/// copied — CPU devices of one process) keeps its nominal link.
-fn calibrate_links(
+/// Times transfers of tensors of `sizes` bytes (at least two; multiples of 4) between ordered
+/// device pairs of `cluster` (at most [`MAX_LINKS`]) — each against the same consumer on the
+/// producing device — and records the fitted links in `profile`. A pair whose times do not grow
+/// with size (the tensor is handed over, not copied — CPU devices of one process) keeps its
+/// nominal link.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for fewer than two sizes; [`Error::TensorFlow`] if a transfer
+/// cannot run.
+pub fn calibrate_links(
     cluster: &Cluster,
     config: &SessionConfig,
+    sizes: &[u64],
     profile: &mut CalibrationProfile,
 ) -> Result<()> {
+    if sizes.len() < 2 || sizes.iter().any(|&b| b < 4) {
+        return Err(Error::InvalidArgument {
+            what: "link calibration sizes".into(),
+            reason: format!("need two or more sizes of at least 4 bytes, got {sizes:?}"),
+        });
+    }
     let n = cluster.devices.len();
     let pairs: Vec<(usize, usize)> = (0..n)
         .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
@@ -257,7 +270,7 @@ fn calibrate_links(
     let mut sources = Vec::with_capacity(n);
     for (d, name) in names.iter().enumerate() {
         sources.push(net.on_device(Some(name.to_string()), |net| {
-            LINK_BYTES
+            sizes
                 .iter()
                 .map(|&b| {
                     net.synthetic_input(&format!("link_{d}/source_{b}"), &[b as i64 / 4], false)
@@ -283,7 +296,7 @@ fn calibrate_links(
     let mut local = Vec::with_capacity(n);
     for d in 0..n {
         local.push(
-            (0..LINK_BYTES.len())
+            (0..sizes.len())
                 .map(|i| consumer(&mut net, d, d, i))
                 .collect::<Result<Vec<_>>>()?,
         );
@@ -291,7 +304,7 @@ fn calibrate_links(
     let mut remote = Vec::with_capacity(pairs.len());
     for &(a, b) in pairs {
         remote.push(
-            (0..LINK_BYTES.len())
+            (0..sizes.len())
                 .map(|i| consumer(&mut net, b, a, i))
                 .collect::<Result<Vec<_>>>()?,
         );
@@ -322,18 +335,18 @@ fn calibrate_links(
         baseline.push(ops.iter().map(&median_run).collect::<Result<Vec<_>>>()?);
     }
     for (&(a, b), ops) in pairs.iter().zip(&remote) {
-        let mut samples = Vec::with_capacity(LINK_BYTES.len());
+        let mut samples = Vec::with_capacity(sizes.len());
         for (i, op) in ops.iter().enumerate() {
             let extra = median_run(op)? - baseline[a][i];
-            samples.push((LINK_BYTES[i], extra.max(0.0)));
+            samples.push((sizes[i], extra.max(0.0)));
         }
         match profile.add_link_samples(names[a], names[b], &samples) {
             Ok(fit) => log::info!(
-                "calibration: {} → {}: {:.0} µs + {:.2} GB/s",
+                "calibration: {} → {}: {:.0} µs + {:.1} MB/s",
                 names[a],
                 names[b],
                 fit.link.latency * 1e6,
-                fit.link.bandwidth / 1e9
+                fit.link.bandwidth / 1e6
             ),
             Err(e) => log::info!("calibration: keeping the nominal link: {e}"),
         }
