@@ -410,8 +410,8 @@ fn print_table(results: &[StrategyResult], args: &Args, lower_bound: f64) {
         );
     }
     println!(
-        "lower bound {lower_bound:.1} ms/step (global batch {} shared by all workers at their calibrated \
-         fixed cost and throughput, no synchronisation); time to train = {} samples",
+        "lower bound {lower_bound:.1} ms/step (global batch {} over the summed calibrated throughput of all \
+         workers, or the cheapest fixed cost if larger); time to train = {} samples",
         args.batch, args.samples
     );
 }

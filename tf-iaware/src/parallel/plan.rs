@@ -354,44 +354,25 @@ pub fn proportional_shares(weights: &[f64], total: usize) -> Vec<usize> {
     shares
 }
 
-/// Lower bound of a synchronous step of `global_batch` samples on workers of `capacity`, ms:
-/// the smallest `T` at which the workers together could process the batch, each worker `k`
-/// spending its fixed per-step cost and then `(T − fixed_k) × samples_per_sec_k` samples
-/// (fractional shares, no synchronisation cost). No data-parallel plan over these workers can
-/// beat it under the calibrated model; with every fixed cost 0 it is `global_batch / Σ rates`.
+/// Lower bound of a synchronous step of `global_batch` samples on workers of `capacity`, ms, as
+/// the simulator's bound for a graph: max(critical path, total work ÷ total capacity) — the
+/// cheapest worker's fixed per-step cost (no step is shorter), and the batch over the summed
+/// marginal throughput of every worker (all of them busy the whole step, nothing lost to fixed
+/// costs or synchronisation).
 pub fn lower_bound_ms(global_batch: usize, capacity: &[WorkerCapacity]) -> f64 {
-    let usable: Vec<&WorkerCapacity> = capacity
-        .iter()
-        .filter(|c| c.samples_per_sec.is_finite() && c.samples_per_sec > 0.0)
-        .collect();
-    if usable.is_empty() || global_batch == 0 {
+    let usable = || {
+        capacity
+            .iter()
+            .filter(|c| c.samples_per_sec.is_finite() && c.samples_per_sec > 0.0)
+    };
+    let rate: f64 = usable().map(|c| c.samples_per_sec).sum();
+    if rate <= 0.0 || global_batch == 0 {
         return 0.0;
     }
-    let fixed = |c: &WorkerCapacity| c.fixed_ms.max(0.0);
-    // Samples done by `t` ms: increasing in t, so bisect.
-    let done = |t: f64| -> f64 {
-        usable
-            .iter()
-            .map(|c| (t - fixed(c)).max(0.0) * c.samples_per_sec / 1e3)
-            .sum()
-    };
-    let b = global_batch as f64;
-    let (mut lo, mut hi) = (
-        0.0f64,
-        usable
-            .iter()
-            .map(|c| fixed(c) + b / c.samples_per_sec * 1e3)
-            .fold(f64::INFINITY, f64::min),
-    );
-    for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        if done(mid) >= b {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    hi
+    let critical = usable()
+        .map(|c| c.fixed_ms.max(0.0))
+        .fold(f64::INFINITY, f64::min);
+    (global_batch as f64 / rate * 1e3).max(critical)
 }
 
 #[cfg(test)]
@@ -584,34 +565,24 @@ mod tests {
     }
 
     #[test]
-    fn the_lower_bound_counts_fixed_costs() {
-        // No fixed costs: batch over the summed rates.
+    fn the_lower_bound_is_work_over_capacity_or_the_cheapest_fixed_cost() {
+        // Batch over the summed rates.
         let caps = [
             WorkerCapacity::rate("a", 100.0),
             WorkerCapacity::rate("b", 300.0),
         ];
-        assert!((lower_bound_ms(40, &caps) - 100.0).abs() < 1e-6);
-        // b pays 50 ms before its first sample: a alone until then (5 samples), then both at
-        // 400/s for the remaining 35 samples: 50 + 87.5 ms.
-        let caps = [
-            WorkerCapacity::rate("a", 100.0),
-            WorkerCapacity {
-                device: "b".into(),
-                samples_per_sec: 300.0,
-                fixed_ms: 50.0,
-            },
-        ];
-        assert!((lower_bound_ms(40, &caps) - 137.5).abs() < 1e-6);
-        // A worker too slow to help is simply not used.
-        let caps = [
-            WorkerCapacity::rate("a", 1000.0),
-            WorkerCapacity {
-                device: "slow".into(),
-                samples_per_sec: 1.0,
-                fixed_ms: 1e6,
-            },
-        ];
-        assert!((lower_bound_ms(10, &caps) - 10.0).abs() < 1e-6);
+        assert!((lower_bound_ms(40, &caps) - 100.0).abs() < 1e-9);
+        // Fixed costs only count where every worker pays more than the work bound.
+        let fixed = |d: &str, ms: f64| WorkerCapacity {
+            device: d.into(),
+            samples_per_sec: 300.0,
+            fixed_ms: ms,
+        };
+        let caps = [fixed("a", 50.0), fixed("b", 500.0)];
+        assert!((lower_bound_ms(60, &caps) - 100.0).abs() < 1e-9);
+        let caps = [fixed("a", 150.0), fixed("b", 500.0)];
+        assert!((lower_bound_ms(60, &caps) - 150.0).abs() < 1e-9);
         assert_eq!(lower_bound_ms(10, &[]), 0.0);
+        assert_eq!(lower_bound_ms(10, &[WorkerCapacity::rate("z", 0.0)]), 0.0);
     }
 }
