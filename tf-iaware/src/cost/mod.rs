@@ -426,6 +426,20 @@ impl CostModel {
             });
         }
         self.dag = Dag::new_active(graph, &active)?;
+        // Inactive ops become free work everywhere, so the hot `op_time` needs no extra test.
+        let (nt, nd) = (self.device_types.len(), self.devices.len());
+        for node in (0..active.len()).filter(|&i| !active[i]) {
+            self.work[node] = OpWork {
+                free: true,
+                ..OpWork::default()
+            };
+            if let Some(t) = &mut self.measured {
+                t[node * nt..(node + 1) * nt].fill(f64::NAN);
+            }
+            if let Some(t) = &mut self.explicit {
+                t[node * nd..(node + 1) * nd].fill(f64::NAN);
+            }
+        }
         self.active = Some(active);
         Ok(())
     }
@@ -498,9 +512,6 @@ impl CostModel {
     /// analytic (0 for a free op).
     #[inline]
     pub fn op_time(&self, node: NodeId, device: usize) -> f64 {
-        if !self.is_active(node) {
-            return 0.0;
-        }
         let dev = &self.devices[device];
         if let Some(table) = &self.explicit {
             let t = table[node * self.devices.len() + device];
@@ -528,12 +539,11 @@ impl CostModel {
 
     /// Whether op `node` does no work of its own (see [`OpWork::free`]) and has no explicit time.
     pub fn is_free(&self, node: NodeId) -> bool {
-        !self.is_active(node)
-            || self.work[node].free
-                && self.explicit.as_ref().is_none_or(|t| {
-                    let nd = self.devices.len();
-                    t[node * nd..(node + 1) * nd].iter().all(|v| v.is_nan())
-                })
+        self.work[node].free
+            && self.explicit.as_ref().is_none_or(|t| {
+                let nd = self.devices.len();
+                t[node * nd..(node + 1) * nd].iter().all(|v| v.is_nan())
+            })
     }
 
     /// Bytes op `node` holds in device memory (see [`analytic::op_memory`]).
