@@ -285,3 +285,59 @@ fn measured_op_times_feed_the_cost_model() {
     let err = fails(&["simulate", "--graph", g, "--measurements", g]);
     assert!(err.contains("lenet.pb"), "{err}");
 }
+
+#[test]
+fn bench_runs_data_parallel_and_model_parallel_strategies_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let svg = dir.path().join("bench.svg");
+    let out = ok(&[
+        "bench",
+        "--scenario",
+        "workers=0.5,0.25",
+        "--model",
+        "mlp",
+        "--batch",
+        "8",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--repeats",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("images/sec:"),
+        "tf_cnn_benchmarks-style lines: {out}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = v["results"].as_array().unwrap();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["replica-setter", "infra-aware", "heft"]);
+    for r in results {
+        let ms = r["step_ms"]["median"].as_f64().unwrap();
+        assert!(ms.is_finite() && ms > 0.0, "{r}");
+        assert!(r["predicted_step_ms"].as_f64().is_some(), "{r}");
+    }
+    // Data-parallel strategies carry a plan over the global batch; heft its ops per worker.
+    let batch: u64 = results[1]["plan"]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["batch"].as_u64().unwrap())
+        .sum();
+    assert_eq!(batch, 8);
+    assert!(results[2]["plan"].is_null());
+    assert!(!results[2]["ops_per_device"].as_array().unwrap().is_empty());
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // An unknown strategy names itself and the known ones.
+    let err = fails(&["bench", "--strategies", "replica-setter,fastest"]);
+    assert!(err.contains("fastest"), "{err}");
+}

@@ -139,16 +139,28 @@ fn plan_for(
                 &options,
             )?)
         }
+        other => {
+            check_strategy(other)?;
+            None
+        }
+    })
+}
+
+/// `Ok` for a strategy `bench` can run: data-parallel `replica-setter` or `infra-aware`, or a
+/// per-op strategy other than `tf-default`.
+fn check_strategy(name: &str) -> Result<()> {
+    match name {
+        "replica-setter" | "infra-aware" => Ok(()),
         "tf-default" => bail!(
             "`tf-default` is not a benchmark strategy: replica-setter is stock TensorFlow's \
              data-parallel recipe"
         ),
         other => {
-            // A per-op strategy: unknown names fail here with the list of strategies.
+            // Unknown names fail here with the list of strategies.
             tf_iaware::placer::by_name(other)?;
-            None
+            Ok(())
         }
-    })
+    }
 }
 
 fn progress(len: u64, msg: &str) -> ProgressBar {
@@ -173,6 +185,10 @@ fn mean_std(xs: &[f64]) -> (f64, f64) {
 pub fn run(args: &Args) -> Result<()> {
     if args.steps == 0 || args.repeats == 0 || args.strategies.is_empty() {
         bail!("--steps, --repeats and --strategies must be non-empty");
+    }
+    // Before anything starts: a typo should not cost a cluster and a calibration.
+    for name in &args.strategies {
+        check_strategy(name)?;
     }
     let started = Instant::now();
     let scenario = Scenario::parse(&args.scenario)?;
