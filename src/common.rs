@@ -110,7 +110,33 @@ pub struct PlaceFlags {
     pub measurements: Vec<PathBuf>,
 }
 
+/// A graph file placed on a connected cluster: what `place` and `simulate` work from.
+pub struct PlacedGraph {
+    pub analyzed: Analyzed,
+    pub connected: Connected,
+    pub placement: Placement,
+    pub report: PlacementReport,
+    pub cost: CostModel,
+}
+
 impl PlaceFlags {
+    /// Loads the GraphDef at `graph`, connects to `--cluster` and places the graph (predictions
+    /// cover the step of its sidecar, if it has one).
+    pub fn load_and_place(&self, graph: &Path) -> Result<PlacedGraph> {
+        let analyzed = load_graph(graph)?;
+        let connected = connect(&self.cluster)?;
+        let sidecar = self.step_sidecar(graph, &analyzed)?;
+        let (placement, report, cost) =
+            self.place(&analyzed, &connected.cluster, sidecar.as_ref())?;
+        Ok(PlacedGraph {
+            analyzed,
+            connected,
+            placement,
+            report,
+            cost,
+        })
+    }
+
     /// Whether the command starts an emulated cluster (and so needs signal teardown).
     pub fn emulated(&self) -> bool {
         self.cluster.starts_with("emulated:")

@@ -34,15 +34,14 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let analyzed = common::load_graph(&args.graph)?;
-    let connected = common::connect(&args.place.cluster)?;
-    let cluster = &connected.cluster;
-    let (placement, report, _) = args.place.place(
-        &analyzed,
-        cluster,
-        args.place.step_sidecar(&args.graph, &analyzed)?.as_ref(),
+    let p = args.place.load_and_place(&args.graph)?;
+    let report = &p.report;
+    let placed = apply::apply(
+        &p.analyzed.graph_def,
+        &p.analyzed.op_graph,
+        &p.connected.cluster,
+        &p.placement,
     )?;
-    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     if let Some(out) = &args.out {
         std::fs::write(out, placed.to_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
@@ -52,9 +51,9 @@ pub fn run(args: &Args) -> Result<()> {
         common::write_file(path, &(report.to_json()? + "\n"))?;
     }
     if args.json {
-        return common::print_json(&report);
+        return common::print_json(report);
     }
-    print_report(&report);
+    print_report(report);
     Ok(())
 }
 

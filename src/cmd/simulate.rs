@@ -32,23 +32,17 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let analyzed = common::load_graph(&args.graph)?;
-    let connected = common::connect(&args.place.cluster)?;
-    let cluster = &connected.cluster;
-    let (placement, report, cost) = args.place.place(
-        &analyzed,
-        cluster,
-        args.place.step_sidecar(&args.graph, &analyzed)?.as_ref(),
-    )?;
+    let p = args.place.load_and_place(&args.graph)?;
+    let (graph, cluster, report) = (&p.analyzed.op_graph, &p.connected.cluster, &p.report);
     if let Some(path) = &args.trace {
-        let ev = evaluate(&analyzed.op_graph, cluster, &cost, &placement)?;
-        let records = trace::from_simulation(&analyzed.op_graph, cluster, &ev.sim);
+        let ev = evaluate(graph, cluster, &p.cost, &p.placement)?;
+        let records = trace::from_simulation(graph, cluster, &ev.sim);
         common::write_file(path, &trace::chrome_trace(&records)?)?;
         log::info!("simulated trace written to {}", path.display());
     }
     if args.json {
-        return common::print_json(&report);
+        return common::print_json(report);
     }
-    print_report(&report);
+    print_report(report);
     Ok(())
 }
