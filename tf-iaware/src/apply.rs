@@ -68,7 +68,39 @@ pub fn validate(
 
 /// Validates `placement` and rewrites `graph_def`: every placed op gets its full device name,
 /// unplaced ops keep what they had; names, inputs, attributes, the function library, versions and
-/// debug info are carried over unchanged.
+/// debug info are carried over unchanged. Pure: no TensorFlow call.
+///
+/// # Errors
+/// Validation errors of [`validate`].
+pub fn rewrite(
+    graph_def: &GraphDef,
+    graph: &OpGraph,
+    cluster: &Cluster,
+    placement: &Placement,
+) -> Result<GraphDef> {
+    let resolved = validate(graph, cluster, placement)?;
+    let mut def = graph_def.clone();
+    for node in &mut def.node {
+        if let Some(device) = resolved.get(&node.name) {
+            node.device = device.clone();
+        }
+    }
+    Ok(def)
+}
+
+/// Imports `def` into a fresh TensorFlow graph; `what` names it in errors.
+///
+/// # Errors
+/// [`Error::TensorFlow`] if TensorFlow rejects the GraphDef.
+pub fn import(def: &GraphDef, what: &str) -> Result<Graph> {
+    let mut tf_graph = Graph::new();
+    tf_graph
+        .import_graph_def(&def.encode_to_vec(), &ImportGraphDefOptions::new())
+        .map_err(|e| Error::tf(format!("importing the placed GraphDef ({what})"), e))?;
+    Ok(tf_graph)
+}
+
+/// [`rewrite`], then [`import`] of the result.
 ///
 /// # Errors
 /// Validation errors of [`validate`]; [`Error::TensorFlow`] if TensorFlow rejects the result.
@@ -78,25 +110,10 @@ pub fn apply(
     cluster: &Cluster,
     placement: &Placement,
 ) -> Result<Placed> {
-    let resolved = validate(graph, cluster, placement)?;
-    let mut def = graph_def.clone();
-    for node in &mut def.node {
-        if let Some(device) = resolved.get(&node.name) {
-            node.device = device.clone();
-        }
-    }
-    let bytes = def.encode_to_vec();
-    let mut tf_graph = Graph::new();
-    tf_graph
-        .import_graph_def(&bytes, &ImportGraphDefOptions::new())
-        .map_err(|e| {
-            Error::tf(
-                format!("importing the placed GraphDef ({})", placement.strategy),
-                e,
-            )
-        })?;
+    let def = rewrite(graph_def, graph, cluster, placement)?;
+    let graph = import(&def, &placement.strategy)?;
     Ok(Placed {
         graph_def: def,
-        graph: tf_graph,
+        graph,
     })
 }

@@ -32,6 +32,11 @@ pub enum Error {
     #[error("{context}: no op named `{op}` in the graph")]
     UnknownOp { context: String, op: String },
 
+    /// An op or tensor handle that names nothing usable, or that the placed graph lacks (the
+    /// `handle` is quoted as the user gave it).
+    #[error("handle {handle}: {reason}")]
+    Handle { handle: String, reason: String },
+
     // ----- Devices and placement ----------------------------------------------------------------
     /// A device string that does not parse.
     #[error("malformed device string `{device}`: {reason}")]

@@ -4,6 +4,39 @@
 //! TensorFlow graph) → [`cluster`] (devices) → [`placer`] (strategies) → [`apply`] (device strings
 //! written onto a GraphDef) → [`runtime`] (sessions through the C API, step stats).
 //! Pure stages take plain data; TensorFlow and the OS sit at the edges.
+//!
+//! # Place and train your own graph
+//!
+//! The entry point ([`pipeline`], re-exported here) takes a graph you built with the
+//! `tensorflow` crate (re-exported as [`tensorflow`], so one dependency is enough) or a GraphDef
+//! exported from Python: [`connect`] to a cluster spec, describe one training [`Step`], place the
+//! graph with a strategy ([`Connection::place`] → [`Plan`], with its predicted step time and
+//! per-device load), open a [`Session`] that takes your own `Operation`/`Output` handles (any
+//! dtype, any output index), and [`Session::verify`] where every op ran.
+//!
+//! ```
+//! # mod model { include!(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/own_model/model.rs")); }
+//! use tf_iaware::{Run, Step};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let m = model::build()?; // your graph: x (float), labels (int64), init, train, loss
+//! let (xs, ys) = model::batch(1);
+//!
+//! let cluster = tf_iaware::connect("local:cpu=2")?;
+//! let step = Step::new().target(&m.train).fetch(&m.loss);
+//! let plan = cluster.place(&*m.scope.graph(), &step, "heft")?;
+//! assert!(plan.report().predicted_step_ms >= plan.report().lower_bound_ms);
+//! let session = plan.session()?;
+//! session.run(Run::new().target(&m.init))?;
+//! let feeds = || Run::of(&step).feed(&m.x, &xs).feed(&m.labels, &ys);
+//! let first = session.run(feeds())?.scalar::<f32>(&m.loss)?;
+//! for _ in 0..20 {
+//!     session.run(feeds())?;
+//! }
+//! let last = session.run(feeds())?.scalar::<f32>(&m.loss)?;
+//! assert!(last < first, "loss {first} -> {last}");
+//! assert!(session.verify(&session.run(feeds().traced())?)?.is_ok());
+//! # Ok(()) }
+//! ```
 
 pub mod apply;
 pub mod cluster;
@@ -11,9 +44,11 @@ pub mod cost;
 pub mod emulate;
 pub mod error;
 pub mod graph;
+pub mod io;
 pub mod models;
 pub mod monitor;
 pub mod parallel;
+pub mod pipeline;
 pub mod placer;
 pub mod proto;
 pub mod report;
@@ -21,4 +56,11 @@ pub mod runtime;
 pub mod sim;
 pub mod tf;
 
+/// The `tensorflow` crate tf-iaware is built on, for building graphs without a second
+/// dependency (and so without a second version of it).
+pub use tensorflow;
+
 pub use error::{Error, Result};
+pub use pipeline::{
+    connect, Connection, Fetched, Plan, PlanOptions, Run, Session, Step, Verification,
+};

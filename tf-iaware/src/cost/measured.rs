@@ -2,9 +2,11 @@
 //! ([`Measurements::add_step_stats`]), fitted by [`super::CostModel::with_measurements`].
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{Error, Result};
 use crate::proto::StepStats;
 
 /// One timed execution of an op.
@@ -46,10 +48,27 @@ pub fn base_device(device: &str) -> Option<&str> {
     }
 }
 
+/// The largest measurements file [`Measurements::load`] reads, bytes.
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
 impl Measurements {
     /// No samples.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Reads a measurements file (`tf-iaware run --save-measurements`, or
+    /// `serde_json::to_string` of a [`Measurements`]).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if it cannot be read; [`Error::InvalidArgument`] for a file over
+    /// [`MAX_FILE_BYTES`]; [`Error::Json`] naming the file if it is not a measurements document.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = crate::io::read_capped(path, MAX_FILE_BYTES, "measurements file")?;
+        serde_json::from_str(&text).map_err(|source| Error::Json {
+            what: format!("parsing measurements {}", path.display()),
+            source,
+        })
     }
 
     /// Adds one sample.

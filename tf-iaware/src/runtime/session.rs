@@ -99,12 +99,6 @@ impl PlacedSession {
             args.add_target(op);
         }
         let tokens: Vec<_> = fetches.iter().map(|op| args.request_fetch(op, 0)).collect();
-        let options = RunOptions {
-            trace_level: if trace { RunOptions::FULL_TRACE } else { 0 },
-            timeout_in_ms: self.run_timeout_ms,
-        };
-        args.set_run_options(&options.encode_to_vec());
-        args.set_request_metadata(trace);
         let describe = || {
             let names: Vec<String> = targets
                 .iter()
@@ -113,11 +107,7 @@ impl PlacedSession {
                 .collect();
             format!("Session::run({})", names.join(", "))
         };
-        let start = Instant::now();
-        self.session
-            .run(&mut args)
-            .map_err(|e| Error::tf(describe(), e))?;
-        let wall = start.elapsed();
+        let (wall, step_stats) = self.run_args(&mut args, trace, &describe())?;
         let mut fetched = Vec::with_capacity(tokens.len());
         for t in tokens {
             fetched.push(
@@ -125,6 +115,35 @@ impl PlacedSession {
                     .map_err(|e| Error::tf(format!("fetching from {}", describe()), e))?,
             );
         }
+        Ok(RunOutcome {
+            fetched,
+            wall,
+            step_stats,
+        })
+    }
+
+    /// Runs `args` as they are (any feeds, targets and fetches the caller put there) under this
+    /// session's deadline; with `trace`, requests FULL_TRACE step stats and returns them.
+    /// `describe` names the run in errors. Returns the wall time of `Session::run`.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] naming `describe` if the run fails or passes its deadline;
+    /// [`Error::GraphDecode`] if the returned RunMetadata does not decode.
+    pub fn run_args(
+        &self,
+        args: &mut SessionRunArgs<'_>,
+        trace: bool,
+        describe: &str,
+    ) -> Result<(Duration, Option<StepStats>)> {
+        let options = RunOptions {
+            trace_level: if trace { RunOptions::FULL_TRACE } else { 0 },
+            timeout_in_ms: self.run_timeout_ms,
+        };
+        args.set_run_options(&options.encode_to_vec());
+        args.set_request_metadata(trace);
+        let start = Instant::now();
+        self.session.run(args).map_err(|e| Error::tf(describe, e))?;
+        let wall = start.elapsed();
         let step_stats = if trace {
             let bytes = args.get_metadata().unwrap_or_default();
             let meta = RunMetadata::decode(bytes).map_err(|source| Error::GraphDecode {
@@ -135,11 +154,7 @@ impl PlacedSession {
         } else {
             None
         };
-        Ok(RunOutcome {
-            fetched,
-            wall,
-            step_stats,
-        })
+        Ok((wall, step_stats))
     }
 }
 

@@ -1,0 +1,313 @@
+//! [`Plan`]: a graph placed on a connected cluster — the placement, its report, the cost model
+//! that priced it and the placed GraphDef — and the choices that made it ([`PlanOptions`]).
+
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+use tensorflow::Graph;
+
+use crate::apply;
+use crate::cluster::Cluster;
+use crate::cost::{CostModel, Measurements};
+use crate::error::{Error, Result};
+use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
+use crate::graph::OpGraph;
+use crate::placer::{self, PlaceOptions, Placement, Strategy};
+use crate::proto::GraphDef;
+use crate::report::PlacementReport;
+use crate::runtime::{PlacedSession, SessionConfig};
+
+use super::connection::Connection;
+use super::session::Session;
+use super::step::Step;
+
+/// The largest GraphDef file [`load_graph`] reads: protobuf's own 2 GiB message limit.
+pub const MAX_GRAPH_BYTES: u64 = 2 << 30;
+
+/// Reads and analyses a GraphDef file (e.g. exported by Python TensorFlow with
+/// `tf.io.write_graph(…, as_text=False)`).
+///
+/// # Errors
+/// [`Error::Io`] if the file cannot be read; [`Error::InvalidArgument`] for a file over
+/// [`MAX_GRAPH_BYTES`]; the errors of
+/// [`analyze_bytes`](crate::graph::analyze::analyze_bytes).
+pub fn load_graph(path: &Path) -> Result<Analyzed> {
+    let bytes = crate::io::read_bytes_capped(path, MAX_GRAPH_BYTES, "GraphDef")?;
+    analyze_bytes(&bytes, &path.display().to_string())
+}
+
+/// A graph to place: a `tensorflow::Graph` built in Rust, serialized GraphDef bytes, or a graph
+/// already analysed ([`load_graph`]).
+pub trait GraphSource {
+    /// The graph, analysed.
+    ///
+    /// # Errors
+    /// The errors of [`analyze_bytes`](crate::graph::analyze::analyze_bytes).
+    fn analyze(self) -> Result<Analyzed>;
+}
+
+impl GraphSource for &Graph {
+    fn analyze(self) -> Result<Analyzed> {
+        analyze_graph(self)
+    }
+}
+
+impl GraphSource for &[u8] {
+    fn analyze(self) -> Result<Analyzed> {
+        analyze_bytes(self, "GraphDef bytes")
+    }
+}
+
+impl GraphSource for &Vec<u8> {
+    fn analyze(self) -> Result<Analyzed> {
+        analyze_bytes(self, "GraphDef bytes")
+    }
+}
+
+impl GraphSource for Analyzed {
+    fn analyze(self) -> Result<Analyzed> {
+        Ok(self)
+    }
+}
+
+/// A strategy by name (`"heft"`, `"infra-aware"`, … — [`placer::STRATEGIES`]) or as a value.
+pub trait StrategyChoice {
+    /// The strategy, built with `options`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownStrategy`] listing the known names.
+    fn strategy(self, options: &PlaceOptions) -> Result<Box<dyn Strategy>>;
+}
+
+impl StrategyChoice for &str {
+    fn strategy(self, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
+        placer::by_name_with(self, options)
+    }
+}
+
+impl StrategyChoice for &String {
+    fn strategy(self, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
+        placer::by_name_with(self, options)
+    }
+}
+
+impl StrategyChoice for Box<dyn Strategy> {
+    fn strategy(self, _: &PlaceOptions) -> Result<Box<dyn Strategy>> {
+        Ok(self)
+    }
+}
+
+/// How [`Connection::place_with`] prices and places.
+///
+/// Cost sources, first that knows an op wins: `measurements` (op times from earlier traced
+/// runs of this graph) → the cluster's calibration (cached per host by `devices --calibrate`) →
+/// analytic estimates (FLOPs and bytes over nominal device speeds).
+#[derive(Clone, Debug, Default)]
+pub struct PlanOptions {
+    /// Op timings of earlier runs (see [`Measurements::add_step_stats`] and
+    /// [`Measurements::load`]); empty: none.
+    pub measurements: Measurements,
+    /// Where `measurements` came from, for messages (file names).
+    pub measurements_origin: Vec<PathBuf>,
+    /// Knobs of the strategies that have any (seed, infra-aware threshold).
+    pub place: PlaceOptions,
+}
+
+impl PlanOptions {
+    /// Options whose measurements are read from `paths` (`run --save-measurements` files).
+    ///
+    /// # Errors
+    /// As [`Measurements::load`].
+    pub fn with_measurement_files(paths: &[PathBuf]) -> Result<Self> {
+        let mut measurements = Measurements::new();
+        for path in paths {
+            measurements
+                .samples
+                .extend(Measurements::load(path)?.samples);
+        }
+        Ok(PlanOptions {
+            measurements,
+            measurements_origin: paths.to_vec(),
+            place: PlaceOptions::default(),
+        })
+    }
+}
+
+/// A graph placed on a cluster: what to run, where, and what it is predicted to cost.
+pub struct Plan {
+    analyzed: Analyzed,
+    step: Step,
+    placement: Placement,
+    report: PlacementReport,
+    cost: CostModel,
+    placed: GraphDef,
+    config: SessionConfig,
+}
+
+impl Connection {
+    /// Places `graph` for `step` with `strategy` and default [`PlanOptions`].
+    ///
+    /// ```no_run
+    /// # fn demo(graph: &tensorflow::Graph, train: &tensorflow::Operation,
+    /// #         loss: &tensorflow::Output) -> tf_iaware::Result<()> {
+    /// let cluster = tf_iaware::connect("local:cpu=4")?;
+    /// let step = tf_iaware::Step::new().target(train).fetch(loss);
+    /// let plan = cluster.place(graph, &step, "heft")?;
+    /// println!("predicted {:.1} ms", plan.report().predicted_step_ms);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Connection::place_with`].
+    pub fn place(
+        &self,
+        graph: impl GraphSource,
+        step: &Step,
+        strategy: impl StrategyChoice,
+    ) -> Result<Plan> {
+        self.place_with(graph, step, strategy, &PlanOptions::default())
+    }
+
+    /// Analyses `graph`, prices it on this cluster (costs as [`PlanOptions`] says; predictions
+    /// restricted to the ops `step` runs), places it with `strategy`, validates the placement
+    /// and writes the device strings onto a copy of its GraphDef.
+    ///
+    /// # Errors
+    /// The graph's analysis errors; [`Error::UnknownStrategy`]; [`Error::UnknownOp`] or
+    /// [`Error::Handle`] for a step handle the graph lacks; [`Error::InvalidArgument`] if
+    /// `options` has measurements but none names an op of this graph on a device of this
+    /// cluster; the strategy's errors ([`Error::Infeasible`] …); the placement validation errors
+    /// of [`apply::validate`].
+    pub fn place_with(
+        &self,
+        graph: impl GraphSource,
+        step: &Step,
+        strategy: impl StrategyChoice,
+        options: &PlanOptions,
+    ) -> Result<Plan> {
+        let strategy = strategy.strategy(&options.place)?;
+        let analyzed = graph.analyze()?;
+        let cost = cost_model(&analyzed.op_graph, self.cluster(), step, options)?;
+        let (placement, report) =
+            strategy.place_with_report(&analyzed.op_graph, self.cluster(), &cost)?;
+        let placed = apply::rewrite(
+            &analyzed.graph_def,
+            &analyzed.op_graph,
+            self.cluster(),
+            &placement,
+        )?;
+        Ok(Plan {
+            analyzed,
+            step: step.clone(),
+            placement,
+            report,
+            cost,
+            placed,
+            config: self.session_config().clone(),
+        })
+    }
+}
+
+/// The cost model of `graph` on `cluster` from the sources `options` names (measured →
+/// calibrated → analytic), restricted to the ops `step` runs.
+///
+/// # Errors
+/// As [`Connection::place_with`].
+pub fn cost_model(
+    graph: &OpGraph,
+    cluster: &Cluster,
+    step: &Step,
+    options: &PlanOptions,
+) -> Result<CostModel> {
+    let active = step.active_ops(graph)?;
+    let mut cost = if options.measurements.is_empty() {
+        CostModel::new(graph, cluster)?
+    } else {
+        let cost = CostModel::with_measurements(graph, cluster, &options.measurements)?;
+        let s = cost.measurement_summary();
+        log::info!(
+            "measurements: {} samples used ({} dropped: other ops or devices), {} ops timed, {} op types fitted",
+            s.samples_used,
+            s.samples_dropped,
+            s.ops_measured,
+            s.types_fitted
+        );
+        if s.samples_used == 0 {
+            let origin: Vec<String> = options
+                .measurements_origin
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            return Err(Error::InvalidArgument {
+                what: "measurements".into(),
+                reason: format!(
+                    "none of the {} samples{} names an op of this graph on a device of this cluster",
+                    options.measurements.len(),
+                    if origin.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" in {}", origin.join(", "))
+                    }
+                ),
+            });
+        }
+        cost
+    };
+    if !step.is_empty() {
+        cost.restrict_to(graph, active)?;
+    }
+    Ok(cost)
+}
+
+impl Plan {
+    /// What the strategy predicts: step time, lower bound, per-device load (DESIGN.md §5).
+    pub fn report(&self) -> &PlacementReport {
+        &self.report
+    }
+
+    /// Op name → device, as the strategy chose.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// The cost model that priced the plan (to simulate other placements with it).
+    pub fn cost(&self) -> &CostModel {
+        &self.cost
+    }
+
+    /// The step the plan was made for.
+    pub fn step(&self) -> &Step {
+        &self.step
+    }
+
+    /// The original graph, analysed (its GraphDef and OpGraph).
+    pub fn analyzed(&self) -> &Analyzed {
+        &self.analyzed
+    }
+
+    /// The placed GraphDef: the original with `NodeDef.device` set on every placed op.
+    pub fn placed_graph_def(&self) -> &GraphDef {
+        &self.placed
+    }
+
+    /// The placed GraphDef, serialized (to write to a file or import elsewhere).
+    pub fn placed_bytes(&self) -> Vec<u8> {
+        self.placed.encode_to_vec()
+    }
+
+    /// Opens a session over the placed graph on the plan's cluster. It accepts handles of the
+    /// original graph and can verify where ops ran.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if TensorFlow rejects the placed graph or cannot create the session
+    /// (an unreachable master, say).
+    pub fn session(&self) -> Result<Session> {
+        let graph = apply::import(&self.placed, &self.placement.strategy)?;
+        let inner = PlacedSession::new(graph, &self.config)?;
+        Ok(Session::new(
+            inner,
+            self.placement.clone(),
+            &self.analyzed.op_graph,
+        ))
+    }
+}
