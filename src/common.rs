@@ -1,35 +1,19 @@
-//! What several subcommands share: loading a graph and its sidecar, connecting to a cluster,
-//! choosing a strategy, printing JSON.
+//! What several subcommands share: flags that name a graph, a cluster and a strategy, turned into
+//! calls of the library's entry point ([`tf_iaware::pipeline`]), and printing.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tf_iaware::cluster::tf_config::TfConfig;
-use tf_iaware::cluster::{self, Cluster, ClusterSpec};
-use tf_iaware::cost::{CostModel, Measurements};
+use tf_iaware::cluster::ClusterSpec;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
-use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
-use tf_iaware::placer::{self, Placement};
-use tf_iaware::report::PlacementReport;
-use tf_iaware::runtime::{calibrate, SessionConfig, Sidecar};
-
-/// Uses the cached calibration profile of `cluster` when a fresh one exists (`devices --calibrate`).
-fn apply_calibration(cluster: &mut Cluster) -> Result<()> {
-    if calibrate::apply_cached(cluster)? {
-        log::debug!(
-            "using the calibration in {}",
-            calibrate::profile_path(cluster).display()
-        );
-    }
-    Ok(())
-}
+use tf_iaware::graph::analyze::Analyzed;
+use tf_iaware::pipeline::{self, Connection, Plan, PlanOptions, Step};
+use tf_iaware::runtime::Sidecar;
 
 /// Reads and analyses a GraphDef file.
 pub fn load_graph(path: &Path) -> Result<Analyzed> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("reading GraphDef {}", path.display()))?;
-    Ok(analyze_bytes(&bytes, &path.display().to_string())?)
+    Ok(pipeline::load_graph(path)?)
 }
 
 /// Reads the sidecar (`--meta`, else next to the graph) and checks it against the graph.
@@ -46,47 +30,18 @@ pub fn load_sidecar(
     Ok(sidecar)
 }
 
-/// A connected cluster: its devices, how to open sessions, and — for `emulated:…` — the local
-/// processes, which live as long as this value.
-pub struct Connected {
-    pub cluster: Cluster,
-    pub config: SessionConfig,
-    /// The cluster's TF_CONFIG (task addresses), for `tf-config…` and `emulated:…` clusters.
-    pub tf_config: Option<TfConfig>,
-    /// Held only so the emulated processes live until the command ends (dropped: torn down).
-    #[allow(dead_code)]
-    pub emulated: Option<EmulatedCluster>,
-}
-
-/// Parses `--cluster`, starts an emulated cluster if asked, and lists the devices.
-pub fn connect(spec: &str) -> Result<Connected> {
-    let spec = ClusterSpec::parse(spec)?;
-    if let ClusterSpec::Emulated(text) = &spec {
+/// Connects to `--cluster`; an `emulated:SCENARIO` cluster is started first, from this binary's
+/// `worker` subcommand, and lives as long as the connection.
+pub fn connect(spec: &str) -> Result<Connection> {
+    let parsed = ClusterSpec::parse(spec)?;
+    if let ClusterSpec::Emulated(text) = &parsed {
         let scenario = Scenario::parse(text)?;
         let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
-        let emulated = EmulatedCluster::start(&scenario, &exe)?;
-        let (mut cluster, config) = emulated.connect()?;
-        apply_calibration(&mut cluster)?;
-        return Ok(Connected {
-            cluster,
-            config,
-            tf_config: Some(emulated.tf_config().clone()),
-            emulated: Some(emulated),
-        });
+        return Ok(Connection::from_emulated(EmulatedCluster::start(
+            &scenario, &exe,
+        )?)?);
     }
-    let (mut cluster, config) = cluster::connect(&spec)?;
-    apply_calibration(&mut cluster)?;
-    let tf_config = match &spec {
-        ClusterSpec::TfConfig(Some(path)) => Some(TfConfig::from_file(path)?),
-        ClusterSpec::TfConfig(None) => Some(TfConfig::from_env()?),
-        _ => None,
-    };
-    Ok(Connected {
-        cluster,
-        config,
-        tf_config,
-        emulated: None,
-    })
+    Ok(Connection::open(&parsed)?)
 }
 
 /// The flags of every command that places a GraphDef.
@@ -110,13 +65,10 @@ pub struct PlaceFlags {
     pub measurements: Vec<PathBuf>,
 }
 
-/// A graph file placed on a connected cluster: what `place` and `simulate` work from.
+/// A graph file placed on a connected cluster.
 pub struct PlacedGraph {
-    pub analyzed: Analyzed,
-    pub connected: Connected,
-    pub placement: Placement,
-    pub report: PlacementReport,
-    pub cost: CostModel,
+    pub connection: Connection,
+    pub plan: Plan,
 }
 
 impl PlaceFlags {
@@ -124,17 +76,10 @@ impl PlaceFlags {
     /// cover the step of its sidecar, if it has one).
     pub fn load_and_place(&self, graph: &Path) -> Result<PlacedGraph> {
         let analyzed = load_graph(graph)?;
-        let connected = connect(&self.cluster)?;
+        let connection = connect(&self.cluster)?;
         let sidecar = self.step_sidecar(graph, &analyzed)?;
-        let (placement, report, cost) =
-            self.place(&analyzed, &connected.cluster, sidecar.as_ref())?;
-        Ok(PlacedGraph {
-            analyzed,
-            connected,
-            placement,
-            report,
-            cost,
-        })
+        let plan = self.place(&connection, analyzed, sidecar.as_ref())?;
+        Ok(PlacedGraph { connection, plan })
     }
 
     /// Whether the command starts an emulated cluster (and so needs signal teardown).
@@ -152,74 +97,17 @@ impl PlaceFlags {
         load_sidecar(graph_path, self.meta.as_ref(), analyzed).map(Some)
     }
 
-    /// The cost model of `analyzed` on `cluster`: measured where `--measurements` has data,
-    /// else calibrated, else analytic; restricted to the step `sidecar` trains when given.
-    pub fn cost_model(
-        &self,
-        analyzed: &Analyzed,
-        cluster: &Cluster,
-        sidecar: Option<&Sidecar>,
-    ) -> Result<CostModel> {
-        let mut cost = self.unrestricted_cost_model(analyzed, cluster)?;
-        if let Some(s) = sidecar {
-            let g = &analyzed.op_graph;
-            let targets = [
-                g.require(&s.train, "sidecar `train`")?,
-                g.require(&s.loss, "sidecar `loss`")?,
-            ];
-            cost.restrict_to(g, g.ancestors(&targets))?;
-        }
-        Ok(cost)
-    }
-
-    fn unrestricted_cost_model(&self, analyzed: &Analyzed, cluster: &Cluster) -> Result<CostModel> {
-        if self.measurements.is_empty() {
-            return Ok(CostModel::new(&analyzed.op_graph, cluster)?);
-        }
-        let mut all = Measurements::new();
-        for path in &self.measurements {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading measurements {}", path.display()))?;
-            let m: Measurements = serde_json::from_str(&text)
-                .with_context(|| format!("parsing measurements {}", path.display()))?;
-            all.samples.extend(m.samples);
-        }
-        let cost = CostModel::with_measurements(&analyzed.op_graph, cluster, &all)?;
-        let s = cost.measurement_summary();
-        log::info!(
-            "measurements: {} samples used ({} dropped: other ops or devices), {} ops timed, {} op types fitted",
-            s.samples_used,
-            s.samples_dropped,
-            s.ops_measured,
-            s.types_fitted
-        );
-        if s.samples_used == 0 {
-            anyhow::bail!(
-                "none of the {} samples in {} names an op of this graph on a device of this cluster",
-                all.len(),
-                self.measurements
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        Ok(cost)
-    }
-
-    /// Runs the strategy with the cost model of [`PlaceFlags::cost_model`]; returns the
-    /// placement, its report (DESIGN.md §5 fields: per-device load, predicted step, lower bound)
-    /// and the cost model.
+    /// Places `analyzed` on `connection` with `--strategy`, priced from `--measurements`, the
+    /// calibration or analytic estimates, for the step `sidecar` trains (every op without one).
     pub fn place(
         &self,
-        analyzed: &Analyzed,
-        cluster: &Cluster,
+        connection: &Connection,
+        analyzed: Analyzed,
         sidecar: Option<&Sidecar>,
-    ) -> Result<(Placement, PlacementReport, CostModel)> {
-        let strategy = placer::by_name(&self.strategy)?;
-        let cost = self.cost_model(analyzed, cluster, sidecar)?;
-        let (placement, report) = strategy.place_with_report(&analyzed.op_graph, cluster, &cost)?;
-        Ok((placement, report, cost))
+    ) -> Result<Plan> {
+        let options = PlanOptions::with_measurement_files(&self.measurements)?;
+        let step = sidecar.map(Step::from_sidecar).unwrap_or_default();
+        Ok(connection.place_with(analyzed, &step, &self.strategy, &options)?)
     }
 }
 

@@ -35,15 +35,12 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let mut connected = common::connect(&args.cluster)?;
+    let mut connection = common::connect(&args.cluster)?;
     if args.calibrate {
-        let path = tf_iaware::runtime::calibrate::calibrate_and_store(
-            &mut connected.cluster,
-            &connected.config,
-        )?;
+        let path = connection.calibrate()?;
         log::info!("calibration stored in {}", path.display());
     }
-    let cluster = &connected.cluster;
+    let cluster = connection.cluster();
     let (dir, file, _) = tf_iaware::tf::library_location();
     let listing = Listing {
         cluster: &args.cluster,

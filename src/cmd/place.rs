@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use tf_iaware::apply;
 use tf_iaware::report::PlacementReport;
 
 use crate::common;
@@ -35,15 +34,9 @@ impl Args {
 
 pub fn run(args: &Args) -> Result<()> {
     let p = args.place.load_and_place(&args.graph)?;
-    let report = &p.report;
-    let placed = apply::apply(
-        &p.analyzed.graph_def,
-        &p.analyzed.op_graph,
-        &p.connected.cluster,
-        &p.placement,
-    )?;
+    let report = p.plan.report();
     if let Some(out) = &args.out {
-        std::fs::write(out, placed.to_bytes())
+        std::fs::write(out, p.plan.placed_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
         log::info!("placed GraphDef written to {}", out.display());
     }

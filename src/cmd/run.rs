@@ -5,13 +5,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use tf_iaware::apply;
 use tf_iaware::cost::Measurements;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::report::{trace, PlacementReport};
 use tf_iaware::runtime::data_parallel::{Recovery, RecoveryOptions};
-use tf_iaware::runtime::{data_parallel, PlacedSession, TrainReport, Trainer};
+use tf_iaware::runtime::{data_parallel, TrainReport, Trainer};
 
 use crate::common;
 
@@ -87,16 +86,14 @@ pub fn run(args: &Args) -> Result<()> {
         .context("--graph or --model is required")?;
     let analyzed = common::load_graph(graph)?;
     let sidecar = common::load_sidecar(graph, args.place.meta.as_ref(), &analyzed)?;
-    let connected = common::connect(&args.place.cluster)?;
-    let (cluster, config) = (&connected.cluster, &connected.config);
-    let (placement, placement_report, _) = args.place.place(&analyzed, cluster, Some(&sidecar))?;
-    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
-    let session = PlacedSession::new(placed.graph, config)?;
+    let connection = common::connect(&args.place.cluster)?;
+    let plan = args.place.place(&connection, analyzed, Some(&sidecar))?;
+    let session = plan.session()?.into_placed_session();
     let trainer = Trainer::new(session, &sidecar, args.batch, args.seed)?;
     let train = trainer.train(
         args.steps,
         args.warmup,
-        Some((&placement, &analyzed.op_graph)),
+        Some((plan.placement(), &plan.analyzed().op_graph)),
     )?;
     if let (Some(path), Some(stats)) = (&args.trace, &train.step_stats) {
         common::write_file(path, &trace::chrome_trace(&trace::from_step_stats(stats))?)?;
@@ -125,7 +122,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     let report = RunReport {
-        placement: placement_report,
+        placement: plan.report().clone(),
         train,
     };
     if args.json {
@@ -168,8 +165,8 @@ struct DataParallelReport {
 }
 
 fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
-    let connected = common::connect(&args.place.cluster)?;
-    let (cluster, config) = (&connected.cluster, &connected.config);
+    let connection = common::connect(&args.place.cluster)?;
+    let (cluster, config) = (connection.cluster(), connection.session_config());
     let (workers, ps) = data_parallel::worker_and_ps_devices(cluster)?;
     let batch = args.batch.unwrap_or(32 * workers.len());
     let vars = replicated::variables(model)?;
@@ -199,7 +196,7 @@ fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
             parallel::infra_aware(&cal, &ps_cap, &vars, batch, &InfraAwareOptions::default())
         }
     };
-    let (train, recovering) = match (args.checkpoint_every, &connected.tf_config) {
+    let (train, recovering) = match (args.checkpoint_every, connection.tf_config()) {
         (0, _) => {
             let train = data_parallel::train(
                 model,

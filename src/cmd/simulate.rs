@@ -33,9 +33,13 @@ impl Args {
 
 pub fn run(args: &Args) -> Result<()> {
     let p = args.place.load_and_place(&args.graph)?;
-    let (graph, cluster, report) = (&p.analyzed.op_graph, &p.connected.cluster, &p.report);
+    let (graph, cluster, report) = (
+        &p.plan.analyzed().op_graph,
+        p.connection.cluster(),
+        p.plan.report(),
+    );
     if let Some(path) = &args.trace {
-        let ev = evaluate(graph, cluster, &p.cost, &p.placement)?;
+        let ev = evaluate(graph, cluster, p.plan.cost(), p.plan.placement())?;
         let records = trace::from_simulation(graph, cluster, &ev.sim);
         common::write_file(path, &trace::chrome_trace(&records)?)?;
         log::info!("simulated trace written to {}", path.display());

@@ -338,6 +338,11 @@ impl Session {
     pub fn placed_session(&self) -> &PlacedSession {
         &self.inner
     }
+
+    /// The underlying session, for the synthetic-data [`Trainer`](crate::runtime::Trainer).
+    pub fn into_placed_session(self) -> PlacedSession {
+        self.inner
+    }
 }
 
 /// Whether TensorFlow would take a feed of `got` for an output of `want`: the same type, or a
