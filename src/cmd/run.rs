@@ -1,16 +1,13 @@
 //! `tf-iaware run`: place (if asked) and train a GraphDef with synthetic data.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cost::Measurements;
-use tf_iaware::models::replicated;
-use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
+use tf_iaware::pipeline::TrainOptions;
 use tf_iaware::report::{trace, PlacementReport};
-use tf_iaware::runtime::data_parallel::{Recovery, RecoveryOptions};
-use tf_iaware::runtime::{data_parallel, TrainReport, Trainer};
+use tf_iaware::runtime::{TrainReport, Trainer};
 
 use crate::common;
 
@@ -145,136 +142,43 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct DataParallelReport {
-    strategy: String,
-    model: String,
-    global_batch: usize,
-    plan: DataParallelPlan,
-    calibration: Option<Vec<WorkerCapacity>>,
-    #[serde(flatten)]
-    train: TrainReport,
-    /// Lost tasks recovered from (empty without faults or with `--checkpoint-every 0`).
-    recoveries: Vec<Recovery>,
-    /// Steps run in all, those redone after restoring a checkpoint included.
-    steps_run: usize,
-    /// Wall time of each checkpoint, ms.
-    checkpoint_ms: Vec<f64>,
-    /// Size of a checkpoint, bytes.
-    checkpoint_bytes: usize,
-}
-
 fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
     let connection = common::connect(&args.place.cluster)?;
-    let (cluster, config) = (connection.cluster(), connection.session_config());
-    let (workers, ps) = data_parallel::worker_and_ps_devices(cluster)?;
-    let batch = args.batch.unwrap_or(32 * workers.len());
-    let vars = replicated::variables(model)?;
-    let (plan, calibration) = match args.place.strategy.as_str() {
-        "replica-setter" => (parallel::replica_setter(&workers, &ps, &vars, batch)?, None),
-        "infra-aware" => {
-            let probe = (batch / workers.len()).clamp(1, 32);
-            let cal = data_parallel::calibrate_workers(model, &workers, &ps[0], cluster, config, probe, 1.0)?;
-            let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
-            let plan = parallel::infra_aware(&cal, &ps_cap, &vars, batch, &InfraAwareOptions::default())?;
-            (plan, Some(cal))
-        }
-        other => bail!("data-parallel training (--model) takes --strategy replica-setter or infra-aware, not `{other}`"),
-    };
-    for r in &plan.replicas {
-        log::info!("{}: {} samples on {}", plan.strategy, r.batch, r.device);
+    let planned = connection.plan_data_parallel(model, &args.place.strategy, args.batch)?;
+    for r in &planned.plan().replicas {
+        log::info!(
+            "{}: {} samples on {}",
+            planned.plan().strategy,
+            r.batch,
+            r.device
+        );
     }
-    let replan = |alive: &[String], alive_ps: &[String]| match &calibration {
-        None => parallel::replica_setter(alive, alive_ps, &vars, batch),
-        Some(cal) => {
-            let cal: Vec<WorkerCapacity> = cal
-                .iter()
-                .filter(|c| alive.contains(&c.device))
-                .cloned()
-                .collect();
-            let ps_cap: Vec<(String, f64)> = alive_ps.iter().map(|p| (p.clone(), 1.0)).collect();
-            parallel::infra_aware(&cal, &ps_cap, &vars, batch, &InfraAwareOptions::default())
-        }
-    };
-    let (train, recovering) = match (args.checkpoint_every, connection.tf_config()) {
-        (0, _) => {
-            let train = data_parallel::train(
-                model,
-                &plan,
-                cluster,
-                config,
-                args.steps,
-                args.warmup,
-                args.seed,
-            )?;
-            (train, None)
-        }
-        (every, Some(tf_config)) => {
-            let options = RecoveryOptions {
-                max_recoveries: args.max_recoveries,
-                checkpoint_every: every,
-                ps_wait: Duration::from_millis(config.operation_timeout_ms.max(1_000) as u64),
-                trace_last: true,
-                seed: args.seed,
-            };
-            let r = data_parallel::train_recovering(
-                model,
-                plan.clone(),
-                cluster,
-                config,
-                tf_config,
-                args.warmup + args.steps,
-                &options,
-                replan,
-                |_| {},
-            )?;
-            for rec in &r.recoveries {
-                log::warn!(
-                    "recovered from losing {:?} ({:?}) at step {}: {}",
-                    rec.lost,
-                    rec.kind,
-                    rec.step,
-                    rec.restored_from
-                        .map_or("went on from the ps".into(), |c| format!(
-                            "restored the checkpoint of step {c}, {} steps redone",
-                            rec.redone_steps
-                        ))
-                );
-            }
-            (r.train_report(args.warmup, batch), Some(r))
-        }
-        (_, None) => bail!(
-            "recovering from lost tasks needs a TF_CONFIG cluster (tf-config, emulated:…); \
-             `{}` is not one — pass --checkpoint-every 0",
-            args.place.cluster
-        ),
-    };
+    let report = planned.train(&TrainOptions {
+        steps: args.steps,
+        warmup: args.warmup,
+        seed: args.seed,
+        checkpoint_every: args.checkpoint_every,
+        max_recoveries: args.max_recoveries,
+        trace_last: true,
+    })?;
+    for rec in &report.recoveries {
+        log::warn!(
+            "recovered from losing {:?} ({:?}) at step {}: {}",
+            rec.lost,
+            rec.kind,
+            rec.step,
+            rec.restored_from
+                .map_or("went on from the ps".into(), |c| format!(
+                    "restored the checkpoint of step {c}, {} steps redone",
+                    rec.redone_steps
+                ))
+        );
+    }
+    let train = &report.train;
     if let (Some(path), Some(stats)) = (&args.trace, &train.step_stats) {
         common::write_file(path, &trace::chrome_trace(&trace::from_step_stats(stats))?)?;
         log::info!("measured trace written to {}", path.display());
     }
-    let (plan, recoveries, steps_run, checkpoint_ms, checkpoint_bytes) = match recovering {
-        Some(r) => (
-            r.final_plan,
-            r.recoveries,
-            r.steps_run,
-            r.checkpoint_ms,
-            r.checkpoint_bytes,
-        ),
-        None => (plan, Vec::new(), args.warmup + args.steps, Vec::new(), 0),
-    };
-    let report = DataParallelReport {
-        strategy: plan.strategy.clone(),
-        model: model.to_string(),
-        global_batch: plan.global_batch(),
-        plan,
-        calibration,
-        train,
-        recoveries,
-        steps_run,
-        checkpoint_ms,
-        checkpoint_bytes,
-    };
     if args.json {
         return common::print_json(&report);
     }

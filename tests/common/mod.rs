@@ -59,3 +59,8 @@ pub fn model(dir: &Path, name: &str, batch: usize) -> PathBuf {
     ]);
     path
 }
+
+/// Path of the `tf-iaware` binary built for these tests (emulated clusters run its `worker`).
+pub fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tf-iaware"))
+}

@@ -17,6 +17,9 @@ use discover::Found;
 
 fn main() {
     println!("cargo:rerun-if-changed=build");
+    if vars::flag(vars::NO_LINK) || vars::get(vars::DOCS_RS).is_some() {
+        return not_linked();
+    }
     let mut notes = Vec::new();
     let found = match find(&mut notes) {
         Ok(found) => found,
@@ -36,6 +39,23 @@ fn main() {
     println!("cargo:rustc-env=TF_IAWARE_LIBDIR={dir}");
     println!("cargo:rustc-env=TF_IAWARE_LIB_FILE={}", found.file);
     println!("cargo:rustc-env=TF_IAWARE_LIB_SOURCE={}", found.source);
+    println!(
+        "cargo:rustc-env=TF_IAWARE_EXPECTED_VERSION={}",
+        fetch::TF_VERSION
+    );
+}
+
+/// `cargo check`/`cargo doc` without libtensorflow: nothing is found or fetched, the constants
+/// compile, and the error is deferred to a final link (ort's way): its `-l` names the switch.
+fn not_linked() {
+    println!("cargo:rustc-link-lib=dylib=tensorflow_not_linked_because_TF_IAWARE_NO_LINK_or_DOCS_RS_is_set");
+    println!("cargo:rustc-env=TF_IAWARE_LIBDIR=");
+    println!("cargo:rustc-env=TF_IAWARE_LIB_FILE=");
+    println!(
+        "cargo:rustc-env=TF_IAWARE_LIB_SOURCE=not linked ({} or {} set)",
+        vars::NO_LINK,
+        vars::DOCS_RS
+    );
     println!(
         "cargo:rustc-env=TF_IAWARE_EXPECTED_VERSION={}",
         fetch::TF_VERSION

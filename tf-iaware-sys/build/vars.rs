@@ -21,6 +21,11 @@ pub const WHEEL: &str = "TF_IAWARE_WHEEL";
 pub const VARIANT: &str = "TF_IAWARE_VARIANT";
 /// SHA-256 to expect instead of the pinned one (required for the `gpu` variant, which is not pinned).
 pub const WHEEL_SHA256: &str = "TF_IAWARE_WHEEL_SHA256";
+/// Any value but `0`/`false`: find, fetch and link nothing (for `cargo check`/`cargo doc`/IDEs on
+/// machines without libtensorflow). A final link then fails with a library name that says so.
+pub const NO_LINK: &str = "TF_IAWARE_NO_LINK";
+/// Set by docs.rs builds: treated as [`NO_LINK`].
+pub const DOCS_RS: &str = "DOCS_RS";
 /// Standard locations the cache default is derived from.
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 pub const HOME: &str = "HOME";

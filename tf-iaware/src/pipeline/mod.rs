@@ -11,12 +11,14 @@
 //! See the crate-level example for a whole training loop.
 
 mod connection;
+mod data_parallel;
 mod handle;
 mod plan;
 mod session;
 mod step;
 
 pub use connection::{connect, Connection};
+pub use data_parallel::{DataParallel, DataParallelReport, TrainOptions, DATA_PARALLEL_STRATEGIES};
 pub use handle::{OpHandle, TensorHandle, TensorRef};
 pub use plan::{
     cost_model, load_graph, GraphSource, Plan, PlanOptions, StrategyChoice, MAX_GRAPH_BYTES,

@@ -1,0 +1,265 @@
+//! Data-parallel training through the same door: plan a model's replicas over a connected
+//! cluster's workers and ps tasks ([`Connection::plan_data_parallel`]), then train the plan,
+//! recovering from lost tasks ([`DataParallel::train`]).
+//!
+//! Today the model is a zoo model by name ([`models::zoo`](crate::models::zoo)); the replication of
+//! any training graph is the next step of this door.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::models::replicated;
+use crate::parallel::VarInfo;
+use crate::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
+use crate::runtime::data_parallel::{self, Recovery, RecoveryOptions};
+use crate::runtime::TrainReport;
+
+use super::connection::Connection;
+
+/// Names of the data-parallel strategies [`Connection::plan_data_parallel`] knows.
+pub const DATA_PARALLEL_STRATEGIES: &[&str] = &["replica-setter", "infra-aware"];
+
+/// A data-parallel plan of a model on a connected cluster, ready to train.
+pub struct DataParallel<'c> {
+    connection: &'c Connection,
+    model: String,
+    vars: Vec<VarInfo>,
+    global_batch: usize,
+    plan: DataParallelPlan,
+    calibration: Option<Vec<WorkerCapacity>>,
+}
+
+/// How [`DataParallel::train`] trains.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainOptions {
+    /// Timed steps (at least 1).
+    pub steps: usize,
+    /// Untimed warm-up steps before them.
+    pub warmup: usize,
+    /// Seed of the synthetic batches and of initialisation.
+    pub seed: u64,
+    /// Steps between the driver's in-memory checkpoints (one is also taken after init). A lost
+    /// worker is re-planned around; a lost ps is waited for (up to the operation timeout) or
+    /// re-planned around, and training goes on from the latest checkpoint. 0: no checkpoints
+    /// and no recovery (the only choice on a cluster without TF_CONFIG).
+    pub checkpoint_every: usize,
+    /// Recoveries from lost tasks before a failure ends the run.
+    pub max_recoveries: usize,
+    /// Trace the last step (step stats: what ran where).
+    pub trace_last: bool,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions {
+            steps: 10,
+            warmup: 2,
+            seed: 7,
+            checkpoint_every: 5,
+            max_recoveries: 3,
+            trace_last: true,
+        }
+    }
+}
+
+/// What a data-parallel run did.
+#[derive(Clone, Debug, Serialize)]
+pub struct DataParallelReport {
+    /// Strategy of the plan.
+    pub strategy: String,
+    /// Model trained.
+    pub model: String,
+    /// Samples per global step, over all replicas.
+    pub global_batch: usize,
+    /// The plan trained last (after any re-plan around a lost task).
+    pub plan: DataParallelPlan,
+    /// Measured worker throughputs the plan was made from (`infra-aware`).
+    pub calibration: Option<Vec<WorkerCapacity>>,
+    #[serde(flatten)]
+    pub train: TrainReport,
+    /// Lost tasks recovered from (empty without faults or without checkpoints).
+    pub recoveries: Vec<Recovery>,
+    /// Steps run in all, those redone after restoring a checkpoint included.
+    pub steps_run: usize,
+    /// Wall time of each checkpoint, ms.
+    pub checkpoint_ms: Vec<f64>,
+    /// Size of a checkpoint, bytes.
+    pub checkpoint_bytes: usize,
+}
+
+impl Connection {
+    /// Plans zoo model `model` data-parallel over this cluster's workers, variables on its ps
+    /// tasks: `replica-setter` gives every worker an equal share (stock TensorFlow);
+    /// `infra-aware` times one replica on every worker through TensorFlow first and gives each
+    /// a share that balances the step. `global_batch` defaults to 32 per worker.
+    ///
+    /// # Errors
+    /// [`Error::UnknownStrategy`] for another strategy; [`Error::UnknownModel`];
+    /// [`Error::InvalidArgument`] for a cluster without workers or ps tasks or a zero batch;
+    /// [`Error::TensorFlow`] if calibration runs fail.
+    pub fn plan_data_parallel(
+        &self,
+        model: &str,
+        strategy: &str,
+        global_batch: Option<usize>,
+    ) -> Result<DataParallel<'_>> {
+        if !DATA_PARALLEL_STRATEGIES.contains(&strategy) {
+            return Err(Error::UnknownStrategy {
+                name: strategy.into(),
+                known: DATA_PARALLEL_STRATEGIES.join(", "),
+            });
+        }
+        let vars = replicated::variables(model)?;
+        let (workers, ps) = data_parallel::worker_and_ps_devices(self.cluster())?;
+        let batch = global_batch.unwrap_or(32 * workers.len());
+        let (plan, calibration) = if strategy == "infra-aware" {
+            let probe = (batch / workers.len()).clamp(1, 32);
+            let cal = data_parallel::calibrate_workers(
+                model,
+                &workers,
+                &ps[0],
+                self.cluster(),
+                self.session_config(),
+                probe,
+                1.0,
+            )?;
+            let plan = infra_aware(&cal, &ps, &vars, batch)?;
+            (plan, Some(cal))
+        } else {
+            (parallel::replica_setter(&workers, &ps, &vars, batch)?, None)
+        };
+        Ok(DataParallel {
+            connection: self,
+            model: model.into(),
+            vars,
+            global_batch: batch,
+            plan,
+            calibration,
+        })
+    }
+}
+
+fn infra_aware(
+    cal: &[WorkerCapacity],
+    ps: &[String],
+    vars: &[VarInfo],
+    batch: usize,
+) -> Result<DataParallelPlan> {
+    let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
+    parallel::infra_aware(cal, &ps_cap, vars, batch, &InfraAwareOptions::default())
+}
+
+impl DataParallel<'_> {
+    /// The plan: each replica's worker and share, each variable's ps.
+    pub fn plan(&self) -> &DataParallelPlan {
+        &self.plan
+    }
+
+    /// The measured worker throughputs (`infra-aware`).
+    pub fn calibration(&self) -> Option<&[WorkerCapacity]> {
+        self.calibration.as_deref()
+    }
+
+    /// The plan for the workers and ps tasks still alive: the same strategy over them (shares
+    /// from the same calibration).
+    ///
+    /// # Errors
+    /// As [`parallel::replica_setter`]/[`parallel::infra_aware`].
+    pub fn replan(&self, alive: &[String], alive_ps: &[String]) -> Result<DataParallelPlan> {
+        match &self.calibration {
+            None => parallel::replica_setter(alive, alive_ps, &self.vars, self.global_batch),
+            Some(cal) => {
+                let cal: Vec<WorkerCapacity> = cal
+                    .iter()
+                    .filter(|c| alive.contains(&c.device))
+                    .cloned()
+                    .collect();
+                infra_aware(&cal, alive_ps, &self.vars, self.global_batch)
+            }
+        }
+    }
+
+    /// Trains the plan with synthetic batches: with checkpoints (`options.checkpoint_every > 0`,
+    /// TF_CONFIG clusters) a lost task is re-planned around ([`DataParallel::replan`]) and
+    /// training goes on from the latest checkpoint, each global step counted once.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for checkpoints on a cluster without TF_CONFIG, or zero steps;
+    /// [`Error::TensorFlow`] if a step fails and cannot be recovered from;
+    /// [`Error::Unrecoverable`] when every worker (or every ps) is lost.
+    pub fn train(&self, options: &TrainOptions) -> Result<DataParallelReport> {
+        let c = self.connection;
+        let (cluster, config) = (c.cluster(), c.session_config());
+        let report = |train, plan, recoveries, steps_run, checkpoint_ms, checkpoint_bytes| {
+            DataParallelReport {
+                strategy: self.plan.strategy.clone(),
+                model: self.model.clone(),
+                global_batch: self.global_batch,
+                plan,
+                calibration: self.calibration.clone(),
+                train,
+                recoveries,
+                steps_run,
+                checkpoint_ms,
+                checkpoint_bytes,
+            }
+        };
+        if options.checkpoint_every == 0 {
+            let train = data_parallel::train(
+                &self.model,
+                &self.plan,
+                cluster,
+                config,
+                options.steps,
+                options.warmup,
+                options.seed,
+            )?;
+            let steps_run = options.warmup + options.steps;
+            return Ok(report(
+                train,
+                self.plan.clone(),
+                Vec::new(),
+                steps_run,
+                Vec::new(),
+                0,
+            ));
+        }
+        let tf_config = c.tf_config().ok_or_else(|| Error::InvalidArgument {
+            what: "checkpoint interval".into(),
+            reason: format!(
+                "recovering from lost tasks needs a TF_CONFIG cluster (tf-config, emulated:…); \
+                 `{}` is not one — use 0 (no checkpoints)",
+                c.spec()
+            ),
+        })?;
+        let recovery = RecoveryOptions {
+            max_recoveries: options.max_recoveries,
+            checkpoint_every: options.checkpoint_every,
+            ps_wait: Duration::from_millis(config.operation_timeout_ms.max(1_000) as u64),
+            trace_last: options.trace_last,
+            seed: options.seed,
+        };
+        let r = data_parallel::train_recovering(
+            &self.model,
+            self.plan.clone(),
+            cluster,
+            config,
+            tf_config,
+            options.warmup + options.steps,
+            &recovery,
+            |alive, alive_ps| self.replan(alive, alive_ps),
+            |_| {},
+        )?;
+        let train = r.train_report(options.warmup, self.global_batch);
+        Ok(report(
+            train,
+            r.final_plan,
+            r.recoveries,
+            r.steps_run,
+            r.checkpoint_ms,
+            r.checkpoint_bytes,
+        ))
+    }
+}
