@@ -37,6 +37,10 @@ pub enum Error {
     #[error("handle {handle}: {reason}")]
     Handle { handle: String, reason: String },
 
+    /// A training graph that cannot be replicated data-parallel safely; `op` is the culprit.
+    #[error("cannot replicate the graph data-parallel: op `{op}`: {reason}")]
+    Replication { op: String, reason: String },
+
     // ----- Devices and placement ----------------------------------------------------------------
     /// A device string that does not parse.
     #[error("malformed device string `{device}`: {reason}")]

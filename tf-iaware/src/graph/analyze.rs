@@ -2,13 +2,14 @@
 //! inputs, output dtypes and shapes (TensorFlow's shape inference), decoded attributes, registered
 //! kernels and colocation groups.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use prost::Message;
 use tensorflow::{Graph, ImportGraphDefOptions, Operation};
 
 use super::dtype::DType;
 use super::model::{Attr, Input, NodeId, OpGraph, OpGraphBuilder, TensorInfo};
+use super::signature::{self, OpSignature};
 use crate::error::{Error, Result};
 use crate::proto::{self, GraphDef};
 use crate::tf;
@@ -21,6 +22,8 @@ pub struct Analyzed {
     pub graph_def: GraphDef,
     /// The plain-data model.
     pub op_graph: OpGraph,
+    /// Registry signature (input names, statefulness) of every op type in the graph.
+    pub signatures: BTreeMap<String, OpSignature>,
 }
 
 /// Decodes serialized GraphDef bytes without TensorFlow.
@@ -54,10 +57,12 @@ pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
         .import_graph_def(bytes, &ImportGraphDefOptions::new())
         .map_err(|e| Error::tf(format!("importing GraphDef {what}"), e))?;
     let op_graph = build(&graph, &graph_def)?;
+    let signatures = signature::signatures(&graph, graph_def.node.iter().map(|n| n.op.as_str()))?;
     Ok(Analyzed {
         graph,
         graph_def,
         op_graph,
+        signatures,
     })
 }
 
@@ -187,8 +192,8 @@ pub fn structure(def: &GraphDef) -> Result<OpGraph> {
     b.build()
 }
 
-/// `"name:3"` → (`name`, 3); `"name"` → (`name`, 0).
-fn parse_input(input: &str) -> (&str, usize) {
+/// `"name:3"` → (`name`, 3); `"name"` → (`name`, 0) (GraphDef input syntax, without `^`).
+pub fn parse_input(input: &str) -> (&str, usize) {
     match input.rsplit_once(':') {
         Some((n, o)) if !o.is_empty() && o.chars().all(|c| c.is_ascii_digit()) => {
             (n, o.parse().unwrap_or(usize::MAX))

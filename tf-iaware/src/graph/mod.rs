@@ -6,6 +6,7 @@ pub mod colocation;
 pub mod device_name;
 pub mod dtype;
 pub mod model;
+pub mod signature;
 
 pub use device_name::DeviceName;
 pub use dtype::DType;

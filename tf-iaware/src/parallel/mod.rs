@@ -3,6 +3,7 @@
 //! TensorFlow's stock `replica-setter` recipe and `infra-aware`.
 
 pub mod plan;
+pub mod replicate;
 
 pub use plan::{
     infra_aware, lower_bound_ms, replica_setter, DataParallelPlan, InfraAwareOptions, Replica,

@@ -8,11 +8,13 @@
 pub mod config;
 pub mod graph;
 pub mod kernel;
+pub mod op_def;
 pub mod server;
 pub mod step_stats;
 
 pub use config::{ConfigProto, GraphOptions, RewriterConfig, RunMetadata, RunOptions};
 pub use graph::{AttrValue, GraphDef, ListValue, NodeDef, TensorShapeProto};
 pub use kernel::{KernelDef, KernelList};
+pub use op_def::{ArgDef, OpDef, TensorAttr, TensorProto};
 pub use server::{ClusterDef, JobDef, ServerDef};
 pub use step_stats::{DeviceStepStats, NodeExecStats, StepStats};

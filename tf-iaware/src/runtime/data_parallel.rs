@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::checkpoint::{self, Checkpoint, StateVar};
 use super::config::SessionConfig;
+use super::replicated::{self as graph_replicated, Workload};
 use super::session::PlacedSession;
 use super::stats::Mismatch;
 use super::train::{StepTimes, TrainReport, Trainer};
@@ -77,7 +78,7 @@ fn task_of(device: &str) -> Option<String> {
 /// Anything building, placing or running can return; [`Error::TensorFlow`] when a step fails
 /// or passes its deadline (a lost worker, say).
 pub fn train(
-    name: &str,
+    workload: impl Into<Workload>,
     plan: &DataParallelPlan,
     cluster: &Cluster,
     config: &SessionConfig,
@@ -85,7 +86,7 @@ pub fn train(
     warmup: usize,
     seed: u64,
 ) -> Result<TrainReport> {
-    let trainer = prepare(name, plan, cluster, config, seed)?;
+    let trainer = prepare(workload, plan, cluster, config, seed)?;
     trainer
         .0
         .train(steps, warmup, Some((&trainer.1, &trainer.2)))
@@ -96,13 +97,13 @@ pub fn train(
 /// # Errors
 /// As [`train`].
 pub fn prepare(
-    name: &str,
+    workload: impl Into<Workload>,
     plan: &DataParallelPlan,
     cluster: &Cluster,
     config: &SessionConfig,
     seed: u64,
 ) -> Result<(Trainer, crate::placer::Placement, crate::graph::OpGraph)> {
-    let p = prepare_run(name, plan, cluster, config, seed)?;
+    let p = prepare_run(workload, plan, cluster, config, seed)?;
     Ok((p.trainer, p.placement, p.op_graph))
 }
 
@@ -120,20 +121,30 @@ pub struct Prepared {
 /// # Errors
 /// As [`train`].
 pub fn prepare_run(
-    name: &str,
+    workload: impl Into<Workload>,
     plan: &DataParallelPlan,
     cluster: &Cluster,
     config: &SessionConfig,
     seed: u64,
 ) -> Result<Prepared> {
-    let built = replicated::build(name, plan, seed)?;
-    let analyzed = analyze_graph(built.net.graph())?;
-    let placed = apply::apply(
-        &analyzed.graph_def,
-        &analyzed.op_graph,
-        cluster,
-        &built.placement,
-    )?;
+    let (analyzed, placement, sidecar, state) = match workload.into() {
+        Workload::Zoo(name) => {
+            let built = replicated::build(&name, plan, seed)?;
+            let analyzed = analyze_graph(built.net.graph())?;
+            (analyzed, built.placement, built.sidecar, built.state)
+        }
+        Workload::Graph(g) => {
+            let built = graph_replicated::build(&g, plan)?;
+            let state = built.replication.state.clone();
+            (
+                built.analyzed,
+                built.placement,
+                built.replication.sidecar,
+                state,
+            )
+        }
+    };
+    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     // Only the tasks the plan uses take part: a lost worker outside it cannot stall the session.
     let mut tasks: Vec<String> = plan
         .replicas
@@ -150,12 +161,12 @@ pub fn prepare_run(
         ..config.clone()
     };
     let session = PlacedSession::new(placed.graph, &config)?;
-    let trainer = Trainer::new(session, &built.sidecar, None, seed)?;
+    let trainer = Trainer::new(session, &sidecar, None, seed)?;
     Ok(Prepared {
         trainer,
-        placement: built.placement,
+        placement,
         op_graph: analyzed.op_graph,
-        state: built.state,
+        state,
     })
 }
 
@@ -168,7 +179,7 @@ pub fn prepare_run(
 /// # Errors
 /// As [`train`].
 pub fn calibrate_workers(
-    name: &str,
+    workload: impl Into<Workload>,
     workers: &[String],
     ps: &str,
     cluster: &Cluster,
@@ -176,7 +187,8 @@ pub fn calibrate_workers(
     probe_batch: usize,
     min_seconds: f64,
 ) -> Result<Vec<WorkerCapacity>> {
-    let vars = replicated::variables(name)?;
+    let workload = workload.into();
+    let vars = workload.variables()?;
     let sizes = [
         (probe_batch / 4).max(1),
         (probe_batch / 2).max(2),
@@ -199,7 +211,7 @@ pub fn calibrate_workers(
                 global_device: ps.to_string(),
                 predicted_step_ms: None,
             };
-            let (trainer, _, _) = prepare(name, &plan, cluster, config, 1)?;
+            let (trainer, _, _) = prepare(&workload, &plan, cluster, config, 1)?;
             trainer.init()?;
             trainer.step(0, false)?;
             trainer.step(1, false)?;
@@ -554,7 +566,7 @@ struct Assessed {
 /// was lost.
 #[allow(clippy::too_many_arguments)]
 fn assess(
-    name: &str,
+    workload: &Workload,
     current: &DataParallelPlan,
     cluster: &Cluster,
     config: &SessionConfig,
@@ -634,7 +646,7 @@ fn assess(
         target: target.clone(),
         ..config.clone()
     };
-    let run = prepare_run(name, &plan, cluster, &session_config, options.seed)?;
+    let run = prepare_run(workload, &plan, cluster, &session_config, options.seed)?;
     damage.isolated = config.isolate_state;
     // With isolated sessions every variable is new to this one: the probe cannot tell.
     if has_checkpoint && !damage.isolated {
@@ -724,7 +736,7 @@ fn save_checkpoint(
 /// answers; errors of `replan` and of opening the new session.
 #[allow(clippy::too_many_arguments)]
 pub fn train_recovering(
-    name: &str,
+    workload: impl Into<Workload>,
     plan: DataParallelPlan,
     cluster: &Cluster,
     config: &SessionConfig,
@@ -742,7 +754,8 @@ pub fn train_recovering(
     }
     let (_, all_ps) = worker_and_ps_devices(cluster)?;
     let mut config = config.clone();
-    let mut run = prepare_run(name, &plan, cluster, &config, options.seed)?;
+    let workload = workload.into();
+    let mut run = prepare_run(&workload, &plan, cluster, &config, options.seed)?;
     let mut current = plan;
     let mut report = RecoveringReport {
         losses: Vec::new(),
@@ -817,7 +830,7 @@ pub fn train_recovering(
             return Err(e);
         }
         let assessed = assess(
-            name,
+            &workload,
             &current,
             cluster,
             &config,

@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod checkpoint;
 pub mod config;
 pub mod data_parallel;
+pub mod replicated;
 pub mod session;
 pub mod sidecar;
 pub mod stats;

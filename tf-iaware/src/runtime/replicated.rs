@@ -1,0 +1,223 @@
+//! A user's own training graph (a GraphDef and its sidecar) replicated data-parallel
+//! ([`parallel::replicate`](crate::parallel::replicate)), analysed and placed: replicas on their
+//! workers, every variable's colocation group on its parameter server, the gradient combination
+//! with the update it feeds, everything else on the plan's global device.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use prost::Message;
+
+use crate::error::{Error, Result};
+use crate::graph::analyze::{analyze_bytes, Analyzed};
+use crate::graph::{Attr, OpGraph};
+use crate::parallel::replicate::{replicate, Replication, Role};
+use crate::parallel::{DataParallelPlan, VarInfo};
+use crate::placer::Placement;
+use crate::runtime::Sidecar;
+
+/// Op types that hold a variable.
+pub fn is_variable(op: &str) -> bool {
+    matches!(op, "VarHandleOp" | "VariableV2" | "Variable")
+}
+
+/// What data-parallel training trains: a zoo model by name, or a graph of the user's own.
+#[derive(Clone)]
+pub enum Workload {
+    /// A model of the built-in zoo (`models::zoo`), built anew per plan.
+    Zoo(String),
+    /// A single-tower training graph and its sidecar, replicated per plan.
+    Graph(Arc<GraphWorkload>),
+}
+
+impl From<&str> for Workload {
+    fn from(name: &str) -> Self {
+        Workload::Zoo(name.into())
+    }
+}
+
+impl From<&String> for Workload {
+    fn from(name: &String) -> Self {
+        Workload::Zoo(name.clone())
+    }
+}
+
+impl From<&Workload> for Workload {
+    fn from(w: &Workload) -> Self {
+        w.clone()
+    }
+}
+
+impl Workload {
+    /// A graph workload from an analysed graph and its sidecar (checked against each other).
+    ///
+    /// # Errors
+    /// [`Error::Sidecar`]/[`Error::UnknownOp`] if the sidecar names ops the graph lacks.
+    pub fn graph(analyzed: Analyzed, sidecar: Sidecar) -> Result<Self> {
+        sidecar.check_against(&analyzed.op_graph, std::path::Path::new("the sidecar"))?;
+        Ok(Workload::Graph(Arc::new(GraphWorkload {
+            analyzed,
+            sidecar,
+        })))
+    }
+
+    /// A name for reports: the zoo model's name or `graph`.
+    pub fn name(&self) -> &str {
+        match self {
+            Workload::Zoo(n) => n,
+            Workload::Graph(_) => "graph",
+        }
+    }
+
+    /// The trainable state to place on parameter servers, one entry per colocation group of
+    /// variables (a variable and its optimizer slots stay together), with its size.
+    ///
+    /// # Errors
+    /// [`Error::UnknownModel`] for a zoo name that is not in the zoo.
+    pub fn variables(&self) -> Result<Vec<VarInfo>> {
+        match self {
+            Workload::Zoo(n) => crate::models::replicated::variables(n),
+            Workload::Graph(g) => Ok(variables(&g.analyzed.op_graph)),
+        }
+    }
+}
+
+/// A single-tower training graph and its sidecar.
+pub struct GraphWorkload {
+    pub analyzed: Analyzed,
+    pub sidecar: Sidecar,
+}
+
+/// The variables of `graph` by colocation group: named after the group's first variable, sized
+/// as all of its variables together (shape × dtype; unknown sizes count 0).
+pub fn variables(graph: &OpGraph) -> Vec<VarInfo> {
+    let mut out = Vec::new();
+    for group in graph.groups() {
+        let mut name = None;
+        let mut bytes = 0u64;
+        for &m in &group.members {
+            let node = graph.node(m);
+            if !is_variable(&node.op) {
+                continue;
+            }
+            name.get_or_insert_with(|| node.name.clone());
+            let elements = match node.attrs.get("shape") {
+                Some(Attr::Shape(Some(dims))) => dims
+                    .iter()
+                    .try_fold(1u64, |a, &d| (d >= 0).then(|| a.saturating_mul(d as u64))),
+                _ => None,
+            };
+            let size = match node.attrs.get("dtype") {
+                Some(Attr::Type(t)) => t.base().size_bytes(),
+                _ => None,
+            };
+            bytes = bytes.saturating_add(elements.zip(size).map_or(0, |(e, s)| e * s));
+        }
+        if let Some(name) = name {
+            out.push(VarInfo { name, bytes });
+        }
+    }
+    out
+}
+
+/// A graph replicated for a plan, analysed by TensorFlow, with a device for every op.
+pub struct ReplicatedGraph {
+    pub analyzed: Analyzed,
+    pub replication: Replication,
+    pub placement: Placement,
+}
+
+/// Replicates `workload`'s graph for `plan` and places it.
+///
+/// # Errors
+/// The errors of [`replicate`]; [`Error::Replication`] naming the op when TensorFlow rejects the
+/// replicated graph (a batch size baked into a constant shape fails shape inference here).
+pub fn build(workload: &GraphWorkload, plan: &DataParallelPlan) -> Result<ReplicatedGraph> {
+    let single = &workload.analyzed;
+    let replication = replicate(
+        &single.graph_def,
+        &single.signatures,
+        &workload.sidecar,
+        plan,
+    )?;
+    let bytes = replication.graph_def.encode_to_vec();
+    let analyzed = analyze_bytes(&bytes, "the replicated graph").map_err(|e| match e {
+        Error::TensorFlow { message, .. } => Error::Replication {
+            op: culprit(&message).unwrap_or_else(|| "(see message)".into()),
+            reason: format!(
+                "TensorFlow rejects the replicated graph (a batch size fixed in a constant \
+                 shape?): {message}"
+            ),
+        },
+        other => other,
+    })?;
+    let placement = place(&analyzed.op_graph, &replication, plan);
+    let mut replication = replication;
+    for v in &mut replication.state {
+        v.device = placement.device_of(&v.name).map(str::to_string);
+    }
+    Ok(ReplicatedGraph {
+        analyzed,
+        replication,
+        placement,
+    })
+}
+
+/// The node a TensorFlow error message names (`{{node NAME}}` or `node 'NAME'`).
+fn culprit(message: &str) -> Option<String> {
+    let after = message
+        .split("{{node ")
+        .nth(1)
+        .map(|s| s.split("}}").next().unwrap_or(s))
+        .or_else(|| {
+            message
+                .split("node '")
+                .nth(1)
+                .and_then(|s| s.split('\'').next())
+        })?;
+    Some(after.trim().to_string())
+}
+
+/// A device for every op of the replicated graph: a colocation group with a planned variable
+/// goes to that variable's ps; one with a replica's op to that replica's worker; the gradient
+/// combination of an update to the update's device; the rest to the plan's global device.
+fn place(graph: &OpGraph, replication: &Replication, plan: &DataParallelPlan) -> Placement {
+    let mut placement = Placement::new(&plan.strategy);
+    let role_of = |m: usize| replication.roles.get(&graph.node(m).name);
+    let mut group_device: Vec<Option<String>> = vec![None; graph.groups().len()];
+    let mut node_group: HashMap<&str, usize> = HashMap::new();
+    for (g, group) in graph.groups().iter().enumerate() {
+        let mut device = None;
+        for &m in &group.members {
+            node_group.insert(graph.node(m).name.as_str(), g);
+            if let Some(d) = plan.variable_devices.get(&graph.node(m).name) {
+                device = Some(d.clone());
+                break;
+            }
+        }
+        if device.is_none() {
+            device = group.members.iter().find_map(|&m| match role_of(m) {
+                Some(Role::Replica(k)) => Some(replication.replicas[*k].device.clone()),
+                _ => None,
+            });
+        }
+        group_device[g] = device;
+    }
+    for (g, group) in graph.groups().iter().enumerate() {
+        let device = group_device[g].clone().or_else(|| {
+            group.members.iter().find_map(|&m| match role_of(m) {
+                Some(Role::Combine { update }) => node_group
+                    .get(update.as_str())
+                    .and_then(|&u| group_device[u].clone()),
+                _ => None,
+            })
+        });
+        let device = device.unwrap_or_else(|| plan.global_device.clone());
+        for &m in &group.members {
+            placement
+                .devices
+                .insert(graph.node(m).name.clone(), device.clone());
+        }
+    }
+    placement
+}
