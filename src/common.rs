@@ -25,8 +25,11 @@ pub fn load_sidecar(
     let path = meta
         .cloned()
         .unwrap_or_else(|| Sidecar::path_for(graph_path));
-    let sidecar = Sidecar::load(&path)?;
+    let mut sidecar = Sidecar::load(&path)?;
     sidecar.check_against(&analyzed.op_graph, &path)?;
+    for name in sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures) {
+        log::info!("sidecar input `{name}` feeds a cross-entropy's labels: synthetic one-hot rows");
+    }
     Ok(sidecar)
 }
 

@@ -126,3 +126,120 @@ fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
     assert!(check.is_ok(), "{:?}", check.mismatches);
     assert!(check.executed.len() >= 2, "{:?}", check.executed);
 }
+
+fn python_workload(name: &str) -> tf_iaware::runtime::replicated::Workload {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let analyzed = tf_iaware::pipeline::load_graph(&dir.join(format!("{name}.pb"))).unwrap();
+    let mut sidecar = tf_iaware::runtime::Sidecar::load(&dir.join(format!("{name}.json"))).unwrap();
+    // No `one_hot` key: the labels are found from the cross-entropy.
+    sidecar.one_hot.clear();
+    tf_iaware::runtime::replicated::Workload::graph(name, analyzed, sidecar).unwrap()
+}
+
+#[test]
+fn a_python_graph_restores_every_variable_and_slot_after_losing_the_ps() {
+    use tf_iaware::parallel;
+    use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
+    let _one = serial();
+    let workload = python_workload("tf1_mlp_momentum");
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, &common::exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    config.operation_timeout_ms = 15_000;
+    config.run_timeout_ms = 30_000;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let vars = workload.variables().unwrap();
+    // Weights and biases, each group with its momentum slot.
+    assert_eq!(vars.len(), 4, "{vars:?}");
+    let plan = parallel::replica_setter(&workers, &ps, &vars, 16).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let options = RecoveryOptions {
+        max_recoveries: 2,
+        checkpoint_every: 2,
+        ps_wait: std::time::Duration::from_secs(30),
+        trace_last: true,
+        seed: 1,
+    };
+    let mut killed = false;
+    let report = data_parallel::train_recovering(
+        &workload,
+        plan,
+        &devices,
+        &config,
+        &tf_config,
+        6,
+        &options,
+        |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 16),
+        |step| {
+            if step == 3 && !killed {
+                killed = true;
+                cluster.kill_ps(0);
+                cluster.restart_ps(0).unwrap();
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(report.losses.len(), 6);
+    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
+    let r = &report.recoveries[0];
+    assert_eq!(
+        (r.kind, r.restored_from, r.redone_steps),
+        (FaultKind::Ps, Some(2), 1)
+    );
+    // Four weights and biases and their four momentum slots, all float32.
+    let bytes = (32 * 64 + 64 + 64 * 10 + 10) * 4 * 2;
+    assert_eq!(report.checkpoint_bytes, bytes);
+    let (first, again) = (r.discarded_losses[0], report.losses[2]);
+    assert!(
+        (again - first).abs() * 10.0 < (report.losses[0] - first).abs(),
+        "step 2 redone from the checkpoint: {again} vs first {first}, initial {}",
+        report.losses[0]
+    );
+    assert!(
+        report.losses.iter().all(|l| *l > 0.0),
+        "one-hot labels: {:?}",
+        report.losses
+    );
+    assert!(report.losses[5] < report.losses[0], "{:?}", report.losses);
+    assert_eq!(report.mismatches, vec![]);
+}
+
+#[test]
+fn a_python_graph_trains_data_parallel_through_the_connection() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=1,0.3").unwrap();
+    let connection =
+        Connection::from_emulated(EmulatedCluster::start(&scenario, &common::exe()).unwrap())
+            .unwrap();
+    let planned = connection
+        .plan_data_parallel(python_workload("tf1_cnn_adam"), "replica-setter", None)
+        .unwrap();
+    // The graph's fixed batch (8) is the global batch by default.
+    assert_eq!(planned.plan().global_batch(), 8);
+    let report = planned
+        .train(&TrainOptions {
+            steps: 3,
+            warmup: 1,
+            checkpoint_every: 0,
+            ..TrainOptions::default()
+        })
+        .unwrap();
+    assert_eq!(report.model, "tf1_cnn_adam");
+    assert!(report
+        .train
+        .losses
+        .iter()
+        .all(|l| l.is_finite() && *l > 0.0));
+    assert_eq!(report.train.mismatches, vec![]);
+    // Variables and their Adam updates ran on the ps; each replica on its worker.
+    let ran = tf_iaware::runtime::stats::executed_nodes(report.train.step_stats.as_ref().unwrap());
+    let (workers, ps) =
+        tf_iaware::runtime::data_parallel::worker_and_ps_devices(connection.cluster()).unwrap();
+    assert!(
+        ran[&ps[0]].iter().any(|n| n.contains("Adam")),
+        "{:?}",
+        ran[&ps[0]]
+    );
+    assert!(ran[&workers[0]].iter().any(|n| n.starts_with("replica_0/")));
+    assert!(ran[&workers[1]].iter().any(|n| n.starts_with("replica_1/")));
+}

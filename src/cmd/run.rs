@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::cost::Measurements;
-use tf_iaware::pipeline::TrainOptions;
+use tf_iaware::pipeline::{Connection, TrainOptions, DATA_PARALLEL_STRATEGIES};
 use tf_iaware::report::{trace, PlacementReport};
+use tf_iaware::runtime::data_parallel;
+use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{TrainReport, Trainer};
 
 use crate::common;
@@ -23,6 +25,13 @@ pub struct Args {
     /// replica-setter, infra-aware); `--batch` is the global batch.
     #[arg(long)]
     model: Option<String>,
+    /// Which parallelism: `data` replicates the training graph over the workers (variables on
+    /// the ps tasks; --strategy replica-setter or infra-aware; --batch is the global batch),
+    /// `model` places its ops one by one (the per-op strategies). Default: data for --model,
+    /// and for --graph on a cluster with ps tasks when the strategy is replica-setter or
+    /// infra-aware; model otherwise.
+    #[arg(long, value_parser = ["data", "model"])]
+    parallel: Option<String>,
     #[command(flatten)]
     place: common::PlaceFlags,
     /// Timed steps.
@@ -75,7 +84,11 @@ impl Args {
 
 pub fn run(args: &Args) -> Result<()> {
     if let Some(model) = &args.model {
-        return run_data_parallel(args, model);
+        if args.parallel.as_deref() == Some("model") {
+            bail!("--model trains a zoo model data-parallel; for --parallel model write it with `tf-iaware model {model} --out F.pb` and pass --graph F.pb");
+        }
+        let connection = common::connect(&args.place.cluster)?;
+        return run_data_parallel(args, &connection, Workload::from(model));
     }
     let graph = args
         .graph
@@ -84,6 +97,18 @@ pub fn run(args: &Args) -> Result<()> {
     let analyzed = common::load_graph(graph)?;
     let sidecar = common::load_sidecar(graph, args.place.meta.as_ref(), &analyzed)?;
     let connection = common::connect(&args.place.cluster)?;
+    let data = match args.parallel.as_deref() {
+        Some(p) => p == "data",
+        None => {
+            DATA_PARALLEL_STRATEGIES.contains(&args.place.strategy.as_str())
+                && data_parallel::worker_and_ps_devices(connection.cluster()).is_ok()
+        }
+    };
+    if data {
+        let name = graph.display().to_string();
+        let workload = Workload::graph(&name, analyzed, sidecar)?;
+        return run_data_parallel(args, &connection, workload);
+    }
     let plan = args.place.place(&connection, analyzed, Some(&sidecar))?;
     let session = plan.session()?.into_placed_session();
     let trainer = Trainer::new(session, &sidecar, args.batch, args.seed)?;
@@ -142,9 +167,8 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-fn run_data_parallel(args: &Args, model: &str) -> Result<()> {
-    let connection = common::connect(&args.place.cluster)?;
-    let planned = connection.plan_data_parallel(model, &args.place.strategy, args.batch)?;
+fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -> Result<()> {
+    let planned = connection.plan_data_parallel(workload, &args.place.strategy, args.batch)?;
     for r in &planned.plan().replicas {
         log::info!(
             "{}: {} samples on {}",

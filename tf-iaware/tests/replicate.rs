@@ -146,7 +146,7 @@ fn one_step_both_ways(
         plan.variable_devices.insert(v.name, format!("{CPU}:0"));
     }
 
-    let workload = match Workload::graph(single, sidecar.clone()).unwrap() {
+    let workload = match Workload::graph("test", single, sidecar.clone()).unwrap() {
         Workload::Graph(g) => g,
         Workload::Zoo(_) => unreachable!(),
     };
@@ -274,7 +274,7 @@ fn replicas_run_on_their_workers_and_updates_with_their_variables() {
     for v in replicated::variables(&single.op_graph) {
         plan.variable_devices.insert(v.name, format!("{CPU}:0"));
     }
-    let Workload::Graph(g) = Workload::graph(single, sidecar.clone()).unwrap() else {
+    let Workload::Graph(g) = Workload::graph("test", single, sidecar.clone()).unwrap() else {
         unreachable!()
     };
     let built = replicated::build(&g, &plan).unwrap();

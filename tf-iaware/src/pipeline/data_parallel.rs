@@ -1,19 +1,18 @@
 //! Data-parallel training through the same door: plan a model's replicas over a connected
 //! cluster's workers and ps tasks ([`Connection::plan_data_parallel`]), then train the plan,
-//! recovering from lost tasks ([`DataParallel::train`]).
-//!
-//! Today the model is a zoo model by name ([`models::zoo`](crate::models::zoo)); the replication of
-//! any training graph is the next step of this door.
+//! recovering from lost tasks ([`DataParallel::train`]). The model is any training graph with
+//! its sidecar ([`Workload::graph`], replicated by [`parallel::replicate`]) or a zoo model by
+//! name.
 
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::models::replicated;
 use crate::parallel::VarInfo;
 use crate::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
 use crate::runtime::data_parallel::{self, Recovery, RecoveryOptions};
+use crate::runtime::replicated::Workload;
 use crate::runtime::TrainReport;
 
 use super::connection::Connection;
@@ -24,7 +23,7 @@ pub const DATA_PARALLEL_STRATEGIES: &[&str] = &["replica-setter", "infra-aware"]
 /// A data-parallel plan of a model on a connected cluster, ready to train.
 pub struct DataParallel<'c> {
     connection: &'c Connection,
-    model: String,
+    workload: Workload,
     vars: Vec<VarInfo>,
     global_batch: usize,
     plan: DataParallelPlan,
@@ -69,7 +68,7 @@ impl Default for TrainOptions {
 pub struct DataParallelReport {
     /// Strategy of the plan.
     pub strategy: String,
-    /// Model trained.
+    /// Model trained: the zoo model's name, or the graph's.
     pub model: String,
     /// Samples per global step, over all replicas.
     pub global_batch: usize,
@@ -90,18 +89,20 @@ pub struct DataParallelReport {
 }
 
 impl Connection {
-    /// Plans zoo model `model` data-parallel over this cluster's workers, variables on its ps
-    /// tasks: `replica-setter` gives every worker an equal share (stock TensorFlow);
-    /// `infra-aware` times one replica on every worker through TensorFlow first and gives each
-    /// a share that balances the step. `global_batch` defaults to 32 per worker.
+    /// Plans `workload` (a graph with its sidecar, [`Workload::graph`], or a zoo model's name)
+    /// data-parallel over this cluster's workers, variables on its ps tasks: `replica-setter`
+    /// gives every worker an equal share (stock TensorFlow); `infra-aware` times one replica on
+    /// every worker through TensorFlow first and gives each a share that balances the step.
+    /// `global_batch` defaults to the graph's fixed batch, else 32 per worker.
     ///
     /// # Errors
-    /// [`Error::UnknownStrategy`] for another strategy; [`Error::UnknownModel`];
+    /// [`Error::UnknownStrategy`] for another strategy; [`Error::UnknownModel`]; the replication
+    /// errors of [`parallel::replicate`] ([`Error::Replication`] naming the op);
     /// [`Error::InvalidArgument`] for a cluster without workers or ps tasks or a zero batch;
     /// [`Error::TensorFlow`] if calibration runs fail.
     pub fn plan_data_parallel(
         &self,
-        model: &str,
+        workload: impl Into<Workload>,
         strategy: &str,
         global_batch: Option<usize>,
     ) -> Result<DataParallel<'_>> {
@@ -111,13 +112,19 @@ impl Connection {
                 known: DATA_PARALLEL_STRATEGIES.join(", "),
             });
         }
-        let vars = replicated::variables(model)?;
+        let workload = workload.into();
+        let vars = workload.variables()?;
         let (workers, ps) = data_parallel::worker_and_ps_devices(self.cluster())?;
-        let batch = global_batch.unwrap_or(32 * workers.len());
+        let batch = global_batch
+            .or_else(|| match &workload {
+                Workload::Graph(g) => g.sidecar.batch_size(),
+                Workload::Zoo(_) => None,
+            })
+            .unwrap_or(32 * workers.len());
         let (plan, calibration) = if strategy == "infra-aware" {
             let probe = (batch / workers.len()).clamp(1, 32);
             let cal = data_parallel::calibrate_workers(
-                model,
+                &workload,
                 &workers,
                 &ps[0],
                 self.cluster(),
@@ -132,7 +139,7 @@ impl Connection {
         };
         Ok(DataParallel {
             connection: self,
-            model: model.into(),
+            workload,
             vars,
             global_batch: batch,
             plan,
@@ -195,7 +202,7 @@ impl DataParallel<'_> {
         let report = |train, plan, recoveries, steps_run, checkpoint_ms, checkpoint_bytes| {
             DataParallelReport {
                 strategy: self.plan.strategy.clone(),
-                model: self.model.clone(),
+                model: self.workload.name().to_string(),
                 global_batch: self.global_batch,
                 plan,
                 calibration: self.calibration.clone(),
@@ -208,7 +215,7 @@ impl DataParallel<'_> {
         };
         if options.checkpoint_every == 0 {
             let train = data_parallel::train(
-                &self.model,
+                &self.workload,
                 &self.plan,
                 cluster,
                 config,
@@ -242,7 +249,7 @@ impl DataParallel<'_> {
             seed: options.seed,
         };
         let r = data_parallel::train_recovering(
-            &self.model,
+            &self.workload,
             self.plan.clone(),
             cluster,
             config,

@@ -49,23 +49,27 @@ impl From<&Workload> for Workload {
 }
 
 impl Workload {
-    /// A graph workload from an analysed graph and its sidecar (checked against each other).
+    /// A graph workload called `name` (for reports: its file, say) from an analysed graph and
+    /// its sidecar (checked against each other; inputs that feed a cross-entropy's labels are
+    /// marked one-hot, [`Sidecar::infer_one_hot`]).
     ///
     /// # Errors
     /// [`Error::Sidecar`]/[`Error::UnknownOp`] if the sidecar names ops the graph lacks.
-    pub fn graph(analyzed: Analyzed, sidecar: Sidecar) -> Result<Self> {
+    pub fn graph(name: &str, analyzed: Analyzed, mut sidecar: Sidecar) -> Result<Self> {
         sidecar.check_against(&analyzed.op_graph, std::path::Path::new("the sidecar"))?;
+        sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         Ok(Workload::Graph(Arc::new(GraphWorkload {
+            name: name.into(),
             analyzed,
             sidecar,
         })))
     }
 
-    /// A name for reports: the zoo model's name or `graph`.
+    /// A name for reports: the zoo model's or the graph's.
     pub fn name(&self) -> &str {
         match self {
             Workload::Zoo(n) => n,
-            Workload::Graph(_) => "graph",
+            Workload::Graph(g) => &g.name,
         }
     }
 
@@ -84,6 +88,8 @@ impl Workload {
 
 /// A single-tower training graph and its sidecar.
 pub struct GraphWorkload {
+    /// Its name in reports.
+    pub name: String,
     pub analyzed: Analyzed,
     pub sidecar: Sidecar,
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::graph::signature::OpSignature;
 use crate::graph::OpGraph;
 
 /// Contents of a sidecar. Unknown keys are ignored.
@@ -95,6 +96,52 @@ impl Sidecar {
         graph.require(&self.train, &ctx("train"))?;
         graph.require(&self.loss, &ctx("loss"))?;
         Ok(())
+    }
+
+    /// Marks as `one_hot` every input that reaches the `labels` of a softmax cross-entropy
+    /// (`SoftmaxCrossEntropyWithLogits`, found by its argument name in `signatures`) through data
+    /// edges, so synthetic batches are valid class distributions without a sidecar key (random
+    /// noise as labels makes the loss meaningless, even negative). Returns the inputs it marked.
+    pub fn infer_one_hot(
+        &mut self,
+        graph: &OpGraph,
+        signatures: &BTreeMap<String, OpSignature>,
+    ) -> Vec<String> {
+        let mut marked = Vec::new();
+        for name in self.inputs.keys() {
+            if self.one_hot.contains(name) {
+                continue;
+            }
+            let Some(start) = graph.id(name) else {
+                continue;
+            };
+            let mut seen = vec![false; graph.len()];
+            let mut stack = vec![start];
+            let mut reaches = false;
+            while let Some(i) = stack.pop() {
+                if std::mem::replace(&mut seen[i], true) {
+                    continue;
+                }
+                for &c in graph.consumers(i) {
+                    let node = graph.node(c);
+                    let labels = signatures
+                        .get(&node.op)
+                        .filter(|_| node.op == "SoftmaxCrossEntropyWithLogits")
+                        .and_then(|s| s.input("labels"));
+                    if labels.is_some_and(|at| node.inputs.get(at).is_some_and(|x| x.node == i)) {
+                        reaches = true;
+                    }
+                    if node.inputs.iter().any(|x| x.node == i) {
+                        stack.push(c);
+                    }
+                }
+            }
+            if reaches {
+                marked.push(name.clone());
+            }
+        }
+        self.one_hot.extend(marked.iter().cloned());
+        marked
     }
 
     /// Batch size: the explicit one, else the first fixed leading dimension of an input.
