@@ -243,3 +243,44 @@ fn a_python_graph_trains_data_parallel_through_the_connection() {
     assert!(ran[&workers[0]].iter().any(|n| n.starts_with("replica_0/")));
     assert!(ran[&workers[1]].iter().any(|n| n.starts_with("replica_1/")));
 }
+
+#[test]
+fn run_trains_a_python_graph_data_parallel_from_the_command_line() {
+    let _one = serial();
+    let graph = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tf1_mlp_momentum.pb");
+    let out = common::ok(&[
+        "run",
+        "--graph",
+        graph,
+        "--cluster",
+        "emulated:workers=1,0.5",
+        "--strategy",
+        "replica-setter",
+        "--steps",
+        "3",
+        "--batch",
+        "16",
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["strategy"], "replica-setter");
+    assert_eq!(report["global_batch"], 16);
+    assert_eq!(report["plan"]["replicas"].as_array().unwrap().len(), 2);
+    assert!(report["loss_last"].as_f64().unwrap() < report["loss_first"].as_f64().unwrap());
+    // --parallel model places the same graph op by op instead.
+    let out = common::ok(&[
+        "run", "--graph", graph, "--cluster", "local:cpu=2", "--strategy", "heft",
+        "--parallel", "model", "--steps", "2", "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["strategy"], "heft");
+    // A zoo model is data-parallel only.
+    let e = common::fails(&["run", "--model", "mlp", "--parallel", "model"]);
+    assert!(e.contains("--graph"), "{e}");
+    // A data-parallel strategy needs ps tasks.
+    let e = common::fails(&[
+        "run", "--graph", graph, "--cluster", "local:cpu=2", "--parallel", "data",
+        "--strategy", "replica-setter",
+    ]);
+    assert!(e.contains("ps"), "{e}");
+}
