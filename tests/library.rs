@@ -247,7 +247,10 @@ fn a_python_graph_trains_data_parallel_through_the_connection() {
 #[test]
 fn run_trains_a_python_graph_data_parallel_from_the_command_line() {
     let _one = serial();
-    let graph = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tf1_mlp_momentum.pb");
+    let graph = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tf1_mlp_momentum.pb"
+    );
     let out = common::ok(&[
         "run",
         "--graph",
@@ -269,8 +272,18 @@ fn run_trains_a_python_graph_data_parallel_from_the_command_line() {
     assert!(report["loss_last"].as_f64().unwrap() < report["loss_first"].as_f64().unwrap());
     // --parallel model places the same graph op by op instead.
     let out = common::ok(&[
-        "run", "--graph", graph, "--cluster", "local:cpu=2", "--strategy", "heft",
-        "--parallel", "model", "--steps", "2", "--json",
+        "run",
+        "--graph",
+        graph,
+        "--cluster",
+        "local:cpu=2",
+        "--strategy",
+        "heft",
+        "--parallel",
+        "model",
+        "--steps",
+        "2",
+        "--json",
     ]);
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["strategy"], "heft");
@@ -279,8 +292,60 @@ fn run_trains_a_python_graph_data_parallel_from_the_command_line() {
     assert!(e.contains("--graph"), "{e}");
     // A data-parallel strategy needs ps tasks.
     let e = common::fails(&[
-        "run", "--graph", graph, "--cluster", "local:cpu=2", "--parallel", "data",
-        "--strategy", "replica-setter",
+        "run",
+        "--graph",
+        graph,
+        "--cluster",
+        "local:cpu=2",
+        "--parallel",
+        "data",
+        "--strategy",
+        "replica-setter",
     ]);
     assert!(e.contains("ps"), "{e}");
+}
+
+#[test]
+fn a_python_graph_is_replanned_around_a_lost_worker() {
+    use tf_iaware::parallel;
+    use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
+    let _one = serial();
+    let workload = python_workload("tf1_mlp_momentum");
+    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, &common::exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    config.operation_timeout_ms = 15_000;
+    config.run_timeout_ms = 30_000;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let vars = workload.variables().unwrap();
+    let plan = parallel::replica_setter(&workers, &ps, &vars, 24).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let report = data_parallel::train_recovering(
+        &workload,
+        plan,
+        &devices,
+        &config,
+        &tf_config,
+        6,
+        &RecoveryOptions {
+            max_recoveries: 2,
+            ..RecoveryOptions::default()
+        },
+        |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 24),
+        |step| {
+            if step == 3 {
+                cluster.kill_worker(2);
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(report.losses.len(), 6);
+    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
+    let r = &report.recoveries[0];
+    assert_eq!((r.kind, r.restored_from), (FaultKind::Worker, None));
+    assert_eq!(r.lost, vec![workers[2].clone()]);
+    // The two workers left share the global batch; training went on from the ps.
+    assert_eq!(report.final_plan.replicas.len(), 2);
+    assert_eq!(report.final_plan.global_batch(), 24);
+    assert!(report.losses[5] < report.losses[0], "{:?}", report.losses);
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use tf_iaware::graph::analyze::analyze_bytes;
-use tf_iaware::parallel::replicate::replicate;
+use tf_iaware::parallel::replicate::{replicate, BatchData};
 use tf_iaware::parallel::{DataParallelPlan, Replica};
 use tf_iaware::runtime::replicated::{self, Workload};
 use tf_iaware::runtime::{PlacedSession, SessionConfig, Trainer};
@@ -19,8 +19,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .skip(1)
         .map(|a| a.parse())
         .collect::<Result<_, _>>()?;
-    let counts = if counts.is_empty() { vec![4, 16] } else { counts };
-    println!("workers  nodes  replicate_ms  analyze_ms  apply_ms  session_ms  first_step_ms  step_ms");
+    let counts = if counts.is_empty() {
+        vec![4, 16]
+    } else {
+        counts
+    };
+    println!(
+        "workers  nodes  replicate_ms  analyze_ms  apply_ms  session_ms  first_step_ms  step_ms"
+    );
     for n in counts {
         let per = 16;
         let m = tf_iaware::models::zoo::build("mlp", per * n, 1)?;
@@ -43,7 +49,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             plan.variable_devices.insert(v.name, format!("{cpu}:0"));
         }
         let t = Instant::now();
-        let r = replicate(&single.graph_def, &single.signatures, &m.sidecar, &plan)?;
+        let r = replicate(
+            &single.graph_def,
+            &single.signatures,
+            &m.sidecar,
+            &plan,
+            BatchData::Synthetic { seed: 1 },
+        )?;
         let replicate_ms = t.elapsed().as_secs_f64() * 1e3;
         let nodes = r.graph_def.node.len();
         let Workload::Graph(g) = Workload::graph("mlp", single, m.sidecar.clone())? else {

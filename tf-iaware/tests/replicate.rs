@@ -9,7 +9,7 @@ use std::path::Path;
 use prost::Message;
 use tf_iaware::apply;
 use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
-use tf_iaware::parallel::replicate::Role;
+use tf_iaware::parallel::replicate::{BatchData, Role};
 use tf_iaware::parallel::{DataParallelPlan, Replica};
 use tf_iaware::runtime::replicated::{self, Workload};
 use tf_iaware::runtime::stats::executed_nodes;
@@ -146,10 +146,11 @@ fn one_step_both_ways(
         plan.variable_devices.insert(v.name, format!("{CPU}:0"));
     }
 
-    let workload = match Workload::graph("test", single, sidecar.clone()).unwrap() {
-        Workload::Graph(g) => g,
-        Workload::Zoo(_) => unreachable!(),
-    };
+    let workload =
+        match Workload::graph_with("test", single, sidecar.clone(), BatchData::Feed).unwrap() {
+            Workload::Graph(g) => g,
+            Workload::Zoo(_) => unreachable!(),
+        };
     let built = replicated::build(&workload, &plan).unwrap();
     let state = built.replication.state.clone();
     assert!(!state.is_empty());
@@ -274,7 +275,9 @@ fn replicas_run_on_their_workers_and_updates_with_their_variables() {
     for v in replicated::variables(&single.op_graph) {
         plan.variable_devices.insert(v.name, format!("{CPU}:0"));
     }
-    let Workload::Graph(g) = Workload::graph("test", single, sidecar.clone()).unwrap() else {
+    let Workload::Graph(g) =
+        Workload::graph_with("test", single, sidecar.clone(), BatchData::Feed).unwrap()
+    else {
         unreachable!()
     };
     let built = replicated::build(&g, &plan).unwrap();
@@ -333,6 +336,7 @@ fn what_cannot_be_replicated_is_refused_naming_the_op() {
             &single.signatures,
             sidecar,
             &p,
+            BatchData::Feed,
         )
     };
     // A sidecar input that is not a placeholder.
@@ -358,6 +362,7 @@ fn what_cannot_be_replicated_is_refused_naming_the_op() {
         &single.signatures,
         &fixture("tf1_mlp_momentum").1,
         &plan(&[0, 0]),
+        BatchData::Feed,
     )
     .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
@@ -401,6 +406,7 @@ fn what_cannot_be_replicated_is_refused_naming_the_op() {
         &analyzed.signatures,
         &sidecar,
         &p,
+        BatchData::Feed,
     )
     .unwrap_err();
     assert!(

@@ -38,6 +38,23 @@ pub fn replica_name(k: usize, op: &str) -> String {
     format!("replica_{k}/{op}")
 }
 
+/// Where each replica's share of the batch comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchData {
+    /// Fed at every step: replica `k`'s placeholders are `replica_k/<input>`, listed with their
+    /// shapes in [`Replication::sidecar`] (real data, or synthetic batches sent by the driver).
+    Feed,
+    /// A fixed synthetic batch that lives on the replica's worker (uniform noise in [-1, 1), or
+    /// one-hot rows for label inputs), drawn with `seed` when `init` or `init_data` runs: nothing
+    /// crosses the network per step, as in a benchmark of the model rather than of the input
+    /// pipeline.
+    Synthetic { seed: i64 },
+}
+
+/// Name of the op that initialises only the replicas' synthetic batches (after a re-plan, when
+/// the variables on the ps survived). Present in every replicated graph (a no-op for fed ones).
+pub const INIT_DATA_OP: &str = "init_data";
+
 /// What an op of the replicated graph is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -178,6 +195,7 @@ pub fn replicate(
     signatures: &BTreeMap<String, OpSignature>,
     sidecar: &Sidecar,
     plan: &DataParallelPlan,
+    data: BatchData,
 ) -> Result<Replication> {
     let replicas: Vec<Replica> = plan
         .replicas
@@ -488,6 +506,7 @@ pub fn replicate(
     }
 
     let state = add_checkpoint_ops(&mut out, &mut roles)?;
+    add_batch_data(&mut out, &mut roles, sidecar, &replicas, data)?;
     let mut replicated_sidecar = Sidecar {
         inputs: BTreeMap::new(),
         init: sidecar.init.clone(),
@@ -496,7 +515,12 @@ pub fn replicate(
         one_hot: Vec::new(),
         batch: Some(global),
     };
-    for (k, r) in replicas.iter().enumerate() {
+    let fed = if data == BatchData::Feed {
+        replicas.as_slice()
+    } else {
+        &[]
+    };
+    for (k, r) in fed.iter().enumerate() {
         for (name, shape) in &sidecar.inputs {
             let mut dims = shape.clone();
             if let Some(d) = dims.first_mut() {
@@ -521,6 +545,270 @@ pub fn replicate(
         once,
         state,
     })
+}
+
+fn new_node(name: &str, op: &str, input: Vec<String>, attrs: Vec<(&str, Vec<u8>)>) -> NodeDef {
+    let mut n = NodeDef {
+        name: name.into(),
+        op: op.into(),
+        input,
+        ..NodeDef::default()
+    };
+    for (k, v) in attrs {
+        n.attr.insert(k.into(), v);
+    }
+    n
+}
+
+fn int_attr(i: i64) -> Vec<u8> {
+    AttrValue {
+        i: Some(i),
+        ..AttrValue::default()
+    }
+    .encode_to_vec()
+}
+
+fn int32_vector(values: &[i64]) -> Vec<u8> {
+    TensorAttr {
+        tensor: Some(TensorProto {
+            dtype: DT_INT32,
+            tensor_shape: Some(TensorShapeProto {
+                dim: vec![crate::proto::graph::Dim {
+                    size: values.len() as i64,
+                    name: String::new(),
+                }],
+                unknown_rank: false,
+            }),
+            int_val: values.iter().map(|&v| v as i32).collect(),
+            ..TensorProto::default()
+        }),
+    }
+    .encode_to_vec()
+}
+
+/// Adds [`INIT_DATA_OP`], and with [`BatchData::Synthetic`] turns every replica's placeholders
+/// into reads of a variable on its worker, initialised by `init` and by [`INIT_DATA_OP`].
+fn add_batch_data(
+    out: &mut GraphDef,
+    roles: &mut BTreeMap<String, Role>,
+    sidecar: &Sidecar,
+    replicas: &[Replica],
+    data: BatchData,
+) -> Result<()> {
+    let existing = out.node.iter().position(|n| n.name == INIT_DATA_OP);
+    if existing.is_some_and(|i| out.node[i].op != "NoOp") {
+        return Err(refuse(
+            INIT_DATA_OP,
+            "the graph already has an op of the name tf-iaware's data initialiser takes",
+        ));
+    }
+    let mut assigns = Vec::new();
+    if let BatchData::Synthetic { seed } = data {
+        let float = type_attr(DT_FLOAT);
+        let int32 = type_attr(DT_INT32);
+        let mut added = Vec::new();
+        for (k, r) in replicas.iter().enumerate() {
+            for (i, (name, shape)) in sidecar.inputs.iter().enumerate() {
+                let read = replica_name(k, name);
+                let Some(at) = out.node.iter().position(|n| n.name == read) else {
+                    continue;
+                };
+                let mut dims = shape.clone();
+                dims[0] = r.batch as i64;
+                if dims.iter().any(|&d| d < 0) {
+                    return Err(refuse(
+                        name,
+                        format!("a synthetic batch needs a known shape, not {dims:?}"),
+                    ));
+                }
+                let base = format!("tf_iaware_data/r{k}_b{}/{name}", r.batch);
+                let shape_attr = AttrValue {
+                    shape: Some(TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|&size| crate::proto::graph::Dim {
+                                size,
+                                name: String::new(),
+                            })
+                            .collect(),
+                        unknown_rank: false,
+                    }),
+                    ..AttrValue::default()
+                }
+                .encode_to_vec();
+                let op_seed = int_attr(seed.wrapping_mul(1000).wrapping_add((k * 100 + i) as i64));
+                let handle = format!("{base}/handle");
+                let shared_name = AttrValue {
+                    s: Some(handle.clone().into_bytes()),
+                    ..AttrValue::default()
+                }
+                .encode_to_vec();
+                added.push(new_node(
+                    &handle,
+                    "VarHandleOp",
+                    vec![],
+                    vec![
+                        ("dtype", float.clone()),
+                        ("shape", shape_attr),
+                        ("shared_name", shared_name),
+                    ],
+                ));
+                let value = if sidecar.one_hot.contains(name) {
+                    let classes = *dims.last().unwrap_or(&1);
+                    added.push(new_node(
+                        &format!("{base}/rows"),
+                        "Const",
+                        vec![],
+                        vec![
+                            ("dtype", int32.clone()),
+                            ("value", int32_vector(&dims[..dims.len() - 1])),
+                        ],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/zero"),
+                        "Const",
+                        vec![],
+                        vec![("dtype", int32.clone()), ("value", scalar_int(0))],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/classes"),
+                        "Const",
+                        vec![],
+                        vec![("dtype", int32.clone()), ("value", scalar_int(classes))],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/labels"),
+                        "RandomUniformInt",
+                        vec![
+                            format!("{base}/rows"),
+                            format!("{base}/zero"),
+                            format!("{base}/classes"),
+                        ],
+                        vec![
+                            ("T", int32.clone()),
+                            ("Tout", int32.clone()),
+                            ("seed", op_seed.clone()),
+                            ("seed2", int_attr(7)),
+                        ],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/on"),
+                        "Const",
+                        vec![],
+                        vec![("dtype", float.clone()), ("value", scalar(DT_FLOAT, 1.0))],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/off"),
+                        "Const",
+                        vec![],
+                        vec![("dtype", float.clone()), ("value", scalar(DT_FLOAT, 0.0))],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/value"),
+                        "OneHot",
+                        vec![
+                            format!("{base}/labels"),
+                            format!("{base}/classes"),
+                            format!("{base}/on"),
+                            format!("{base}/off"),
+                        ],
+                        vec![
+                            ("T", float.clone()),
+                            ("TI", int32.clone()),
+                            ("axis", int_attr(-1)),
+                        ],
+                    ));
+                    format!("{base}/value")
+                } else {
+                    added.push(new_node(
+                        &format!("{base}/shape"),
+                        "Const",
+                        vec![],
+                        vec![("dtype", int32.clone()), ("value", int32_vector(&dims))],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/uniform"),
+                        "RandomUniform",
+                        vec![format!("{base}/shape")],
+                        vec![
+                            ("T", int32.clone()),
+                            ("dtype", float.clone()),
+                            ("seed", op_seed.clone()),
+                            ("seed2", int_attr(7)),
+                        ],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/two"),
+                        "Const",
+                        vec![],
+                        vec![("dtype", float.clone()), ("value", scalar(DT_FLOAT, 2.0))],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/one"),
+                        "Const",
+                        vec![],
+                        vec![("dtype", float.clone()), ("value", scalar(DT_FLOAT, 1.0))],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/scaled"),
+                        "Mul",
+                        vec![format!("{base}/uniform"), format!("{base}/two")],
+                        vec![("T", float.clone())],
+                    ));
+                    added.push(new_node(
+                        &format!("{base}/value"),
+                        "Sub",
+                        vec![format!("{base}/scaled"), format!("{base}/one")],
+                        vec![("T", float.clone())],
+                    ));
+                    format!("{base}/value")
+                };
+                let assign = format!("{base}/assign");
+                added.push(new_node(
+                    &assign,
+                    "AssignVariableOp",
+                    vec![handle.clone(), value],
+                    vec![("dtype", float.clone())],
+                ));
+                assigns.push(format!("^{assign}"));
+                // The placeholder becomes a read of the variable, under the same name.
+                out.node[at] = new_node(
+                    &read,
+                    "ReadVariableOp",
+                    vec![handle],
+                    vec![("dtype", float.clone())],
+                );
+                for n in &added {
+                    roles.entry(n.name.clone()).or_insert(Role::Replica(k));
+                }
+            }
+        }
+        out.node.extend(added);
+        if let Some(init) = out.node.iter_mut().find(|n| n.name == sidecar.init) {
+            init.input.extend(assigns.iter().cloned());
+        }
+    }
+    // A graph that has its own (the zoo's) gets the assigns added to it.
+    match existing {
+        Some(i) => out.node[i].input.extend(assigns),
+        None => out
+            .node
+            .push(new_node(INIT_DATA_OP, "NoOp", assigns, vec![])),
+    }
+    roles.insert(INIT_DATA_OP.into(), Role::Shared);
+    Ok(())
+}
+
+fn scalar_int(v: i64) -> Vec<u8> {
+    TensorAttr {
+        tensor: Some(TensorProto {
+            dtype: DT_INT32,
+            tensor_shape: Some(TensorShapeProto::default()),
+            int_val: vec![v as i32],
+            ..TensorProto::default()
+        }),
+    }
+    .encode_to_vec()
 }
 
 /// Adds, for every float variable of `out`, a placeholder for its checkpointed value, an assign

@@ -11,7 +11,7 @@ use prost::Message;
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, Analyzed};
 use crate::graph::{Attr, OpGraph};
-use crate::parallel::replicate::{replicate, Replication, Role};
+use crate::parallel::replicate::{replicate, BatchData, Replication, Role};
 use crate::parallel::{DataParallelPlan, VarInfo};
 use crate::placer::Placement;
 use crate::runtime::Sidecar;
@@ -55,13 +55,28 @@ impl Workload {
     ///
     /// # Errors
     /// [`Error::Sidecar`]/[`Error::UnknownOp`] if the sidecar names ops the graph lacks.
-    pub fn graph(name: &str, analyzed: Analyzed, mut sidecar: Sidecar) -> Result<Self> {
+    pub fn graph(name: &str, analyzed: Analyzed, sidecar: Sidecar) -> Result<Self> {
+        Self::graph_with(name, analyzed, sidecar, BatchData::Synthetic { seed: 1 })
+    }
+
+    /// As [`Workload::graph`], with the batches coming from `data`: a synthetic batch on each
+    /// worker (what [`Workload::graph`] chooses, as the zoo does), or placeholders fed every step.
+    ///
+    /// # Errors
+    /// As [`Workload::graph`].
+    pub fn graph_with(
+        name: &str,
+        analyzed: Analyzed,
+        mut sidecar: Sidecar,
+        data: BatchData,
+    ) -> Result<Self> {
         sidecar.check_against(&analyzed.op_graph, std::path::Path::new("the sidecar"))?;
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         Ok(Workload::Graph(Arc::new(GraphWorkload {
             name: name.into(),
             analyzed,
             sidecar,
+            data,
         })))
     }
 
@@ -92,6 +107,8 @@ pub struct GraphWorkload {
     pub name: String,
     pub analyzed: Analyzed,
     pub sidecar: Sidecar,
+    /// Where each replica's batch comes from.
+    pub data: BatchData,
 }
 
 /// The variables of `graph` by colocation group: named after the group's first variable, sized
@@ -145,6 +162,7 @@ pub fn build(workload: &GraphWorkload, plan: &DataParallelPlan) -> Result<Replic
         &single.signatures,
         &workload.sidecar,
         plan,
+        workload.data,
     )?;
     let bytes = replication.graph_def.encode_to_vec();
     let analyzed = analyze_bytes(&bytes, "the replicated graph").map_err(|e| match e {
