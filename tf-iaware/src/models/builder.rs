@@ -31,10 +31,10 @@ pub struct TowerLoss {
 
 /// A graph under construction.
 ///
-/// For data-parallel replicas, [`Net::tower`] builds the same layers again under a name prefix
-/// and on a device: variables are created once (on the device [`Net::set_variable_devices`]
-/// chose) and shared by every tower. Ops created under a device context are recorded in
-/// [`Net::placement`].
+/// [`Net::tower`] builds layers under a name prefix and on a device; variables are created
+/// once and shared. Ops created under a device context are recorded in [`Net::placement`].
+/// (Data-parallel replicas of a zoo model are made from its single-tower graph by
+/// [`parallel::replicate`](crate::parallel::replicate), like any user's graph.)
 pub struct Net {
     graph: Graph,
     scope: Vec<String>,
@@ -72,20 +72,6 @@ fn tf_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::tf(format!("building {what}"), e)
 }
 
-/// Name of the `NoOp` that restores every state variable from its placeholder
-/// ([`Net::checkpoint_ops`]).
-pub const RESTORE_OP: &str = "restore";
-
-/// Name of the placeholder that feeds variable `var`'s checkpointed value to [`RESTORE_OP`].
-pub fn restore_value_op(var: &str) -> String {
-    format!("restore/{var}/value")
-}
-
-/// Name of the float flag that is 1 when variable `var` holds a value ([`Net::checkpoint_ops`]).
-pub fn initialized_op(var: &str) -> String {
-    format!("checkpoint/initialized/{var}")
-}
-
 impl Net {
     /// An empty graph; `seed` makes every initialiser deterministic.
     pub fn new(seed: u64) -> Net {
@@ -105,18 +91,6 @@ impl Net {
             var_devices: HashMap::new(),
             default_device: None,
         }
-    }
-
-    /// Puts variable `name → device` (names as [`Var::name`]); others go to `default`, which
-    /// also takes the global ops (loss, optimiser constants, `train`, `init`).
-    pub fn set_variable_devices(
-        &mut self,
-        devices: HashMap<String, String>,
-        default: Option<String>,
-    ) {
-        self.var_devices = devices;
-        self.default_device = default.clone();
-        self.device = default;
     }
 
     /// Op name → device of every op created under a device context.
@@ -169,12 +143,6 @@ impl Net {
     /// Trainable variables, in creation order.
     pub fn vars(&self) -> &[Var] {
         &self.vars
-    }
-
-    /// Every variable whose value is training state — the trainable variables, then the
-    /// optimiser slots (`VAR/Momentum`) — in creation order; synthetic-data variables are not.
-    pub fn state_vars(&self) -> Vec<Var> {
-        self.vars.iter().chain(&self.slots).cloned().collect()
     }
 
     /// Runs `f` with `name` pushed on the name scope.
@@ -737,54 +705,6 @@ impl Net {
     pub fn init_op(&mut self) -> Result<Operation> {
         let deps = self.initializers.clone();
         self.group("init", &deps)
-    }
-
-    /// Ops to checkpoint and restore the training state ([`Net::state_vars`]), each on its
-    /// variable's device: per variable `V`, a float placeholder [`restore_value_op`]`(V)` of
-    /// `V`'s shape assigned to `V` by `restore/V/assign`, and a float flag
-    /// [`initialized_op`]`(V)` (1 when `V` holds a value, 0 when not — a restarted ps lost
-    /// it); one `NoOp` [`RESTORE_OP`] on the default device runs every assignment. A
-    /// checkpoint reads each variable through [`Var::read`].
-    ///
-    /// # Errors
-    /// [`Error::TensorFlow`] if building fails.
-    pub fn checkpoint_ops(&mut self) -> Result<Vec<Var>> {
-        let state = self.state_vars();
-        let mut assigns = Vec::with_capacity(state.len());
-        for var in &state {
-            let assign = self.on_device(var.device.clone(), |n| {
-                let shape = Shape::from(var.shape.as_slice());
-                let value = n.op_named("Placeholder", &restore_value_op(&var.name), &[], |d| {
-                    d.set_attr_type("dtype", DataType::Float)?;
-                    Ok(d.set_attr_shape("shape", &shape)?)
-                })?;
-                let flag = n.op_named(
-                    "VarIsInitializedOp",
-                    &format!("{}/is_initialized", initialized_op(&var.name)),
-                    &[Self::out(var.handle.clone())],
-                    |_| Ok(()),
-                )?;
-                n.op_named(
-                    "Cast",
-                    &initialized_op(&var.name),
-                    &[Self::out(flag)],
-                    |d| {
-                        d.set_attr_type("SrcT", DataType::Bool)?;
-                        Ok(d.set_attr_type("DstT", DataType::Float)?)
-                    },
-                )?;
-                n.op_named(
-                    "AssignVariableOp",
-                    &format!("restore/{}/assign", var.name),
-                    &[Self::out(var.handle.clone()), Self::out(value)],
-                    |d| Ok(d.set_attr_type("dtype", DataType::Float)?),
-                )
-            })?;
-            assigns.push(assign);
-        }
-        let device = self.default_device.clone();
-        self.on_device(device, |n| n.group(RESTORE_OP, &assigns))?;
-        Ok(state)
     }
 
     /// A `NoOp` named `name` that runs after every op of `deps` (like `tf.group`).

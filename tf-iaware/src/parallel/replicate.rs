@@ -19,9 +19,8 @@ use prost::Message;
 use crate::error::{Error, Result};
 use crate::graph::analyze::parse_input;
 use crate::graph::signature::OpSignature;
-use crate::models::builder::{initialized_op, restore_value_op, RESTORE_OP};
 use crate::proto::{AttrValue, GraphDef, NodeDef, TensorAttr, TensorProto, TensorShapeProto};
-use crate::runtime::checkpoint::StateVar;
+use crate::runtime::checkpoint::{initialized_op, restore_value_op, StateVar, RESTORE_OP};
 use crate::runtime::Sidecar;
 
 use super::plan::{DataParallelPlan, Replica};

@@ -7,7 +7,21 @@ use tensorflow::{Operation, Tensor};
 
 use super::session::PlacedSession;
 use crate::error::{Error, Result};
-use crate::models::builder::{initialized_op, restore_value_op, RESTORE_OP};
+
+/// Name of the `NoOp` of a replicated graph that restores every state variable from its
+/// placeholder (added by [`parallel::replicate`](crate::parallel::replicate)).
+pub const RESTORE_OP: &str = "restore";
+
+/// Name of the placeholder that feeds variable `var`'s checkpointed value to [`RESTORE_OP`].
+pub fn restore_value_op(var: &str) -> String {
+    format!("restore/{var}/value")
+}
+
+/// Name of the float flag that is 1 when variable `var` holds a value (0 after a restarted ps
+/// lost it).
+pub fn initialized_op(var: &str) -> String {
+    format!("checkpoint/initialized/{var}")
+}
 
 /// A variable of the training state, with the op of the placed graph that reads it (the ops that
 /// restore and probe it are named after it: [`restore_value_op`], [`initialized_op`]).

@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use super::checkpoint::{self, Checkpoint, StateVar};
 use super::config::SessionConfig;
-use super::replicated::{self as graph_replicated, Workload};
+use super::replicated::{self as graph_replicated, GraphWorkload, Workload};
 use super::session::PlacedSession;
 use super::stats::Mismatch;
 use super::train::{StepTimes, TrainReport, Trainer};
@@ -19,7 +20,7 @@ use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::graph::DeviceName;
-use crate::models::replicated;
+use crate::parallel::replicate::BatchData;
 use crate::parallel::{DataParallelPlan, Replica, WorkerCapacity};
 use crate::proto::StepStats;
 
@@ -127,23 +128,28 @@ pub fn prepare_run(
     config: &SessionConfig,
     seed: u64,
 ) -> Result<Prepared> {
-    let (analyzed, placement, sidecar, state) = match workload.into() {
+    // A zoo model is one user of the generic replication: its single-tower training graph at
+    // the global batch, replicated like any graph, each replica's batch on its worker.
+    let graph = match workload.into() {
         Workload::Zoo(name) => {
-            let built = replicated::build(&name, plan, seed)?;
-            let analyzed = analyze_graph(built.net.graph())?;
-            (analyzed, built.placement, built.sidecar, built.state)
+            let model = crate::models::zoo::build(&name, plan.global_batch().max(1), seed)?;
+            let analyzed = analyze_graph(model.net.graph())?;
+            Arc::new(GraphWorkload {
+                name,
+                analyzed,
+                sidecar: model.sidecar,
+                data: BatchData::Synthetic { seed: seed as i64 },
+            })
         }
-        Workload::Graph(g) => {
-            let built = graph_replicated::build(&g, plan)?;
-            let state = built.replication.state.clone();
-            (
-                built.analyzed,
-                built.placement,
-                built.replication.sidecar,
-                state,
-            )
-        }
+        Workload::Graph(g) => g,
     };
+    let built = graph_replicated::build(&graph, plan)?;
+    let (analyzed, placement, sidecar, state) = (
+        built.analyzed,
+        built.placement,
+        built.replication.sidecar,
+        built.replication.state,
+    );
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     // Only the tasks the plan uses take part: a lost worker outside it cannot stall the session.
     let mut tasks: Vec<String> = plan
