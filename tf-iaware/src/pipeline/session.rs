@@ -46,10 +46,9 @@ impl<T: TensorType> Feed for Tensor<T> {
 #[derive(Default)]
 pub struct Run<'l> {
     feeds: Vec<(TensorRef, &'l dyn Feed)>,
-    targets: Vec<String>,
-    fetches: Vec<TensorRef>,
+    /// Targets and fetches (a [`Step`] is exactly that).
+    ops: Step,
     trace: bool,
-    error: Option<String>,
 }
 
 impl<'l> Run<'l> {
@@ -61,8 +60,7 @@ impl<'l> Run<'l> {
     /// A run of `step`: its targets and fetches (fetched values in the step's order).
     pub fn of(step: &Step) -> Self {
         Run {
-            targets: step.targets().to_vec(),
-            fetches: step.fetches().to_vec(),
+            ops: step.clone(),
             ..Run::default()
         }
     }
@@ -72,7 +70,7 @@ impl<'l> Run<'l> {
     pub fn feed(mut self, tensor: impl TensorHandle, value: &'l dyn Feed) -> Self {
         match tensor.tensor_ref() {
             Ok(t) => self.feeds.push((t, value)),
-            Err(e) => self.note(e),
+            Err(e) => self.ops.note(e),
         }
         self
     }
@@ -80,20 +78,14 @@ impl<'l> Run<'l> {
     /// Runs `op` for its effect.
     #[must_use]
     pub fn target(mut self, op: impl OpHandle) -> Self {
-        match op.op_name() {
-            Ok(name) => self.targets.push(name),
-            Err(e) => self.note(e),
-        }
+        self.ops = self.ops.target(op);
         self
     }
 
     /// Fetches `tensor` (read it with [`Fetched::get`]).
     #[must_use]
     pub fn fetch(mut self, tensor: impl TensorHandle) -> Self {
-        match tensor.tensor_ref() {
-            Ok(t) => self.fetches.push(t),
-            Err(e) => self.note(e),
-        }
+        self.ops = self.ops.fetch(tensor);
         self
     }
 
@@ -104,16 +96,13 @@ impl<'l> Run<'l> {
         self
     }
 
-    fn note(&mut self, e: Error) {
-        self.error.get_or_insert_with(|| e.to_string());
-    }
-
     fn describe(&self) -> String {
         let names: Vec<String> = self
-            .targets
+            .ops
+            .targets()
             .iter()
             .cloned()
-            .chain(self.fetches.iter().map(TensorRef::to_string))
+            .chain(self.ops.fetches().iter().map(TensorRef::to_string))
             .collect();
         format!("Session::run({})", names.join(", "))
     }
@@ -281,10 +270,10 @@ impl Session {
     /// beyond the op's outputs, or a feed whose dtype is not the tensor's;
     /// [`Error::TensorFlow`] if the run fails (a missing feed, a deadline passed).
     pub fn run<'l>(&self, run: Run<'l>) -> Result<Fetched<'l>> {
-        if let Some(e) = &run.error {
+        if let Some(e) = run.ops.deferred_error() {
             return Err(Error::Handle {
                 handle: "in the run".into(),
-                reason: e.clone(),
+                reason: e.to_string(),
             });
         }
         let mut args = SessionRunArgs::new();
@@ -302,11 +291,11 @@ impl Session {
             }
             value.add_to(&mut args, &op, index);
         }
-        for name in &run.targets {
+        for name in run.ops.targets() {
             args.add_target(&self.resolve(name)?);
         }
-        let mut tokens = Vec::with_capacity(run.fetches.len());
-        for t in &run.fetches {
+        let mut tokens = Vec::with_capacity(run.ops.fetches().len());
+        for t in run.ops.fetches() {
             let (op, index) = self.output(t)?;
             tokens.push((t.clone(), args.request_fetch(&op, index)));
         }

@@ -50,8 +50,14 @@ impl Step {
         self
     }
 
-    fn note(&mut self, e: Error) {
+    /// Records the first handle that named nothing (reported when the step is used).
+    pub(super) fn note(&mut self, e: Error) {
         self.error.get_or_insert_with(|| e.to_string());
+    }
+
+    /// The first handle error recorded by the builder, if any.
+    pub(super) fn deferred_error(&self) -> Option<&str> {
+        self.error.as_deref()
     }
 
     /// Names of the target ops, in the order given.
@@ -76,10 +82,10 @@ impl Step {
     /// [`Error::UnknownOp`] for a target or fetch the graph lacks; [`Error::Handle`] for a fetch
     /// index beyond the op's outputs.
     pub fn check(&self, graph: &OpGraph) -> Result<()> {
-        if let Some(e) = &self.error {
+        if let Some(e) = self.deferred_error() {
             return Err(Error::Handle {
                 handle: "in the step".into(),
-                reason: e.clone(),
+                reason: e.to_string(),
             });
         }
         for t in &self.targets {
