@@ -10,9 +10,19 @@ use crate::error::{Error, Result};
 ///
 /// # Errors
 /// [`Error::Io`] if it cannot be opened or read; [`Error::InvalidArgument`] if it holds more
-/// than `max` bytes.
+/// than `max` bytes or is a directory or a device (`/dev/zero` never ends).
 pub fn read_bytes_capped(path: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let kind = file.metadata().map_err(|e| Error::io(path, e))?.file_type();
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_dir() || kind.is_char_device() || kind.is_block_device() || kind.is_socket() {
+            return Err(Error::InvalidArgument {
+                what: format!("{what} {}", path.display()),
+                reason: "is not a regular file (a directory or a device)".into(),
+            });
+        }
+    }
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -38,6 +48,14 @@ pub fn read_capped(path: &Path, max: u64, what: &str) -> Result<String> {
     })
 }
 
+/// `MemAvailable` of `/proc/meminfo`, bytes (`None` where it cannot be read).
+pub fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +71,11 @@ mod tests {
         assert!(read_capped(&p, 4, "sidecar").is_err());
         let missing = read_capped(&dir.path().join("none"), 4, "sidecar").unwrap_err();
         assert!(matches!(missing, Error::Io { .. }));
+    }
+
+    #[test]
+    fn available_memory_is_read_from_proc() {
+        let bytes = available_memory_bytes().expect("/proc/meminfo has MemAvailable");
+        assert!(bytes > 1 << 20, "{bytes}");
     }
 }

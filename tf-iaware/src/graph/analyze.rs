@@ -31,6 +31,12 @@ pub struct Analyzed {
 /// # Errors
 /// [`Error::GraphDecode`] (naming `what`, e.g. the file) for bytes that are not a GraphDef.
 pub fn decode_graph_def(bytes: &[u8], what: &str) -> Result<GraphDef> {
+    if bytes.is_empty() {
+        return Err(Error::GraphDecode {
+            what: what.into(),
+            source: prost::DecodeError::new("the GraphDef is empty (0 bytes)"),
+        });
+    }
     let def = GraphDef::decode(bytes).map_err(|source| Error::GraphDecode {
         what: what.into(),
         source,

@@ -40,6 +40,37 @@ impl StepTimes {
     }
 }
 
+/// The largest batch a synthetic run takes (its bytes are checked against memory as well).
+pub const MAX_BATCH: usize = 1 << 24;
+
+/// The most steps (timed or warm-up) one training run takes.
+pub const MAX_STEPS: usize = 10_000_000;
+
+/// Bytes of a synthetic batch of `dims` float32 elements, checked against overflow and against
+/// the memory the machine has available; `what` names the input in errors.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the input for a negative dimension, an element count that
+/// overflows, or a batch larger than the available memory.
+pub fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
+    let bad = |reason: String| Error::InvalidArgument {
+        what: format!("input `{what}` of shape {dims:?}"),
+        reason,
+    };
+    let bytes = dims
+        .iter()
+        .try_fold(4u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| bad("its size overflows 64 bits".into()))?;
+    if let Some(available) = crate::io::available_memory_bytes() {
+        if bytes > available / 2 {
+            return Err(bad(format!(
+                "a synthetic batch of {bytes} bytes is more than half the {available} bytes of                  memory available (MemAvailable); use a smaller batch"
+            )));
+        }
+    }
+    Ok(bytes)
+}
+
 /// Result of a training run.
 #[derive(Clone, Debug, Serialize)]
 pub struct TrainReport {
@@ -94,20 +125,28 @@ impl Trainer {
                     reason: "the sidecar's inputs have no fixed batch dimension; pass --batch"
                         .into(),
                 })?;
-        if batch == 0 {
+        if batch == 0 || batch > MAX_BATCH {
             return Err(Error::InvalidArgument {
                 what: "batch".into(),
-                reason: "must be at least 1".into(),
+                reason: format!("{batch}: must be 1 to {MAX_BATCH}"),
             });
         }
         let mut rng = StdRng::seed_from_u64(seed);
         let mut feeds = Vec::new();
         for (name, shape) in &sidecar.inputs {
             let op = session.op(name, "sidecar `inputs`")?;
-            let dims: Vec<u64> = shape
+            let dims = shape
                 .iter()
-                .map(|&d| if d == -1 { batch as u64 } else { d as u64 })
-                .collect();
+                .map(|&d| match d {
+                    -1 => Ok(batch as u64),
+                    d if d >= 0 => Ok(d as u64),
+                    d => Err(Error::InvalidArgument {
+                        what: format!("sidecar input `{name}`"),
+                        reason: format!("dimension {d} (only -1, the batch, may be negative)"),
+                    }),
+                })
+                .collect::<Result<Vec<u64>>>()?;
+            batch_bytes(name, &dims)?;
             feeds.push((
                 op,
                 synthetic(&dims, sidecar.one_hot.contains(name), &mut rng),
@@ -163,11 +202,17 @@ impl Trainer {
             std::slice::from_ref(&self.loss),
             trace,
         )?;
-        let loss = out
-            .fetched
-            .first()
-            .and_then(|t| t.first().copied())
-            .unwrap_or(f32::NAN);
+        let fetched = out.fetched.first();
+        if let Some(t) = fetched.filter(|t| t.len() != 1) {
+            return Err(Error::InvalidArgument {
+                what: format!("loss `{}`", self.loss.name().unwrap_or_default()),
+                reason: format!(
+                    "must be a scalar, but the step returned shape {:?}",
+                    t.dims()
+                ),
+            });
+        }
+        let loss = fetched.and_then(|t| t.first().copied()).unwrap_or(f32::NAN);
         if !loss.is_finite() {
             return Err(Error::NonFiniteLoss { step: index, loss });
         }
@@ -197,15 +242,18 @@ impl Trainer {
         warmup: usize,
         placement: Option<(&Placement, &OpGraph)>,
     ) -> Result<TrainReport> {
-        if steps == 0 {
+        if steps == 0 || steps > MAX_STEPS || warmup > MAX_STEPS {
             return Err(Error::InvalidArgument {
                 what: "steps".into(),
-                reason: "must be at least 1".into(),
+                reason: format!(
+                    "{steps} timed and {warmup} warm-up steps: timed steps must be 1 to \
+                     {MAX_STEPS}, warm-up steps at most {MAX_STEPS}"
+                ),
             });
         }
         self.init()?;
-        let mut losses = Vec::with_capacity(steps + warmup);
-        let mut times = Vec::with_capacity(steps);
+        let mut losses = Vec::with_capacity((steps + warmup).min(4096));
+        let mut times = Vec::with_capacity(steps.min(4096));
         let mut last_stats = None;
         for i in 0..warmup + steps {
             let trace = i + 1 == warmup + steps;
