@@ -88,4 +88,24 @@ fn absurd_numbers_and_files_are_clean_errors() {
         "tf-config:/nonexistent/tf.json",
     ]);
     assert!(e.contains("nosuch"), "{e}");
+    // A monitor interval that would never end, and pid 0 (was: hang; accepted).
+    let e = fails_usage(&[
+        "monitor",
+        "--once",
+        "--json",
+        "--interval-ms",
+        "18446744073709551615",
+    ]);
+    assert!(e.contains("interval-ms"), "{e}");
+    let e = fails_usage(&["monitor", "--once", "--pid", "0"]);
+    assert!(e.contains("pid"), "{e}");
+}
+
+/// Runs and asserts a clean usage error (clap's exit 2, no panic), returning stderr.
+fn fails_usage(args: &[&str]) -> String {
+    let out = common::run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "tf-iaware {args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
 }

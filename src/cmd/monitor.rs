@@ -15,11 +15,11 @@ pub struct MonitorArgs {
     /// Print JSON on stdout: one snapshot with --once, else one snapshot per line per interval.
     #[arg(long)]
     pub json: bool,
-    /// Sampling interval, ms.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
+    /// Sampling interval, ms (10 ms to 1 hour).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub interval_ms: u64,
     /// Observe this process (its own CPU use and cgroup) instead of the monitor itself.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub pid: Option<u32>,
     /// Do not load NVML (no GPU metrics).
     #[arg(long)]

@@ -62,6 +62,22 @@ impl TfConfig {
         if cluster.is_empty() {
             return Err(bad("\"cluster\" has no jobs".into()));
         }
+        let total: usize = cluster.values().map(Vec::len).sum();
+        if total > MAX_TASKS {
+            return Err(bad(format!(
+                "lists {total} tasks; at most {MAX_TASKS} are accepted"
+            )));
+        }
+        let mut seen: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
+        for (job, addrs) in &cluster {
+            for (i, a) in addrs.iter().enumerate() {
+                if let Some((other, j)) = seen.insert(a.as_str(), (job.as_str(), i)) {
+                    return Err(bad(format!(
+                        "address `{a}` is given to two tasks, {other}:{j} and {job}:{i}"
+                    )));
+                }
+            }
+        }
         for (job, addrs) in &cluster {
             if addrs.is_empty() {
                 return Err(bad(format!("job \"{job}\" has no tasks")));
@@ -153,9 +169,10 @@ impl TfConfig {
     /// Reads a TF_CONFIG JSON file.
     ///
     /// # Errors
-    /// [`Error::Io`] if unreadable; [`Error::TfConfig`] if invalid.
+    /// [`Error::Io`] if unreadable; [`Error::InvalidArgument`] for a file over
+    /// [`MAX_FILE_BYTES`]; [`Error::TfConfig`] if invalid.
     pub fn from_file(path: &Path) -> Result<TfConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::io::read_capped(path, MAX_FILE_BYTES, "TF_CONFIG file")?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -283,14 +300,42 @@ fn jobs(v: &Value, what: &str) -> std::result::Result<BTreeMap<String, Vec<Strin
     Ok(out)
 }
 
+/// The most tasks a TF_CONFIG cluster may list (all jobs together).
+pub const MAX_TASKS: usize = 100_000;
+/// The largest TF_CONFIG file [`TfConfig::from_file`] reads, bytes.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
 fn check_address(a: &str) -> std::result::Result<(), String> {
     let (host, port) = a.rsplit_once(':').ok_or("has no :port")?;
     if host.is_empty() {
         return Err("has no host".into());
     }
-    port.parse::<u16>()
-        .map_err(|_| format!("has port `{port}`, not a number in 0..=65535"))?;
-    Ok(())
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        // An IPv6 literal.
+        Some(v6) => {
+            !v6.is_empty()
+                && v6
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        }
+        None => {
+            host.len() <= 253
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        }
+    };
+    if !host_ok {
+        return Err(format!(
+            "has host `{}`, not a host name (ASCII letters, digits, '.', '-', '_'), an IPv4 \
+             address or a bracketed IPv6 address",
+            host.escape_default()
+        ));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!("has port `{port}`, not a number in 1..=65535")),
+    }
 }
 
 impl TfConfig {
@@ -321,6 +366,35 @@ impl TfConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_ports_and_task_counts_are_checked() {
+        let with = |workers: &str| {
+            TfConfig::parse(
+                &format!(r#"{{"cluster": {{"worker": [{workers}]}}}}"#),
+                "test",
+            )
+        };
+        assert!(with(r#""127.0.0.1:2222", "host-b.example:2223", "[::1]:2224""#).is_ok());
+        for (bad, says) in [
+            (r#""127.0.0.1:0""#, "1..=65535"),
+            (r#""127.0.0.1:2222", "127.0.0.1:2222""#, "two tasks"),
+            ("\"bad\\u0000host:2222\"", "not a host name"),
+            (r#""höst:2222""#, "not a host name"),
+            (r#""[]:2222""#, "not a host name"),
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // A huge cluster is refused quickly, naming the bound.
+        let many: Vec<String> = (0..MAX_TASKS + 1)
+            .map(|i| format!("\"10.{}.{}.{}:2222\"", i >> 16, (i >> 8) & 255, i & 255))
+            .collect();
+        let started = std::time::Instant::now();
+        let e = with(&many.join(",")).unwrap_err().to_string();
+        assert!(e.contains(&MAX_TASKS.to_string()), "{e}");
+        eprintln!("refused {} tasks in {:?}", MAX_TASKS + 1, started.elapsed());
+    }
 
     const GOOD: &str = r#"{"cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"], "ps": ["127.0.0.1:2224"]},
         "task": {"type": "worker", "index": 1}, "rpc_layer": "grpc", "environment": "cloud",
