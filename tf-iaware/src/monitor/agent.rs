@@ -8,12 +8,16 @@
 //! Slow or oversized requests cannot stall it: every connection is a task, not a thread;
 //! request headers must arrive within [`AgentConfig::header_read_timeout`] and fit in
 //! [`AgentConfig::max_header_bytes`] (else 431 and close); a connection lives at most
-//! [`AgentConfig::connection_lifetime`]; beyond [`AgentConfig::max_connections`] new
-//! connections are closed at once.
+//! [`AgentConfig::connection_lifetime`]. At [`AgentConfig::max_connections`] a new connection
+//! makes room by closing the oldest one that has not sent a request yet (a slow client holding
+//! connections open cannot starve the others); when every open connection has sent one, the new
+//! connection is closed at once.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -22,7 +26,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::error::{Error, Result};
 use crate::monitor::exposition::CONTENT_TYPE as METRICS_CONTENT_TYPE;
@@ -64,7 +68,8 @@ impl MetricsSource for StaticPage {
 pub struct AgentConfig {
     /// Address to listen on (default `127.0.0.1:9100`; port 0 picks a free port).
     pub listen: SocketAddr,
-    /// Most connections served at once; more are closed on accept (default 256).
+    /// Most connections open at once (default 256); at the cap, the oldest connection that has
+    /// sent no request yet is closed to make room, else the new one is.
     pub max_connections: usize,
     /// Time a client has to send a request's headers, including between keep-alive
     /// requests (default 5 s).
@@ -213,6 +218,8 @@ async fn accept_loop(
         .max_header_size(config.max_header_bytes)
         .keep_alive(true);
     let http = Arc::new(http);
+    // Open connections that have not sent a request yet, oldest first.
+    let silent: Arc<Mutex<VecDeque<Silent>>> = Arc::default();
     loop {
         let accepted = tokio::select! {
             _ = shutdown.changed() => break,
@@ -227,31 +234,84 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            log::debug!(
-                "metrics agent: refusing {peer}: {} connections open",
-                config.max_connections
-            );
-            drop(stream);
-            continue;
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let victim = {
+                    let mut q = silent.lock().unwrap_or_else(|p| p.into_inner());
+                    q.retain(|c| c.is_silent());
+                    q.pop_front()
+                };
+                let Some(victim) = victim else {
+                    log::debug!(
+                        "metrics agent: refusing {peer}: {} connections open, all served",
+                        config.max_connections
+                    );
+                    drop(stream);
+                    continue;
+                };
+                victim.evict.notify_one();
+                match tokio::time::timeout(
+                    Duration::from_millis(200),
+                    Arc::clone(&slots).acquire_owned(),
+                )
+                .await
+                {
+                    Ok(Ok(slot)) => slot,
+                    _ => {
+                        drop(stream);
+                        continue;
+                    }
+                }
+            }
         };
+        let me = Silent::default();
+        silent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(me.clone());
         let _ = stream.set_nodelay(true);
         let source = Arc::clone(&source);
         let http = Arc::clone(&http);
         let lifetime = config.connection_lifetime;
         tokio::spawn(async move {
+            let served = Arc::clone(&me.served);
             let service = hyper::service::service_fn(move |req| {
+                served.store(true, Ordering::Relaxed);
                 let source = Arc::clone(&source);
                 async move { Ok::<_, Infallible>(respond(&req, &*source)) }
             });
             let conn = http.serve_connection(TokioIo::new(stream), service);
-            match tokio::time::timeout(lifetime, conn).await {
-                Ok(Err(e)) => log::debug!("metrics agent: connection from {peer}: {e}"),
-                Err(_) => log::debug!("metrics agent: closing {peer} after {lifetime:?}"),
-                Ok(Ok(())) => {}
+            tokio::select! {
+                r = tokio::time::timeout(lifetime, conn) => match r {
+                    Ok(Err(e)) => log::debug!("metrics agent: connection from {peer}: {e}"),
+                    Err(_) => log::debug!("metrics agent: closing {peer} after {lifetime:?}"),
+                    Ok(Ok(())) => {}
+                },
+                _ = me.evict.notified() => {
+                    log::debug!("metrics agent: closing silent {peer} to make room");
+                }
             }
+            me.done.store(true, Ordering::Relaxed);
             drop(slot);
         });
+    }
+}
+
+/// An open connection, as the accept loop sees it.
+#[derive(Clone, Default)]
+struct Silent {
+    /// It has sent at least one request.
+    served: Arc<AtomicBool>,
+    /// It is closed.
+    done: Arc<AtomicBool>,
+    /// Closes it.
+    evict: Arc<Notify>,
+}
+
+impl Silent {
+    fn is_silent(&self) -> bool {
+        !self.served.load(Ordering::Relaxed) && !self.done.load(Ordering::Relaxed)
     }
 }
 
@@ -412,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn connections_beyond_the_cap_are_closed() {
+    fn silent_connections_make_room_for_new_ones() {
         let agent = local_agent(
             "up 1\n",
             AgentConfig {
@@ -421,11 +481,30 @@ mod tests {
             },
         );
         let a = agent.local_addr();
-        let _c1 = TcpStream::connect(a).unwrap();
-        let _c2 = TcpStream::connect(a).unwrap();
+        // A slow client holds every slot without sending anything.
+        let mut slow: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(a).unwrap()).collect();
         std::thread::sleep(Duration::from_millis(100));
-        let r = raw(a, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert_eq!(r, "", "the third connection is closed without an answer");
+        // Probes are still answered: each closes the oldest silent connection.
+        for _ in 0..5 {
+            let r = raw(
+                a,
+                b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            );
+            assert!(r.ends_with("up 1\n"), "{r}");
+            slow.push(TcpStream::connect(a).unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The first silent connection was closed by the agent.
+        let mut first = slow.remove(0);
+        first
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            first.read(&mut buf).unwrap_or(0),
+            0,
+            "closed without an answer"
+        );
     }
 
     #[test]
