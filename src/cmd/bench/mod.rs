@@ -14,7 +14,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
-use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, VarInfo, WorkerCapacity};
+use tf_iaware::parallel::{
+    self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
+};
 use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
 
 /// Per-replica synchronisation cost assumed by predictions, ms.
@@ -115,6 +117,12 @@ struct Contender {
 }
 
 /// The data-parallel plan of strategy `name`, or `None` for a per-op strategy.
+/// What the infra-aware plan reads: the cluster's live figures and a replica's memory.
+struct Live<'a> {
+    cluster: &'a tf_iaware::cluster::Cluster,
+    memory: Option<&'a ReplicaMemory>,
+}
+
 fn plan_for(
     name: &str,
     workers: &[String],
@@ -122,20 +130,23 @@ fn plan_for(
     vars: &[VarInfo],
     batch: usize,
     calibration: &[WorkerCapacity],
+    live: &Live,
 ) -> Result<Option<DataParallelPlan>> {
     Ok(match name {
         "replica-setter" => Some(parallel::replica_setter(workers, ps, vars, batch)?),
         "infra-aware" => {
-            let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
             let options = InfraAwareOptions {
                 per_replica_overhead_ms: OVERHEAD_MS,
                 ..Default::default()
             };
-            Some(parallel::infra_aware(
+            // Calibrated figures at each worker's availability now, shares capped by memory.
+            Some(parallel::plan_live(
                 calibration,
-                &ps_cap,
+                live.cluster,
+                ps,
                 vars,
                 batch,
+                live.memory,
                 &options,
             )?)
         }
@@ -222,9 +233,17 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let lower_bound = parallel::lower_bound_ms(args.batch, &calibration);
 
+    let memory = data_parallel::replica_memory(&args.model)
+        .map_err(|e| log::warn!("replica memory of {} unknown: {e}", args.model))
+        .ok();
+    let live = Live {
+        cluster: &devices,
+        memory: memory.as_ref(),
+    };
     let mut contenders = Vec::new();
     for name in &args.strategies {
-        let contender = match plan_for(name, &workers, &ps, &vars, args.batch, &calibration)? {
+        let contender = match plan_for(name, &workers, &ps, &vars, args.batch, &calibration, &live)?
+        {
             Some(plan) => {
                 let shares: Vec<String> =
                     plan.replicas.iter().map(|r| r.batch.to_string()).collect();

@@ -388,3 +388,188 @@ impl MetricsFeed {
         warnings
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cluster::Device;
+    use crate::monitor::snapshot::{CgroupSnapshot, Smoothed};
+    use crate::monitor::{Agent, AgentConfig, MetricsSource};
+
+    fn serve(source: Arc<dyn MetricsSource>) -> Agent {
+        Agent::serve(
+            AgentConfig {
+                listen: "127.0.0.1:0".parse().unwrap(),
+                ..Default::default()
+            },
+            source,
+        )
+        .unwrap()
+    }
+
+    /// A node_exporter-shaped page whose counters advance by one second per request: CPU 0
+    /// half busy, CPU 1 idle.
+    struct TickingNodeExporter(AtomicU64);
+
+    impl MetricsSource for TickingNodeExporter {
+        fn metrics_page(&self) -> String {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) as f64;
+            format!(
+                "# TYPE node_cpu_seconds_total counter\n\
+                 node_cpu_seconds_total{{cpu=\"0\",mode=\"idle\"}} {}\n\
+                 node_cpu_seconds_total{{cpu=\"0\",mode=\"user\"}} {}\n\
+                 node_cpu_seconds_total{{cpu=\"1\",mode=\"idle\"}} {}\n\
+                 node_cpu_seconds_total{{cpu=\"1\",mode=\"user\"}} 5\n\
+                 # TYPE node_memory_MemAvailable_bytes gauge\n\
+                 node_memory_MemAvailable_bytes 4.294967296e+09\n\
+                 # TYPE node_memory_MemTotal_bytes gauge\n\
+                 node_memory_MemTotal_bytes 8.589934592e+09\n",
+                100.0 + 0.5 * n,
+                10.0 + 0.5 * n,
+                100.0 + n,
+            )
+        }
+    }
+
+    /// What the project's own agent serves for a worker in a 2-core node cgroup of which a
+    /// co-tenant takes 1.5 cores.
+    fn agent_snapshot() -> Snapshot {
+        let mut s = Snapshot::empty("local");
+        s.host = "w0".into();
+        s.taken_unix_ms = unix_now_ms();
+        s.samples = 5;
+        s.cpu.logical_cores = 4;
+        s.cpu.limit_cores = 0.5;
+        s.cpu.available_cores = Some(Smoothed::constant(0.5));
+        s.cgroup = Some(CgroupSnapshot {
+            version: 1,
+            path: "/node/tf".into(),
+            cpu_quota_cores: Some(0.5),
+            cpu_allotment_cores: Some(2.0),
+            ..CgroupSnapshot::default()
+        });
+        s.memory.available_to_us_bytes = Some(3 << 30);
+        s
+    }
+
+    #[test]
+    fn agent_and_exporter_pages_map_onto_their_tasks_and_a_dead_one_warns() {
+        let ours = serve(Arc::new(agent_snapshot()));
+        let exporter = serve(Arc::new(TickingNodeExporter(AtomicU64::new(0))));
+        let refused = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let text = format!(
+            r#"{{"cluster": {{"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}},
+                "metrics": {{"worker": ["{}", "{}"]}}}}"#,
+            ours.local_addr(),
+            exporter.local_addr()
+        );
+        let tf = TfConfig::parse(&text, "test").unwrap();
+        let dev = |job: &str, task: u32| {
+            Device::nominal(
+                &format!("/job:{job}/replica:0/task:{task}/device:CPU:0"),
+                "CPU",
+                None,
+                "h",
+            )
+        };
+        let mut cluster = Cluster::new(vec![dev("worker", 0), dev("worker", 1), dev("ps", 0)]);
+        let options = LiveOptions {
+            // ps:0 has no "metrics" entry: the fallback port on its host refuses.
+            fallback_port: Some(refused),
+            ..LiveOptions::default()
+        };
+        let mut feed = MetricsFeed::tf_config(&tf, &options).unwrap();
+        let warnings = feed.refresh(&mut cluster);
+
+        // Our agent: 0.5 of a 2-core allotment free → f = ¼.
+        let w0 = &cluster.devices[0];
+        assert_eq!(
+            w0.live.source,
+            LiveSource::Agent(ours.local_addr().to_string())
+        );
+        assert_eq!(w0.live.allotment, Some(2.0));
+        assert_eq!(w0.live.free_fraction, Some(0.25));
+        assert!((w0.availability - live::contended_availability(0.25)).abs() < 1e-12);
+        assert_eq!(w0.live.free_memory_bytes, Some(3 << 30));
+        assert!(w0.live.warning.is_none());
+        // The exporter: rates from two scrapes; 0.5 of 2 cores busy → 1.5 free.
+        let w1 = &cluster.devices[1];
+        assert_eq!(
+            w1.live.source,
+            LiveSource::Agent(exporter.local_addr().to_string())
+        );
+        assert_eq!(w1.live.free_fraction, Some(0.75), "{:?}", w1.live);
+        assert_eq!(w1.live.free_memory_bytes, Some(4 << 30));
+        // The dead fallback: a warning naming the task, nominal figures, marked.
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].task, "ps:0");
+        assert!(
+            warnings[0].to_string().contains("\"metrics\""),
+            "{}",
+            warnings[0]
+        );
+        let ps = &cluster.devices[2];
+        assert_eq!(ps.live.source, LiveSource::Nominal);
+        assert_eq!(ps.availability, 1.0);
+        assert!(ps.live.warning.as_deref().unwrap().contains("ps:0"));
+
+        // The agent goes away: its task keeps its last figures, marked stale.
+        let before = cluster.devices[0].availability;
+        ours.stop();
+        let warnings = feed.refresh(&mut cluster);
+        assert!(
+            warnings.iter().any(|w| w.task == "worker:0"),
+            "{warnings:?}"
+        );
+        let w0 = &cluster.devices[0];
+        assert_eq!(w0.live.source, LiveSource::Stale);
+        assert_eq!(w0.availability, before);
+        assert!(w0.live.warning.as_deref().unwrap().contains("worker:0"));
+        assert_eq!(feed.latest().len(), 3);
+    }
+
+    #[test]
+    fn dcgm_pages_map_onto_tensorflow_gpus() {
+        let dcgm = serve(Arc::new(crate::monitor::agent::StaticPage(
+            include_str!("../../tests/fixtures/monitor/dcgm_exporter.prom").to_string(),
+        )));
+        let mut scraper = Scraper::new(
+            vec![Target::new(&dcgm.metrics_url())],
+            ScrapeOptions::default(),
+        )
+        .unwrap();
+        let s = scraper.scrape().remove(0).snapshot;
+        let gpu = |k: u32| {
+            Device::nominal(
+                &format!("/job:worker/replica:0/task:3/device:GPU:{k}"),
+                "GPU",
+                Some(80 << 30),
+                "h",
+            )
+        };
+        let mut cluster = Cluster::new(vec![gpu(0), gpu(1)]);
+        let src = LiveSource::Agent("dcgm".into());
+        let n = live::apply_snapshot(
+            &mut cluster,
+            Some(("worker", 3)),
+            &s,
+            &src,
+            None,
+            None,
+            unix_now_ms(),
+        );
+        assert_eq!(n, 2);
+        for (k, d) in cluster.devices.iter().enumerate() {
+            let g = live::gpu_for_tf_index(k as u32, &s.gpus, None).unwrap();
+            assert_eq!(d.live.free_memory_bytes, g.memory_free_bytes);
+            assert!(d.live.hardware.as_deref().unwrap().starts_with("gpu:"));
+            assert!(d.availability >= 0.5 && d.availability <= 1.0);
+        }
+    }
+}
