@@ -37,8 +37,9 @@ pub struct LiveOptions {
     pub timeout: Duration,
     /// A reading older than this is stale (default 5 s).
     pub max_age: Duration,
-    /// How long the first refresh waits for a task's first usable reading (an agent that just
-    /// started has one after two samples; an exporter after two scrapes), default 2.5 s.
+    /// How long the first refresh waits for a task's first usable reading (an agent that is
+    /// starting refuses at first and has a reading after two samples; an exporter after two
+    /// scrapes), default 2.5 s. An agent that stays unreachable costs this once.
     pub first_reading_wait: Duration,
     /// Port tried on a task's host when TF_CONFIG names no agent for it (`None`: no fallback;
     /// default [`FALLBACK_METRICS_PORT`]).
@@ -300,14 +301,13 @@ impl MetricsFeed {
             } => {
                 let deadline = Instant::now() + if first { wait } else { Duration::ZERO };
                 let mut reports = scraper.scrape();
-                // An agent that has just started, or an exporter read once, has no availability
-                // yet: read again until every endpoint has one or the wait is over.
+                // An agent that is still starting (refuses, or has one sample), or an exporter
+                // read once, has no availability yet: read again until every endpoint has one
+                // or the wait is over.
                 while first
                     && Instant::now() < deadline
                     && reports.iter().any(|r| {
-                        r.error.is_none()
-                            && !r.snapshot.stale
-                            && live::cpu_figures(&r.snapshot, None).is_none()
+                        r.error.is_some() || live::cpu_figures(&r.snapshot, None).is_none()
                     })
                 {
                     std::thread::sleep(Duration::from_millis(300));
