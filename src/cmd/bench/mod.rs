@@ -381,6 +381,7 @@ pub fn run(args: &Args) -> Result<()> {
             ps: &ps,
             vars: &vars,
             batch: args.batch,
+            memory: memory.as_ref(),
         };
         Some(adapt::run(&mut cluster, &setup, &config, &scenario)?)
     };
