@@ -495,7 +495,13 @@ mod tests {
         );
         assert_eq!(w0.live.allotment, Some(2.0));
         assert_eq!(w0.live.free_fraction, Some(0.25));
-        assert!((w0.availability - live::contended_availability(0.25)).abs() < 1e-12);
+        // Its own group is capped at a quarter of the allotment, all of it free.
+        assert_eq!(w0.live.hard_share, Some(0.25));
+        assert!(
+            (w0.availability - 0.25).abs() < 1e-12,
+            "{}",
+            w0.availability
+        );
         assert_eq!(w0.live.free_memory_bytes, Some(3 << 30));
         assert!(w0.live.warning.is_none());
         // The exporter: rates from two scrapes; 0.5 of 2 cores busy → 1.5 free.
@@ -505,6 +511,7 @@ mod tests {
             LiveSource::Agent(exporter.local_addr().to_string())
         );
         assert_eq!(w1.live.free_fraction, Some(0.75), "{:?}", w1.live);
+        assert!((w1.availability - live::contended_availability(0.75)).abs() < 1e-12);
         assert_eq!(w1.live.free_memory_bytes, Some(4 << 30));
         // The dead fallback: a warning naming the task, nominal figures, marked.
         assert_eq!(warnings.len(), 1, "{warnings:?}");

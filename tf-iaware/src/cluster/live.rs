@@ -9,20 +9,27 @@
 //! * availability ([`Device::availability`](super::Device::availability), 0–1) is the share of
 //!   those resources it can get now, read live.
 //!
-//! For a CPU device the resources are its task's *allotment* — the cores its process may use
-//! (allowed CPUs, and the quotas of the cgroups that enclose it; see
+//! For a CPU device the resources are its task's *allotment* `A` — the cores its process may
+//! use by the machine's and its enclosing groups' grant (allowed CPUs, and the quotas of the
+//! cgroups *around* its own; see
 //! [`CgroupSnapshot::cpu_allotment_cores`](crate::monitor::CgroupSnapshot::cpu_allotment_cores)).
-//! The monitor reports the cores still free of that allotment (`free`, 0…allotment: the
-//! allotment less what co-tenants use of it or of the machine; our own use counts as free). A
-//! co-tenant that takes cores does not stop us: the kernel's fair scheduler shares a busy core
-//! between the threads that want it, so a CPU-bound process with as many runnable threads as its
-//! allotment still gets `allotment² / (allotment + taken)` cores. With `f = free / allotment`:
+//! Two things take a share of it away:
 //!
-//! `availability = max(f, 1 / (2 − f))`  — 1 on an idle machine, ½ when co-tenants take
-//! every core ([`contended_availability`]).
+//! * a **hard cap** on the process itself: its own cgroup's quota `C ≤ A` (a node split between
+//!   a workload and its co-tenants) — the process gets at most `h = C / A`, exactly;
+//! * **contention** within that cap: co-tenants running on the same cores or under the same
+//!   quota. The monitor reports the cores still free (`free`, 0…C; our own use counts as free).
+//!   A co-tenant that takes cores does not stop us: the kernel's fair scheduler shares a busy
+//!   core between the threads that want it, so a CPU-bound process with as many runnable
+//!   threads as its cap still gets `C² / (C + taken)` cores. With `f = free / C`, the
+//!   contended share is `max(f, 1 / (2 − f))` — 1 when nothing competes, ½ when co-tenants
+//!   take every core ([`contended_availability`]).
+//!
+//! `availability = h × max(f, 1 / (2 − f))`.
 //!
 //! A reading of 0 free cores therefore never makes a device look 1000× slower (the old 0.001
-//! floor made predictions 40× too slow on a busy machine); the cost model's own floor
+//! floor made predictions 40× too slow on a busy machine): only a hard quota, which the
+//! process really cannot exceed, takes availability below ½. The cost model's own floor
 //! ([`MIN_AVAILABILITY`](crate::cost::MIN_AVAILABILITY)) only guards hand-written figures. For a
 //! GPU, `f` is 1 − the utilisation by other processes, and the same formula applies
 //! (time-slicing shares a busy GPU between contexts).
@@ -104,6 +111,9 @@ pub struct LiveStatus {
     /// Free share of the allotment before the fair-share floor, 0–1 (see the module docs).
     #[serde(default)]
     pub free_fraction: Option<f64>,
+    /// Share of the allotment the process's own hard cap leaves it (`h`, 0–1; 1 for a GPU).
+    #[serde(default)]
+    pub hard_share: Option<f64>,
     /// Hardware fingerprint of the device as the reading describes it (CPU model when known,
     /// logical cores, allotment; GPU name): calibrations are only reused on equal hardware.
     #[serde(default)]
@@ -117,6 +127,13 @@ impl LiveStatus {
     /// Whether a live reading (fresh or stale) has ever been applied.
     pub fn has_reading(&self) -> bool {
         self.taken_unix_ms.is_some()
+    }
+
+    /// Free share of what the hard cap leaves (`f` of the module docs, 0–1): how much
+    /// co-tenants contend for the device (`None`: no reading).
+    pub fn contention_free(&self) -> Option<f64> {
+        let f = self.free_fraction?;
+        Some((f / self.hard_share.unwrap_or(1.0).max(1e-9)).clamp(0.0, 1.0))
     }
 }
 
@@ -135,11 +152,13 @@ pub fn contended_availability(free_fraction: f64) -> f64 {
 /// The CPU figures a snapshot gives one task's CPU devices.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuFigures {
-    /// Cores the process may use (allowed CPUs ∧ enclosing quotas).
+    /// Cores the process may use (allowed CPUs ∧ enclosing quotas), `A`.
     pub allotment: f64,
-    /// Free cores of the allotment (last interval), 0…allotment.
+    /// The process's own hard cap, cores (`C ≤ A`).
+    pub cap: f64,
+    /// Free cores (last interval), 0…C.
     pub free_cores: f64,
-    /// [`contended_availability`] of `free_cores / allotment`.
+    /// `C / A × max(f, 1 / (2 − f))` with `f = free / C` (module docs).
     pub availability: f64,
     /// Free memory for the process, bytes.
     pub free_memory_bytes: Option<u64>,
@@ -164,10 +183,15 @@ pub fn cpu_figures(s: &Snapshot, cpu_model: Option<&str>) -> Option<CpuFigures> 
         .map_or(allowed, |q| q.min(allowed))
         .max(s.cpu.limit_cores)
         .max(1e-3);
-    let free = if free.is_finite() {
-        free.clamp(0.0, allotment)
+    let cap = if s.cpu.limit_cores > 0.0 {
+        s.cpu.limit_cores.clamp(1e-3, allotment)
     } else {
         allotment
+    };
+    let free = if free.is_finite() {
+        free.clamp(0.0, cap)
+    } else {
+        cap
     };
     let mut hardware = format!("cores:{}|allot:{allotment:.2}", s.cpu.logical_cores);
     if let Some(m) = cpu_model {
@@ -175,8 +199,9 @@ pub fn cpu_figures(s: &Snapshot, cpu_model: Option<&str>) -> Option<CpuFigures> 
     }
     Some(CpuFigures {
         allotment,
+        cap,
         free_cores: free,
-        availability: contended_availability(free / allotment),
+        availability: cap / allotment * contended_availability(free / cap),
         free_memory_bytes: s.memory.available_to_us_bytes,
         hardware,
     })
@@ -279,6 +304,7 @@ pub fn apply_snapshot(
                 cotenant_load: Some(c.allotment - c.free_cores),
                 allotment: Some(c.allotment),
                 free_fraction: Some(c.free_cores / c.allotment),
+                hard_share: Some(c.cap / c.allotment),
                 hardware: Some(c.hardware.clone()),
                 ..status
             };
@@ -307,6 +333,7 @@ pub fn apply_snapshot(
                 cotenant_load: Some(1.0 - share),
                 allotment: Some(1.0),
                 free_fraction: Some(share),
+                hard_share: Some(1.0),
                 hardware: Some(format!("gpu:{}", g.name)),
                 ..status
             };
@@ -366,7 +393,8 @@ mod tests {
         ])
     }
 
-    /// A worker on 4 logical cores in a node cgroup of 2 cores, with `free` cores free.
+    /// A worker on 4 logical cores in a node cgroup of 2 cores, its own group capped at 1
+    /// core, with `free` cores free.
     pub(crate) fn reading(free: f64) -> Snapshot {
         let mut s = Snapshot::empty("w");
         s.taken_unix_ms = 10_000;
@@ -438,11 +466,10 @@ mod tests {
         );
         assert_eq!(n, 1, "GPUs without readings are left alone");
         let w1 = &c.devices[1];
-        assert!(
-            (w1.availability - 1.0 / 1.5).abs() < 1e-12,
-            "{}",
-            w1.availability
-        );
+        // Hard cap: half the node; nothing contends within it.
+        assert!((w1.availability - 0.5).abs() < 1e-12, "{}", w1.availability);
+        assert_eq!(w1.live.hard_share, Some(0.5));
+        assert_eq!(w1.live.contention_free(), Some(1.0));
         assert_eq!(w1.live.source, src);
         assert_eq!(w1.live.age_ms, Some(500));
         assert_eq!(w1.live.allotment, Some(2.0));
@@ -554,6 +581,18 @@ mod tests {
             c.devices[1].live.hardware.as_deref(),
             Some("cpu:Xeon|cores:4|allot:2.00")
         );
-        assert_eq!(c.devices[1].availability, 1.0);
+        assert_eq!(c.devices[1].availability, 0.5, "capped at half the node");
+    }
+
+    #[test]
+    fn contention_without_a_hard_cap_keeps_the_fair_share() {
+        let mut s = reading(0.0);
+        s.cgroup = None;
+        s.cpu.limit_cores = 4.0;
+        let f = cpu_figures(&s, None).unwrap();
+        assert_eq!((f.allotment, f.cap), (4.0, 4.0));
+        assert_eq!(f.availability, 0.5, "everything taken: the fair share");
+        s.cpu.available_cores = Some(Smoothed::constant(2.0));
+        assert!((cpu_figures(&s, None).unwrap().availability - 2.0 / 3.0).abs() < 1e-12);
     }
 }

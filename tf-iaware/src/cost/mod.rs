@@ -54,10 +54,10 @@ use crate::error::{Error, Result};
 use crate::graph::{GroupId, NodeId, OpGraph};
 
 /// Availability below which a device counts as this share, so that a hand-written 0 does not
-/// make a device look thousands of times slower. Live readings never go this low: they are
-/// floored at the fair share a contended device still gets (½, see
-/// [`cluster::live`](crate::cluster::live)).
-pub const MIN_AVAILABILITY: f64 = 0.05;
+/// make a device look thousands of times slower. Live readings only go below ½ for a hard
+/// quota the process cannot exceed; contention is floored at the fair share a contended
+/// device still gets (½, see [`cluster::live`](crate::cluster::live)).
+pub const MIN_AVAILABILITY: f64 = 0.01;
 
 /// Per-device figures in the form the hot loops want.
 #[derive(Clone, Debug)]
