@@ -110,6 +110,9 @@ fn run_once(
     for (k, w) in scenario.workers.iter().enumerate() {
         cluster.set_busy(k, w.busy)?;
     }
+    // The agents sample every 500 ms: let two readings of the reset load come in, so the
+    // calibration is normalised by the availability it really runs at.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     // The workers as they are now: calibrated at their live availability.
     let live = connect_tf_config_live(
         cluster.tf_config(),
@@ -192,6 +195,7 @@ pub fn run(
     let adaptive_run = run_once(cluster, setup, &config, scenario, true)?;
     let (static_ms, adaptive_ms) = (static_run.times, adaptive_run.times);
     eprintln!("drift: fresh plan after the change…");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     let live = connect_tf_config_live(
         cluster.tf_config(),
         &cluster.master(),

@@ -17,6 +17,7 @@ use tf_iaware::models::replicated;
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
+use tf_iaware::runtime::calibrate::{self, CalibrateOptions};
 use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
 
 /// Per-replica synchronisation cost assumed by predictions, ms.
@@ -61,6 +62,9 @@ pub struct Args {
     /// Write an SVG chart here.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Drop the cached worker calibration and measure again.
+    #[arg(long)]
+    recalibrate: bool,
 }
 
 /// One strategy's measured run.
@@ -98,6 +102,10 @@ struct BenchReport {
     repeats: usize,
     samples: usize,
     calibration: Vec<WorkerCapacity>,
+    /// Whether the worker calibration came from the cache.
+    calibration_cache_hit: bool,
+    /// Seconds spent calibrating (or reading the cache).
+    calibration_seconds: f64,
     lower_bound_ms: f64,
     results: Vec<StrategyResult>,
     adaptation: Option<adapt::AdaptationReport>,
@@ -216,7 +224,10 @@ pub fn run(args: &Args) -> Result<()> {
         workers.len(),
         args.model
     );
-    let calibration = data_parallel::calibrate_workers(
+    if args.recalibrate {
+        calibrate::invalidate_workers(&args.model, probe, &devices, &workers, &ps[0])?;
+    }
+    let calibrated = calibrate::calibrate_workers_cached(
         &args.model,
         &workers,
         &ps[0],
@@ -224,11 +235,33 @@ pub fn run(args: &Args) -> Result<()> {
         &config,
         probe,
         1.0,
+        &CalibrateOptions::default(),
     )?;
+    if calibrated.cache_hit {
+        eprintln!(
+            "calibration: cache hit ({}, {:.2} s): capabilities reused, rescaled to the live availability",
+            calibrated.path.display(),
+            calibrated.seconds
+        );
+    } else {
+        eprintln!(
+            "calibration: measured in {:.1} s{}",
+            calibrated.seconds,
+            calibrated
+                .note
+                .as_deref()
+                .map_or(String::new(), |n| format!(" ({n})"))
+        );
+    }
+    // At each worker's availability now (a cached calibration may have seen another).
+    let calibration = parallel::live_capacities(&calibrated.capacity, &devices, None);
     for c in &calibration {
         eprintln!(
-            "  {:<45} {:>8.1} images/sec + {:.0} ms per step",
-            c.device, c.samples_per_sec, c.fixed_ms
+            "  {:<45} {:>8.1} images/sec + {:.0} ms per step (availability {:.2})",
+            c.device,
+            c.samples_per_sec,
+            c.fixed_ms,
+            c.availability.unwrap_or(1.0)
         );
     }
     let lower_bound = parallel::lower_bound_ms(args.batch, &calibration);
@@ -395,6 +428,8 @@ pub fn run(args: &Args) -> Result<()> {
         repeats: args.repeats,
         samples: args.samples,
         calibration,
+        calibration_cache_hit: calibrated.cache_hit,
+        calibration_seconds: calibrated.seconds,
         lower_bound_ms: lower_bound,
         results,
         adaptation,

@@ -249,13 +249,17 @@ impl DriftWatch {
     }
 }
 
-/// Reads a cluster's live metrics on a background thread and keeps the latest view.
+/// A reading of one device: (device, availability, taken Unix ms).
+pub type Reading = (String, f64, u64);
+
+/// Reads a cluster's live metrics on a background thread and keeps the latest view, and every
+/// fresh reading since it was last drained (so patience counts agent samples, not steps).
 pub struct LiveWatcher {
     latest: Arc<Mutex<(Cluster, u64)>>,
+    pending: Arc<Mutex<Vec<Reading>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    /// CPU time spent reading, for the cost report.
-    busy: Arc<Mutex<Duration>>,
+    tid: Arc<Mutex<Option<u32>>>,
     started: Instant,
 }
 
@@ -272,22 +276,42 @@ impl LiveWatcher {
     /// [`Error::MonitorThread`](crate::Error::MonitorThread) if the thread cannot start.
     pub fn spawn(mut feed: MetricsFeed, cluster: Cluster, interval: Duration) -> Result<Self> {
         let latest = Arc::new(Mutex::new((cluster, 0u64)));
+        let pending = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let busy = Arc::new(Mutex::new(Duration::ZERO));
-        let (l, s, b) = (latest.clone(), stop.clone(), busy.clone());
+        let tid = Arc::new(Mutex::new(None));
+        let (l, p, s, t) = (latest.clone(), pending.clone(), stop.clone(), tid.clone());
         let thread = std::thread::Builder::new()
             .name("tf-iaware-live".into())
             .spawn(move || {
+                *t.lock() = crate::monitor::sampler::current_tid();
                 while !s.load(std::sync::atomic::Ordering::Relaxed) {
-                    let t = Instant::now();
                     let mut c = l.lock().0.clone();
+                    let before: Vec<Option<u64>> =
+                        c.devices.iter().map(|d| d.live.taken_unix_ms).collect();
                     let _ = feed.refresh(&mut c);
+                    let fresh: Vec<Reading> = c
+                        .devices
+                        .iter()
+                        .zip(before)
+                        .filter(|(d, was)| {
+                            d.live.source != LiveSource::Stale
+                                && d.live.taken_unix_ms.is_some()
+                                && d.live.taken_unix_ms != *was
+                        })
+                        .map(|(d, _)| {
+                            (
+                                d.name.clone(),
+                                d.availability,
+                                d.live.taken_unix_ms.unwrap_or(0),
+                            )
+                        })
+                        .collect();
+                    p.lock().extend(fresh);
                     {
                         let mut g = l.lock();
                         g.0 = c;
                         g.1 += 1;
                     }
-                    *b.lock() += t.elapsed();
                     let end = Instant::now() + interval;
                     while Instant::now() < end && !s.load(std::sync::atomic::Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(20).min(interval));
@@ -300,9 +324,10 @@ impl LiveWatcher {
             })?;
         Ok(LiveWatcher {
             latest,
+            pending,
             stop,
             thread: Some(thread),
-            busy,
+            tid,
             started: Instant::now(),
         })
     }
@@ -312,10 +337,17 @@ impl LiveWatcher {
         self.latest.lock().clone()
     }
 
-    /// Share of wall time the reader thread spent reading (wall time of its refreshes ÷ time
-    /// since it started): an upper bound on what scraping costs the driver.
-    pub fn cost_share(&self) -> f64 {
-        self.busy.lock().as_secs_f64() / self.started.elapsed().as_secs_f64().max(1e-9)
+    /// Every fresh reading since the last call, oldest first.
+    pub fn drain(&self) -> Vec<Reading> {
+        std::mem::take(&mut *self.pending.lock())
+    }
+
+    /// CPU time the reader thread used ÷ wall time since it started: what reading the metrics
+    /// costs this process (`None` where thread CPU time cannot be read).
+    pub fn cost_share(&self) -> Option<f64> {
+        let tid = (*self.tid.lock())?;
+        let cpu = crate::monitor::sampler::thread_cpu_time(tid)?;
+        Some(cpu.as_secs_f64() / self.started.elapsed().as_secs_f64().max(1e-9))
     }
 }
 
@@ -436,9 +468,9 @@ impl AdaptiveTrainer {
         &self.records
     }
 
-    /// Share of wall time spent reading live metrics (see [`LiveWatcher::cost_share`]).
+    /// CPU share spent reading live metrics (see [`LiveWatcher::cost_share`]).
     pub fn metrics_cost_share(&self) -> Option<f64> {
-        self.watcher.as_ref().map(LiveWatcher::cost_share)
+        self.watcher.as_ref().and_then(LiveWatcher::cost_share)
     }
 
     /// Runs training step `index`; returns its loss and wall time (ms). Between this step and
@@ -462,20 +494,16 @@ impl AdaptiveTrainer {
         let mut detection = None;
         if let Some(w) = &self.watcher {
             let (live, _) = w.latest();
-            let readings: Vec<(String, f64, u64)> = self
+            let replicas: Vec<&str> = self
                 .plan
                 .replicas
                 .iter()
-                .filter_map(|r| {
-                    let d = &live.devices[live.index_of(&r.device)?];
-                    (d.live.source != LiveSource::Stale && d.live.has_reading()).then(|| {
-                        (
-                            r.device.clone(),
-                            d.availability,
-                            d.live.taken_unix_ms.unwrap_or(0),
-                        )
-                    })
-                })
+                .map(|r| r.device.as_str())
+                .collect();
+            let readings: Vec<Reading> = w
+                .drain()
+                .into_iter()
+                .filter(|r| replicas.contains(&r.0.as_str()))
                 .collect();
             self.cluster = live;
             detection = self.watch.observe_metrics(index, &readings, now);

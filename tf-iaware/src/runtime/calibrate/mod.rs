@@ -38,7 +38,7 @@ pub use links::{calibrate_links, LINK_BYTES};
 pub use replicas::scale_to_replicas;
 
 use super::config::SessionConfig;
-use crate::cluster::model::CalibrationProfile;
+use crate::cluster::model::{CalibrationProfile, PROFILE_FORMAT};
 use crate::cluster::Cluster;
 use crate::cost::OpCostFitter;
 use crate::error::{Error, Result};
@@ -460,4 +460,216 @@ pub fn invalidate(cluster: &Cluster) -> Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::io(&path, e)),
     }
+}
+
+// ----- Data-parallel worker calibration cache ---------------------------------------------------
+
+/// A cached data-parallel calibration: each worker's figures, measured at the availability they
+/// record ([`WorkerCapacity::availability`](crate::parallel::WorkerCapacity::availability)), with
+/// the hardware fingerprint of its device.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct WorkerProfile {
+    /// [`PROFILE_FORMAT`] when written.
+    pub format: u32,
+    /// TensorFlow version that ran the steps.
+    pub tf_version: String,
+    /// Zoo model trained.
+    pub model: String,
+    /// Largest probe batch.
+    pub probe_batch: usize,
+    /// When, seconds since the Unix epoch.
+    pub created_unix_s: u64,
+    /// Per worker: figures and hardware fingerprint when calibrated.
+    pub workers: Vec<(crate::parallel::WorkerCapacity, Option<String>)>,
+}
+
+/// What [`calibrate_workers_cached`] did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkerCalibration {
+    /// The figures (calibrated now, or from the cache), at the availability each records.
+    pub capacity: Vec<crate::parallel::WorkerCapacity>,
+    /// Whether they came from the cache.
+    pub cache_hit: bool,
+    /// The cache file.
+    pub path: PathBuf,
+    /// Why the cache was not used or not written.
+    pub note: Option<String>,
+    /// Seconds spent (calibrating, or reading the cache).
+    pub seconds: f64,
+}
+
+/// `10.0.0.1:2222` → `10.0.0.1`.
+fn machine_of(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((m, p)) if p.chars().all(|c| c.is_ascii_digit()) && !m.contains(':') => m,
+        _ => host,
+    }
+}
+
+/// Where the worker calibration of `model` on `workers` (with ps `ps`) is cached:
+/// [`cache_dir`]`/workers/<hash>.json`, the hash over the TensorFlow version, model, probe
+/// batch, and each worker's and the ps's device name and machine (not port: an emulated
+/// cluster's ports change from run to run).
+pub fn workers_profile_path(
+    model: &str,
+    probe_batch: usize,
+    cluster: &Cluster,
+    workers: &[String],
+    ps: &str,
+) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (crate::tf::version(), model, probe_batch).hash(&mut h);
+    for w in workers
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once(ps))
+    {
+        let machine = cluster
+            .index_of(w)
+            .map_or("", |i| machine_of(&cluster.devices[i].host));
+        (w, machine).hash(&mut h);
+    }
+    cache_dir()
+        .join("workers")
+        .join(format!("{model}-{:016x}.json", h.finish()))
+}
+
+/// Removes the cached worker calibration of [`workers_profile_path`]; returns whether there was one.
+///
+/// # Errors
+/// [`Error::Io`] if it exists but cannot be removed.
+pub fn invalidate_workers(
+    model: &str,
+    probe_batch: usize,
+    cluster: &Cluster,
+    workers: &[String],
+    ps: &str,
+) -> Result<bool> {
+    let path = workers_profile_path(model, probe_batch, cluster, workers, ps);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+/// [`calibrate_workers`](super::data_parallel::calibrate_workers), through the per-user cache:
+/// a fresh profile (same TensorFlow version and format, younger than [`MAX_AGE_S`], each
+/// worker's hardware fingerprint unchanged where known) is reused without running anything —
+/// plans then rescale it to the availability now
+/// ([`live_capacities`](crate::parallel::live_capacities)). A new calibration is cached unless
+/// co-tenants contended for some worker (as [`calibrate_and_cache`]).
+///
+/// # Errors
+/// As [`calibrate_workers`](super::data_parallel::calibrate_workers); [`Error::Io`] if the
+/// cache cannot be written; [`Error::Json`] for a cache file that is not a profile.
+#[allow(clippy::too_many_arguments)]
+pub fn calibrate_workers_cached(
+    model: &str,
+    workers: &[String],
+    ps: &str,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    probe_batch: usize,
+    min_seconds: f64,
+    options: &CalibrateOptions,
+) -> Result<WorkerCalibration> {
+    let started = std::time::Instant::now();
+    let path = workers_profile_path(model, probe_batch, cluster, workers, ps);
+    let hardware = |w: &str| {
+        cluster
+            .index_of(w)
+            .and_then(|i| cluster.devices[i].live.hardware.clone())
+    };
+    let mut note = None;
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let p: WorkerProfile = serde_json::from_str(&text).map_err(|source| Error::Json {
+            what: format!("worker calibration {}", path.display()),
+            source,
+        })?;
+        let age = now_s().saturating_sub(p.created_unix_s);
+        let same_hw = p
+            .workers
+            .iter()
+            .all(|(c, hw)| match (hw, hardware(&c.device)) {
+                (Some(a), Some(b)) => *a == b,
+                _ => true,
+            });
+        let names: Vec<&str> = p.workers.iter().map(|(c, _)| c.device.as_str()).collect();
+        let same_workers = names == workers.iter().map(String::as_str).collect::<Vec<_>>();
+        if p.format >= PROFILE_FORMAT
+            && p.tf_version == crate::tf::version()
+            && age <= MAX_AGE_S
+            && now_s() >= p.created_unix_s
+            && same_hw
+            && same_workers
+        {
+            return Ok(WorkerCalibration {
+                capacity: p.workers.into_iter().map(|(c, _)| c).collect(),
+                cache_hit: true,
+                path,
+                note: None,
+                seconds: started.elapsed().as_secs_f64(),
+            });
+        }
+        note = Some(if same_hw {
+            "cached worker calibration is stale".to_string()
+        } else {
+            "a worker's hardware changed since it was calibrated".to_string()
+        });
+    }
+    let capacity = super::data_parallel::calibrate_workers(
+        model,
+        workers,
+        ps,
+        cluster,
+        config,
+        probe_batch,
+        min_seconds,
+    )?;
+    let loaded: Vec<String> = loaded_devices(cluster, options.min_free_fraction)
+        .into_iter()
+        .filter(|d| workers.iter().any(|w| d.starts_with(w.as_str())))
+        .collect();
+    if !loaded.is_empty() {
+        let why = format!(
+            "worker calibration ran under heavy co-tenant load ({}): used for this run, not cached",
+            loaded.join(", ")
+        );
+        log::warn!("{why}");
+        return Ok(WorkerCalibration {
+            capacity,
+            cache_hit: false,
+            path,
+            note: Some(why),
+            seconds: started.elapsed().as_secs_f64(),
+        });
+    }
+    let profile = WorkerProfile {
+        format: PROFILE_FORMAT,
+        tf_version: crate::tf::version(),
+        model: model.into(),
+        probe_batch,
+        created_unix_s: now_s(),
+        workers: capacity
+            .iter()
+            .map(|c| (c.clone(), hardware(&c.device)))
+            .collect(),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let text = serde_json::to_string_pretty(&profile).map_err(|source| Error::Json {
+        what: "worker calibration".into(),
+        source,
+    })?;
+    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    Ok(WorkerCalibration {
+        capacity,
+        cache_hit: false,
+        path,
+        note,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
