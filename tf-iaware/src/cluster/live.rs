@@ -18,14 +18,16 @@
 //! * a **hard cap** on the process itself: its own cgroup's quota `C ≤ A` (a node split between
 //!   a workload and its co-tenants) — the process gets at most `h = C / A`, exactly;
 //! * **contention** within that cap: co-tenants running on the same cores or under the same
-//!   quota. The monitor reports the cores still free (`free`, 0…C; our own use counts as free).
-//!   A co-tenant that takes cores does not stop us: the kernel's fair scheduler shares a busy
-//!   core between the threads that want it, so a CPU-bound process with as many runnable
-//!   threads as its cap still gets `C² / (C + taken)` cores. With `f = free / C`, the
-//!   contended share is `max(f, 1 / (2 − f))` — 1 when nothing competes, ½ when co-tenants
-//!   take every core ([`contended_availability`]).
+//!   quota. The monitor reports the cores still free (`free`, 0…C; our own use counts as free),
+//!   so co-tenants take `C − free` of what we could use. They do not stop us: the kernel's fair
+//!   scheduler shares the `M` cores the process may run on (its allowed CPUs) between everything
+//!   that wants them, in proportion to demand. A CPU-bound process that wants its whole cap `C`
+//!   against co-tenants wanting `T = M − free` (when they leave it less than `C`) still gets
+//!   `M·C / (C + T)` cores. The contended share is therefore
+//!   `s = max(free / C, M / (C + M − free))`, at most 1 — 1 when nothing competes, ½ when
+//!   co-tenants take every core of a process without a quota ([`contended_share`]).
 //!
-//! `availability = h × max(f, 1 / (2 − f))`.
+//! `availability = (C / A) × s`.
 //!
 //! A reading of 0 free cores therefore never makes a device look 1000× slower (the old 0.001
 //! floor made predictions 40× too slow on a busy machine): only a hard quota, which the
@@ -114,6 +116,9 @@ pub struct LiveStatus {
     /// Share of the allotment the process's own hard cap leaves it (`h`, 0–1; 1 for a GPU).
     #[serde(default)]
     pub hard_share: Option<f64>,
+    /// Share of what the hard cap leaves that the process gets under contention (`s`, ½–1).
+    #[serde(default)]
+    pub contention_share: Option<f64>,
     /// Hardware fingerprint of the device as the reading describes it (CPU model when known,
     /// logical cores, allotment; GPU name): calibrations are only reused on equal hardware.
     #[serde(default)]
@@ -137,16 +142,25 @@ impl LiveStatus {
     }
 }
 
-/// Availability from the free share `free_fraction` (0–1) of a device's allotment:
-/// `max(f, 1 / (2 − f))`, i.e. at least the fair share the scheduler gives a process competing
-/// with co-tenants that take the rest (½ when they take everything). Non-finite input counts
-/// as 1 (no information).
-pub fn contended_availability(free_fraction: f64) -> f64 {
-    if !free_fraction.is_finite() {
+/// Share of its cap `cap` a process gets when `free` of it is left by co-tenants, on `machine`
+/// cores it may run on (module docs): `max(free / cap, machine / (cap + machine − free))`, in
+/// ½…1 — at least the fair share the scheduler gives a process competing with co-tenants that
+/// take the rest. Non-finite or non-positive input counts as 1 (no information).
+pub fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
+    if !(cap.is_finite() && machine.is_finite() && free.is_finite()) || cap <= 0.0 {
         return 1.0;
     }
-    let f = free_fraction.clamp(0.0, 1.0);
-    f.max(1.0 / (2.0 - f)).clamp(0.5, 1.0)
+    let machine = machine.max(cap);
+    let free = free.clamp(0.0, cap);
+    (free / cap)
+        .max(machine / (cap + machine - free))
+        .clamp(0.5, 1.0)
+}
+
+/// [`contended_share`] of a device that is its own machine (a GPU, or a process without a
+/// quota): `max(f, 1 / (2 − f))` of the free share `free_fraction` (0–1).
+pub fn contended_availability(free_fraction: f64) -> f64 {
+    contended_share(1.0, 1.0, free_fraction)
 }
 
 /// The CPU figures a snapshot gives one task's CPU devices.
@@ -156,9 +170,13 @@ pub struct CpuFigures {
     pub allotment: f64,
     /// The process's own hard cap, cores (`C ≤ A`).
     pub cap: f64,
+    /// Cores the process may run on (`M`).
+    pub machine: f64,
+    /// [`contended_share`] (`s`).
+    pub contention: f64,
     /// Free cores (last interval), 0…C.
     pub free_cores: f64,
-    /// `C / A × max(f, 1 / (2 − f))` with `f = free / C` (module docs).
+    /// `C / A × s` (module docs).
     pub availability: f64,
     /// Free memory for the process, bytes.
     pub free_memory_bytes: Option<u64>,
@@ -197,11 +215,14 @@ pub fn cpu_figures(s: &Snapshot, cpu_model: Option<&str>) -> Option<CpuFigures> 
     if let Some(m) = cpu_model {
         hardware = format!("cpu:{m}|{hardware}");
     }
+    let contention = contended_share(cap, allowed, free);
     Some(CpuFigures {
         allotment,
         cap,
+        machine: allowed,
+        contention,
         free_cores: free,
-        availability: cap / allotment * contended_availability(free / cap),
+        availability: cap / allotment * contention,
         free_memory_bytes: s.memory.available_to_us_bytes,
         hardware,
     })
@@ -305,6 +326,7 @@ pub fn apply_snapshot(
                 allotment: Some(c.allotment),
                 free_fraction: Some(c.free_cores / c.allotment),
                 hard_share: Some(c.cap / c.allotment),
+                contention_share: Some(c.contention),
                 hardware: Some(c.hardware.clone()),
                 ..status
             };
@@ -334,6 +356,7 @@ pub fn apply_snapshot(
                 allotment: Some(1.0),
                 free_fraction: Some(share),
                 hard_share: Some(1.0),
+                contention_share: Some(contended_availability(share)),
                 hardware: Some(format!("gpu:{}", g.name)),
                 ..status
             };
@@ -594,5 +617,9 @@ mod tests {
         assert_eq!(f.availability, 0.5, "everything taken: the fair share");
         s.cpu.available_cores = Some(Smoothed::constant(2.0));
         assert!((cpu_figures(&s, None).unwrap().availability - 2.0 / 3.0).abs() < 1e-12);
+        // A small quota on a big machine hardly notices co-tenants that leave it 0.1 of 0.3.
+        assert!((contended_share(0.3, 2.0, 0.1) - 2.0 / 2.2).abs() < 1e-12);
+        assert_eq!(contended_share(0.3, 2.0, 0.3), 1.0);
+        assert_eq!(contended_share(0.0, 2.0, 0.0), 1.0);
     }
 }

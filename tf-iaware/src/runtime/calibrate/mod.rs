@@ -153,8 +153,8 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
     Ok(profile)
 }
 
-/// Free share of a device (of what its hard cap leaves) below which a calibration counts as
-/// taken under heavy co-tenant load (and is not cached): a quarter was taken by others.
+/// Contended share of a device (of what its hard cap leaves) below which a calibration counts
+/// as taken under heavy co-tenant load (and is not cached): a quarter was lost to others.
 pub const MIN_FREE_FRACTION: f64 = 0.75;
 
 /// Environment variable that overrides [`MIN_FREE_FRACTION`] (a number in 0–1; 0 caches
@@ -292,17 +292,18 @@ pub struct CalibrationOutcome {
     pub seconds: f64,
 }
 
-/// Devices co-tenants contend for, with less than `min_free` of what their hard cap leaves
-/// free (see [`LiveStatus::contention_free`](crate::cluster::LiveStatus::contention_free)), as
-/// `name (free share)`. A hard quota alone is exact and normalises exactly; contention is
-/// only modelled, so a calibration under it is not trusted.
+/// Devices co-tenants contend for so much that they get less than `min_free` of what their
+/// hard cap leaves (the contended share, see
+/// [`LiveStatus::contention_share`](crate::cluster::LiveStatus::contention_share)), as
+/// `name (share)`. A hard quota alone is exact and normalises exactly; contention is only
+/// modelled, so a calibration under it is not trusted.
 fn loaded_devices(cluster: &Cluster, min_free: f64) -> Vec<String> {
     cluster
         .devices
         .iter()
         .filter_map(|d| {
-            let f = d.live.contention_free()?;
-            (f < min_free).then(|| format!("{} ({:.0} % free)", d.name, f * 100.0))
+            let f = d.live.contention_share?;
+            (f < min_free).then(|| format!("{} ({:.0} % of its share)", d.name, f * 100.0))
         })
         .collect()
 }
