@@ -255,3 +255,36 @@ fn a_calibration_under_heavy_load_does_not_poison_the_cache() {
     let again: Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(again["calibration_cache"]["hit"], false);
 }
+
+#[test]
+fn nvml_gpus_map_onto_tensorflow_gpu_devices_where_nvml_exists() {
+    let _g = serial();
+    if let Err(why) = tf_iaware::monitor::gpu::nvml() {
+        eprintln!(
+            "skipped: {why} (the mapping is unit-tested on recorded readings in cluster::live)"
+        );
+        return;
+    }
+    let c = cluster::connect_live(&cluster::ClusterSpec::Local, &LiveOptions::default()).unwrap();
+    let gpus: Vec<_> = c
+        .cluster
+        .devices
+        .iter()
+        .filter(|d| d.device_type == "GPU")
+        .collect();
+    if gpus.is_empty() {
+        eprintln!(
+            "skipped: NVML sees GPUs but this libtensorflow creates no GPU devices (CPU build)"
+        );
+        return;
+    }
+    for g in gpus {
+        assert_eq!(g.live.source, LiveSource::LocalSampler, "{g:?}");
+        assert!(g.live.free_memory_bytes.is_some(), "{g:?}");
+        assert!(
+            g.live.hardware.as_deref().unwrap_or("").starts_with("gpu:"),
+            "{g:?}"
+        );
+        assert!((0.0..=1.0).contains(&g.availability));
+    }
+}

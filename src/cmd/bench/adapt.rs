@@ -23,7 +23,6 @@ const WITHIN: f64 = 0.15;
 
 /// What the drift experiment needs of the benchmark.
 pub struct Setup<'a> {
-    pub devices: &'a Cluster,
     pub model: &'a str,
     pub workers: &'a [String],
     pub ps: &'a [String],
@@ -203,8 +202,16 @@ pub fn run(
     )?;
     let capacity = calibrate(setup, &live.cluster, &config)?;
     let fresh = plan(setup, &capacity, &live.cluster)?;
-    let report = data_parallel::train(setup.model, &fresh, setup.devices, &config, 3, 1, 1)?;
-    let fresh_plan_ms = report.step_ms.median;
+    // Traced like both runs, so tracing costs the yardstick alike.
+    let (trainer, _, _) = data_parallel::prepare(setup.model, &fresh, &live.cluster, &config, 1)?;
+    trainer.init()?;
+    trainer.step(0, true)?;
+    trainer.step(1, true)?;
+    let mut fresh_times = Vec::new();
+    for i in 0..5 {
+        fresh_times.push(trainer.step(i + 2, true)?.1);
+    }
+    let fresh_plan_ms = StepTimes::from_samples(&fresh_times).map_or(f64::NAN, |t| t.median);
     let drift_step = scenario.drift.iter().map(|d| d.at_step).min().unwrap_or(0);
     let within = |ms: f64| ms <= (1.0 + WITHIN) * fresh_plan_ms;
     let replans: Vec<usize> = adaptive_run.records.iter().map(|r| r.before_step).collect();

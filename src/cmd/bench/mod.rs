@@ -408,7 +408,6 @@ pub fn run(args: &Args) -> Result<()> {
         None
     } else {
         let setup = adapt::Setup {
-            devices: &devices,
             model: &args.model,
             workers: &workers,
             ps: &ps,
