@@ -724,6 +724,13 @@ pub struct LinkCalibration {
     pub samples: usize,
 }
 
+/// Capability from a rate `measured` (FLOP/s, bytes/s, …) at availability `availability`
+/// (0–1, floored at [`MIN_AVAILABILITY`](crate::cost::MIN_AVAILABILITY)): `measured /
+/// availability`, what the device does with its whole allotment.
+pub fn capability(measured: f64, availability: f64) -> f64 {
+    measured / availability.clamp(crate::cost::MIN_AVAILABILITY, 1.0)
+}
+
 /// Version of the [`CalibrationProfile`] format: 2 stores capabilities normalised by the
 /// availability seen while calibrating, with hardware fingerprints. Older profiles are stale.
 pub const PROFILE_FORMAT: u32 = 2;
@@ -1051,6 +1058,42 @@ mod tests {
             err.contains("availability") && err.contains("CPU:0"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn capability_normalisation_round_trips_through_a_profile() {
+        // Measured 1e10 FLOP/s while co-tenants left the device 0.4 of itself.
+        let mut c = cluster();
+        let name = c.devices[0].name.clone();
+        c.devices[0].availability = 0.4;
+        c.devices[0].live.hardware = Some("cpu:X|cores:2|allot:2.00".into());
+        let mut p = CalibrationProfile::new("2.21.0", "box", 1_000);
+        p.add_device_samples(&name, &[(1e9, 0.1), (2e9, 0.2)])
+            .unwrap();
+        let d = &mut p.devices[0];
+        d.peak_flops = d.peak_flops.map(|f| capability(f, 0.4));
+        d.availability = Some(0.4);
+        d.hardware = c.devices[0].live.hardware.clone();
+        assert!((p.devices[0].peak_flops.unwrap() - 2.5e10).abs() < 1.0);
+        let back = CalibrationProfile::from_json(&p.to_json().unwrap(), "p.json").unwrap();
+        assert_eq!(back.devices[0].availability, Some(0.4));
+        assert_eq!(back.format, PROFILE_FORMAT);
+        // Applied at the same availability: the measured rate again.
+        back.apply(&mut c).unwrap();
+        assert!((c.devices[0].effective_flops() - 1e10).abs() < 1.0);
+        // The co-tenant left: the capability, not the loaded figure.
+        c.devices[0].availability = 1.0;
+        assert!((c.devices[0].effective_flops() - 2.5e10).abs() < 1.0);
+        assert!(back.hardware_changes(&c).is_empty());
+        c.devices[0].live.hardware = Some("cpu:X|cores:4|allot:4.00".into());
+        assert_eq!(back.hardware_changes(&c).len(), 1);
+        // Profiles of the old format (figures not normalised) are stale.
+        let mut old = back.clone();
+        old.format = 0;
+        assert!(old.is_stale(1_500, 3_600, "2.21.0", "box"));
+        assert!(!back.is_stale(1_500, 3_600, "2.21.0", "box"));
+        // A zero availability does not make an infinite capability.
+        assert!(capability(1e9, 0.0).is_finite());
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub use links::{calibrate_links, LINK_BYTES};
 pub use replicas::scale_to_replicas;
 
 use super::config::SessionConfig;
-use crate::cluster::model::{CalibrationProfile, PROFILE_FORMAT};
+use crate::cluster::model::{capability, CalibrationProfile, PROFILE_FORMAT};
 use crate::cluster::Cluster;
 use crate::cost::OpCostFitter;
 use crate::error::{Error, Result};
@@ -75,7 +75,7 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
             .availability
             .clamp(crate::cost::MIN_AVAILABILITY, 1.0);
         if let Some(d) = profile.devices.iter_mut().find(|d| d.name == device.name) {
-            d.peak_flops = d.peak_flops.map(|f| f / a);
+            d.peak_flops = d.peak_flops.map(|f| capability(f, a));
             d.availability = Some(a);
             d.free_fraction = device.live.free_fraction;
             d.hardware = device.live.hardware.clone();
@@ -382,9 +382,11 @@ pub fn calibrate_and_store(cluster: &mut Cluster, config: &SessionConfig) -> Res
 pub struct CachedProfile {
     /// The file.
     pub path: PathBuf,
-    /// Host, TensorFlow version and format it was taken with.
+    /// Host it was taken on.
     pub host: String,
+    /// TensorFlow version that ran it.
     pub tf_version: String,
+    /// Profile format ([`PROFILE_FORMAT`] for current ones).
     pub format: u32,
     /// When, seconds since the Unix epoch.
     pub created_unix_s: u64,
