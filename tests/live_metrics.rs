@@ -288,3 +288,84 @@ fn nvml_gpus_map_onto_tensorflow_gpu_devices_where_nvml_exists() {
         assert!((0.0..=1.0).contains(&g.availability));
     }
 }
+
+#[test]
+fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
+    use tf_iaware::runtime::adapt::{AdaptOptions, AdaptiveTrainer, Trigger};
+    let _g = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    if cluster.cgroup_paths().is_empty() {
+        eprintln!("skipped: no writable cgroup cpu controller, co-tenants cannot be confined");
+        return;
+    }
+    let c = cluster::connect::connect_tf_config_live(
+        cluster.tf_config(),
+        &cluster.master(),
+        &LiveOptions::default(),
+    )
+    .unwrap();
+    let mut config = c.config.clone();
+    config.isolate_state = false;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&c.cluster).unwrap();
+    let vars = replicated::variables("mlp").unwrap();
+    let planner = Box::new(move |cal: &[WorkerCapacity], live: &cluster::Cluster| {
+        parallel::plan_live(
+            cal,
+            live,
+            &ps,
+            &vars,
+            32,
+            None,
+            &InfraAwareOptions::default(),
+        )
+    });
+    let options = AdaptOptions {
+        // Metrics only: the hog must be seen by the agents, not by step times.
+        step_threshold: f64::INFINITY,
+        trace_steps: false,
+        ..AdaptOptions::default()
+    };
+    let mut t = AdaptiveTrainer::start(
+        "mlp",
+        c.cluster,
+        &config,
+        Some(c.metrics),
+        equal(&workers),
+        planner,
+        &options,
+    )
+    .unwrap();
+    for i in 0..2 {
+        t.step(i).unwrap();
+    }
+    cluster.set_busy(1, 0.8).unwrap();
+    let mut step = 2;
+    let started = std::time::Instant::now();
+    let hit = loop {
+        t.step(step).unwrap();
+        step += 1;
+        let hit = t.records().iter().any(|r| {
+            r.trigger == Trigger::Metrics
+                && r.moved.iter().any(|(w, f)| w == &workers[1] && *f < 0.6)
+        });
+        if hit || started.elapsed() > Duration::from_secs(30) {
+            break hit;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(hit, "no metrics re-plan for worker 1: {:?}", t.records());
+    let share = |w: &str| {
+        t.plan()
+            .replicas
+            .iter()
+            .find(|r| r.device == w)
+            .map_or(0, |r| r.batch)
+    };
+    assert!(share(&workers[1]) < share(&workers[0]), "{:?}", t.plan());
+    let r = t.records().last().unwrap();
+    assert!(r.before_step > 2 && r.first_signal_step >= 2, "{r:?}");
+    assert!(r.detection_latency_ms >= 0.0);
+    // Variables survived the switch: training goes on from the same state.
+    t.step(step).unwrap();
+}

@@ -402,14 +402,16 @@ pub struct AdaptiveTrainer {
     steps_since_plan: usize,
 }
 
-fn baseline(cluster: &Cluster, plan: &DataParallelPlan) -> Vec<(String, f64)> {
-    plan.replicas
+/// Availability of every calibrated worker that has a live reading — all of them, not only the
+/// plan's replicas, so a worker left out while busy is taken back when it recovers.
+fn baseline(cluster: &Cluster, workers: &[WorkerCapacity]) -> Vec<(String, f64)> {
+    workers
         .iter()
-        .filter_map(|r| {
-            let d = &cluster.devices[cluster.index_of(&r.device)?];
+        .filter_map(|w| {
+            let d = &cluster.devices[cluster.index_of(&w.device)?];
             d.live
                 .has_reading()
-                .then(|| (r.device.clone(), d.availability))
+                .then(|| (w.device.clone(), d.availability))
         })
         .collect()
 }
@@ -446,7 +448,7 @@ impl AdaptiveTrainer {
             model: model.into(),
             config: config.clone(),
             options: options.clone(),
-            watch: DriftWatch::new(options, &baseline(&cluster, &plan)),
+            watch: DriftWatch::new(options, &baseline(&cluster, &calibrated)),
             calibrated,
             planner,
             watcher,
@@ -570,7 +572,7 @@ impl AdaptiveTrainer {
             predicted_step_ms: plan.predicted_step_ms,
             steps_until_recovered: None,
         });
-        self.watch = DriftWatch::new(&self.options, &baseline(&self.cluster, &plan));
+        self.watch = DriftWatch::new(&self.options, &baseline(&self.cluster, &self.calibrated));
         self.trainer = next;
         self.plan = plan;
         self.steps_since_plan = 0;
