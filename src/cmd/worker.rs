@@ -96,8 +96,11 @@ pub fn run(args: &Args) -> Result<()> {
                 .with_context(|| format!("--metrics {address}: expected HOST:PORT"))?
                 .next()
                 .with_context(|| format!("--metrics {address}: resolves to no address"))?;
+            // Sampled twice a second, so a co-tenant shows within a second and a re-plan can
+            // follow it within a step or two.
             let monitor = Monitor::start(MonitorConfig {
                 gpus: false,
+                interval: std::time::Duration::from_millis(500),
                 ..MonitorConfig::default()
             })?;
             Some(Agent::serve(

@@ -4,9 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The `tf-iaware` binary built for these tests.
+/// The `tf-iaware` binary built for these tests, with a calibration cache of this test process
+/// (tests must neither read nor fill the user's cache; a test may set its own).
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tf-iaware"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tf-iaware"));
+    c.env(
+        "TF_IAWARE_CACHE_DIR",
+        std::env::temp_dir().join(format!("tf-iaware-test-cache-{}", std::process::id())),
+    );
+    c
 }
 
 /// Runs `tf-iaware args…`, returning the output.

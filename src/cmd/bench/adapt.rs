@@ -1,33 +1,34 @@
 //! The drift experiment: the same infra-aware start, then a worker turns busy mid-run; one run
-//! keeps its plan, the other watches each replica's measured throughput (step stats of every
-//! step) and re-plans when a worker moves beyond a threshold for several steps. A fresh plan made
-//! after the change is the yardstick.
+//! keeps its plan, the other adapts with the library's [`AdaptiveTrainer`] (live metrics of
+//! every worker and per-replica step windows; re-plans between steps). A fresh plan made after
+//! the change is the yardstick.
 
 use anyhow::Result;
 use serde::Serialize;
-use tf_iaware::cluster::Cluster;
+use tf_iaware::cluster::connect::connect_tf_config_live;
+use tf_iaware::cluster::{Cluster, LiveOptions};
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
-use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, VarInfo, WorkerCapacity};
+use tf_iaware::parallel::{
+    self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
+};
+use tf_iaware::runtime::adapt::{AdaptOptions, AdaptiveTrainer, ReplanRecord, Trigger};
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
 
 use super::OVERHEAD_MS;
 
-/// Relative change of a replica's busy window that counts as a move (windows of a quota-limited
-/// worker jitter by a few CFS periods, so small changes are noise).
-const THRESHOLD: f64 = 0.5;
-/// Consecutive steps a move must last before re-planning.
-const PATIENCE: usize = 2;
 /// Steps run after the last drift event.
 const AFTER: usize = 8;
+/// "Recovered": within this share of the fresh plan's step time.
+const WITHIN: f64 = 0.15;
 
 /// What the drift experiment needs of the benchmark.
 pub struct Setup<'a> {
-    pub devices: &'a Cluster,
     pub model: &'a str,
     pub workers: &'a [String],
     pub ps: &'a [String],
     pub vars: &'a [VarInfo],
     pub batch: usize,
+    pub memory: Option<&'a ReplicaMemory>,
 }
 
 #[derive(Serialize)]
@@ -40,61 +41,22 @@ pub struct AdaptationReport {
     pub adaptive_ms: Vec<f64>,
     /// Steps before which the adaptive run switched plans.
     pub replans: Vec<usize>,
+    /// Each switch: trigger, detection latency, steps until recovered (library record).
+    pub replan_records: Vec<ReplanRecord>,
+    /// Steps from the change to the first re-plan (1: re-planned right after the first
+    /// step that ran with the change).
+    pub replanned_after_steps: Option<usize>,
+    /// Trigger of the first re-plan after the change.
+    pub first_trigger: Option<Trigger>,
     /// Median step of a plan made from scratch after the change, ms.
     pub fresh_plan_ms: f64,
-    /// Steps after the change until the adaptive run is within 25 % of the fresh plan (and
+    /// Steps after the change until the adaptive run is within 15 % of the fresh plan (and
     /// stays there); `None` if it never is.
     pub recovered_after_steps: Option<usize>,
     /// Median of the static run's steps after the change ÷ the fresh plan's.
     pub static_slowdown: f64,
-}
-
-/// Steps after a (re)plan whose windows are not used (a new session's first steps are slow).
-const GRACE: usize = 1;
-/// Steps whose windows form the baseline.
-const BASELINE: usize = 3;
-
-/// Watches each replica's busy window against its own baseline.
-#[derive(Default)]
-struct Watch {
-    seen: usize,
-    baseline: Vec<(String, Vec<f64>)>,
-    strikes: usize,
-}
-
-impl Watch {
-    /// Feeds one step's windows (device, ms); returns the moved workers' slowdown factors once a
-    /// move has lasted PATIENCE steps.
-    fn observe(&mut self, spans: &[(String, f64)]) -> Option<Vec<(String, f64)>> {
-        self.seen += 1;
-        if self.seen <= GRACE {
-            return None;
-        }
-        if self.seen <= GRACE + BASELINE {
-            for (d, ms) in spans {
-                match self.baseline.iter_mut().find(|(b, _)| b == d) {
-                    Some((_, v)) => v.push(*ms),
-                    None => self.baseline.push((d.clone(), vec![*ms])),
-                }
-            }
-            return None;
-        }
-        let moved: Vec<(String, f64)> = spans
-            .iter()
-            .filter_map(|(d, ms)| {
-                let base = self.baseline.iter().find(|(b, _)| b == d)?.1.clone();
-                let base = StepTimes::from_samples(&base)?.median;
-                let f = ms / base;
-                (!(1.0 / (1.0 + THRESHOLD)..=1.0 + THRESHOLD).contains(&f)).then(|| (d.clone(), f))
-            })
-            .collect();
-        self.strikes = if moved.is_empty() {
-            0
-        } else {
-            self.strikes + 1
-        };
-        (self.strikes >= PATIENCE).then_some(moved)
-    }
+    /// Share of the adaptive run's wall time its metrics reader spent reading.
+    pub metrics_cost_share: Option<f64>,
 }
 
 fn options() -> InfraAwareOptions {
@@ -104,83 +66,115 @@ fn options() -> InfraAwareOptions {
     }
 }
 
-fn plan(setup: &Setup, capacity: &[WorkerCapacity]) -> Result<DataParallelPlan> {
-    let ps_cap: Vec<(String, f64)> = setup.ps.iter().map(|p| (p.clone(), 1.0)).collect();
-    Ok(parallel::infra_aware(
+fn plan(setup: &Setup, capacity: &[WorkerCapacity], live: &Cluster) -> Result<DataParallelPlan> {
+    Ok(parallel::plan_live(
         capacity,
-        &ps_cap,
+        live,
+        setup.ps,
         setup.vars,
         setup.batch,
+        setup.memory,
         &options(),
     )?)
 }
 
-fn calibrate(setup: &Setup, config: &SessionConfig) -> Result<Vec<WorkerCapacity>> {
+fn calibrate(setup: &Setup, live: &Cluster, config: &SessionConfig) -> Result<Vec<WorkerCapacity>> {
     let probe = (setup.batch / setup.workers.len()).clamp(3, 12);
     Ok(data_parallel::calibrate_workers(
         setup.model,
         setup.workers,
         &setup.ps[0],
-        setup.devices,
+        live,
         config,
         probe,
         1.0,
     )?)
 }
 
-/// One run over the drift; re-plans when `adaptive`.
+/// One run's step times and re-plans.
+struct RunTrace {
+    times: Vec<f64>,
+    records: Vec<ReplanRecord>,
+    cost: Option<f64>,
+}
+
+/// One run over the drift; adapts when `adaptive`.
 fn run_once(
     cluster: &mut EmulatedCluster,
     setup: &Setup,
     config: &SessionConfig,
     scenario: &Scenario,
     adaptive: bool,
-) -> Result<(Vec<f64>, Vec<usize>)> {
+) -> Result<RunTrace> {
     for (k, w) in scenario.workers.iter().enumerate() {
         cluster.set_busy(k, w.busy)?;
     }
-    let mut capacity = calibrate(setup, config)?;
-    let mut current = plan(setup, &capacity)?;
-    let (mut trainer, _, _) =
-        data_parallel::prepare(setup.model, &current, setup.devices, config, 1)?;
-    trainer.init()?;
-    trainer.step(0, false)?;
-    trainer.step(1, false)?;
+    // The agents sample every 500 ms: let two readings of the reset load come in, so the
+    // calibration is normalised by the availability it really runs at.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The workers as they are now: calibrated at their live availability.
+    let live = connect_tf_config_live(
+        cluster.tf_config(),
+        &cluster.master(),
+        &LiveOptions::default(),
+    )?;
+    let capacity = calibrate(setup, &live.cluster, config)?;
+    let (ps, vars, batch, memory) = (
+        setup.ps.to_vec(),
+        setup.vars.to_vec(),
+        setup.batch,
+        setup.memory.copied(),
+    );
+    let planner = Box::new(move |cal: &[WorkerCapacity], view: &Cluster| {
+        parallel::plan_live(cal, view, &ps, &vars, batch, memory.as_ref(), &options())
+    });
+    let adapt = if adaptive {
+        AdaptOptions::default()
+    } else {
+        // Traced like the adaptive run, so tracing costs both alike; never moves.
+        AdaptOptions {
+            availability_threshold: f64::INFINITY,
+            step_threshold: f64::INFINITY,
+            ..AdaptOptions::default()
+        }
+    };
+    let feed = adaptive.then_some(live.metrics);
+    let mut trainer = AdaptiveTrainer::start(
+        setup.model,
+        live.cluster,
+        config,
+        feed,
+        capacity,
+        planner,
+        &adapt,
+    )?;
+    trainer.step(0)?;
+    trainer.step(1)?;
     let last = scenario.drift.iter().map(|d| d.at_step).max().unwrap_or(0) + AFTER;
     let mut times = Vec::with_capacity(last);
-    let mut replans = Vec::new();
-    // Each replica's busy window right after a (re)plan is its baseline; a window that stays
-    // beyond THRESHOLD of it for PATIENCE steps means that worker's capacity moved.
-    let mut watch = Watch::default();
     for step in 0..last {
         for d in scenario.drift.iter().filter(|d| d.at_step == step) {
             cluster.set_busy(d.worker, d.busy)?;
         }
-        // Both runs trace every step, so tracing costs them alike.
-        let (_, ms, stats) = trainer.step(step + 2, true)?;
+        let (_, ms) = trainer.step(step + 2)?;
         times.push(ms);
-        let Some(stats) = stats.filter(|_| adaptive) else {
-            continue;
-        };
-        let spans = data_parallel::replica_spans_ms(&current, &stats);
-        let Some(factors) = watch.observe(&spans) else {
-            continue;
-        };
-        // Scale the moved workers' calibration by how much slower (or faster) they became.
-        for (device, f) in factors {
-            if let Some(c) = capacity.iter_mut().find(|c| c.device == device) {
-                c.samples_per_sec /= f;
-                c.fixed_ms *= f;
-            }
-        }
-        current = plan(setup, &capacity)?;
-        let (next, _, _) = data_parallel::prepare(setup.model, &current, setup.devices, config, 1)?;
-        next.run_op("init_data")?;
-        trainer = next;
-        replans.push(step + 1);
-        watch = Watch::default();
     }
-    Ok((times, replans))
+    let records = trainer
+        .records()
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            // Report steps in this experiment's numbering (the two warm-up steps come first).
+            r.before_step = r.before_step.saturating_sub(2);
+            r.first_signal_step = r.first_signal_step.saturating_sub(2);
+            r
+        })
+        .collect();
+    Ok(RunTrace {
+        times,
+        records,
+        cost: trainer.metrics_cost_share(),
+    })
 }
 
 pub fn run(
@@ -195,16 +189,36 @@ pub fn run(
         ..config.clone()
     };
     eprintln!("drift: run without adaptation…");
-    let (static_ms, _) = run_once(cluster, setup, &config, scenario, false)?;
+    let static_run = run_once(cluster, setup, &config, scenario, false)?;
     eprintln!("drift: run with adaptation…");
-    let (adaptive_ms, replans) = run_once(cluster, setup, &config, scenario, true)?;
+    let adaptive_run = run_once(cluster, setup, &config, scenario, true)?;
+    let (static_ms, adaptive_ms) = (static_run.times, adaptive_run.times);
     eprintln!("drift: fresh plan after the change…");
-    let capacity = calibrate(setup, &config)?;
-    let fresh = plan(setup, &capacity)?;
-    let report = data_parallel::train(setup.model, &fresh, setup.devices, &config, 3, 1, 1)?;
-    let fresh_plan_ms = report.step_ms.median;
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let live = connect_tf_config_live(
+        cluster.tf_config(),
+        &cluster.master(),
+        &LiveOptions::default(),
+    )?;
+    let capacity = calibrate(setup, &live.cluster, &config)?;
+    let fresh = plan(setup, &capacity, &live.cluster)?;
+    // Traced like both runs, so tracing costs the yardstick alike.
+    let (trainer, _, _) = data_parallel::prepare(setup.model, &fresh, &live.cluster, &config, 1)?;
+    trainer.init()?;
+    trainer.step(0, true)?;
+    trainer.step(1, true)?;
+    let mut fresh_times = Vec::new();
+    for i in 0..5 {
+        fresh_times.push(trainer.step(i + 2, true)?.1);
+    }
+    let fresh_plan_ms = StepTimes::from_samples(&fresh_times).map_or(f64::NAN, |t| t.median);
     let drift_step = scenario.drift.iter().map(|d| d.at_step).min().unwrap_or(0);
-    let within = |ms: f64| ms <= 1.25 * fresh_plan_ms;
+    let within = |ms: f64| ms <= (1.0 + WITHIN) * fresh_plan_ms;
+    let replans: Vec<usize> = adaptive_run.records.iter().map(|r| r.before_step).collect();
+    let first = adaptive_run
+        .records
+        .iter()
+        .find(|r| r.before_step > drift_step);
     let recovered_after_steps = (drift_step..adaptive_ms.len())
         .find(|&s| adaptive_ms[s..].iter().all(|&ms| within(ms)))
         .map(|s| s - drift_step + 1);
@@ -215,9 +229,13 @@ pub fn run(
         static_slowdown: after_static / fresh_plan_ms,
         static_ms,
         adaptive_ms,
+        replanned_after_steps: first.map(|r| r.before_step - drift_step),
+        first_trigger: first.map(|r| r.trigger),
         replans,
+        replan_records: adaptive_run.records.clone(),
         fresh_plan_ms,
         recovered_after_steps,
+        metrics_cost_share: adaptive_run.cost,
     };
     println!();
     println!(
@@ -228,9 +246,25 @@ pub fn run(
         "  without adaptation: {:.1} ms/step after the change ({:.2}× the fresh plan)",
         after_static, out.static_slowdown
     );
+    for r in &out.replan_records {
+        println!(
+            "  re-plan before step {} ({:?}, first seen at step {}, detected in {:.0} ms): shares {:?}",
+            r.before_step,
+            r.trigger,
+            r.first_signal_step,
+            r.detection_latency_ms,
+            r.shares.iter().map(|s| s.1).collect::<Vec<_>>()
+        );
+    }
     match out.recovered_after_steps {
-        Some(n) => println!("  with adaptation: re-planned before step(s) {:?}; within 25 % of the fresh plan after {n} step(s)", out.replans),
-        None => println!("  with adaptation: re-planned before step(s) {:?}; never within 25 % of the fresh plan", out.replans),
+        Some(n) => println!("  with adaptation: re-planned before step(s) {:?}; within 15 % of the fresh plan after {n} step(s)", out.replans),
+        None => println!("  with adaptation: re-planned before step(s) {:?}; never within 15 % of the fresh plan", out.replans),
+    }
+    if let Some(c) = out.metrics_cost_share {
+        println!(
+            "  metrics reading: {:.2} % of the adaptive run's wall time",
+            c * 100.0
+        );
     }
     Ok(out)
 }

@@ -14,7 +14,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
-use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, VarInfo, WorkerCapacity};
+use tf_iaware::parallel::{
+    self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
+};
+use tf_iaware::runtime::calibrate::{self, CalibrateOptions};
 use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
 
 /// Per-replica synchronisation cost assumed by predictions, ms.
@@ -59,6 +62,9 @@ pub struct Args {
     /// Write an SVG chart here.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Drop the cached worker calibration and measure again.
+    #[arg(long)]
+    recalibrate: bool,
 }
 
 /// One strategy's measured run.
@@ -96,6 +102,10 @@ struct BenchReport {
     repeats: usize,
     samples: usize,
     calibration: Vec<WorkerCapacity>,
+    /// Whether the worker calibration came from the cache.
+    calibration_cache_hit: bool,
+    /// Seconds spent calibrating (or reading the cache).
+    calibration_seconds: f64,
     lower_bound_ms: f64,
     results: Vec<StrategyResult>,
     adaptation: Option<adapt::AdaptationReport>,
@@ -115,6 +125,12 @@ struct Contender {
 }
 
 /// The data-parallel plan of strategy `name`, or `None` for a per-op strategy.
+/// What the infra-aware plan reads: the cluster's live figures and a replica's memory.
+struct Live<'a> {
+    cluster: &'a tf_iaware::cluster::Cluster,
+    memory: Option<&'a ReplicaMemory>,
+}
+
 fn plan_for(
     name: &str,
     workers: &[String],
@@ -122,20 +138,23 @@ fn plan_for(
     vars: &[VarInfo],
     batch: usize,
     calibration: &[WorkerCapacity],
+    live: &Live,
 ) -> Result<Option<DataParallelPlan>> {
     Ok(match name {
         "replica-setter" => Some(parallel::replica_setter(workers, ps, vars, batch)?),
         "infra-aware" => {
-            let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
             let options = InfraAwareOptions {
                 per_replica_overhead_ms: OVERHEAD_MS,
                 ..Default::default()
             };
-            Some(parallel::infra_aware(
+            // Calibrated figures at each worker's availability now, shares capped by memory.
+            Some(parallel::plan_live(
                 calibration,
-                &ps_cap,
+                live.cluster,
+                ps,
                 vars,
                 batch,
+                live.memory,
                 &options,
             )?)
         }
@@ -205,7 +224,10 @@ pub fn run(args: &Args) -> Result<()> {
         workers.len(),
         args.model
     );
-    let calibration = data_parallel::calibrate_workers(
+    if args.recalibrate {
+        calibrate::invalidate_workers(&args.model, probe, &devices, &workers, &ps[0])?;
+    }
+    let calibrated = calibrate::calibrate_workers_cached(
         &args.model,
         &workers,
         &ps[0],
@@ -213,18 +235,48 @@ pub fn run(args: &Args) -> Result<()> {
         &config,
         probe,
         1.0,
+        &CalibrateOptions::default(),
     )?;
+    if calibrated.cache_hit {
+        eprintln!(
+            "calibration: cache hit ({}, {:.2} s): capabilities reused, rescaled to the live availability",
+            calibrated.path.display(),
+            calibrated.seconds
+        );
+    } else {
+        eprintln!(
+            "calibration: measured in {:.1} s{}",
+            calibrated.seconds,
+            calibrated
+                .note
+                .as_deref()
+                .map_or(String::new(), |n| format!(" ({n})"))
+        );
+    }
+    // At each worker's availability now (a cached calibration may have seen another).
+    let calibration = parallel::live_capacities(&calibrated.capacity, &devices, None);
     for c in &calibration {
         eprintln!(
-            "  {:<45} {:>8.1} images/sec + {:.0} ms per step",
-            c.device, c.samples_per_sec, c.fixed_ms
+            "  {:<45} {:>8.1} images/sec + {:.0} ms per step (availability {:.2})",
+            c.device,
+            c.samples_per_sec,
+            c.fixed_ms,
+            c.availability.unwrap_or(1.0)
         );
     }
     let lower_bound = parallel::lower_bound_ms(args.batch, &calibration);
 
+    let memory = data_parallel::replica_memory(&args.model)
+        .map_err(|e| log::warn!("replica memory of {} unknown: {e}", args.model))
+        .ok();
+    let live = Live {
+        cluster: &devices,
+        memory: memory.as_ref(),
+    };
     let mut contenders = Vec::new();
     for name in &args.strategies {
-        let contender = match plan_for(name, &workers, &ps, &vars, args.batch, &calibration)? {
+        let contender = match plan_for(name, &workers, &ps, &vars, args.batch, &calibration, &live)?
+        {
             Some(plan) => {
                 let shares: Vec<String> =
                     plan.replicas.iter().map(|r| r.batch.to_string()).collect();
@@ -356,12 +408,12 @@ pub fn run(args: &Args) -> Result<()> {
         None
     } else {
         let setup = adapt::Setup {
-            devices: &devices,
             model: &args.model,
             workers: &workers,
             ps: &ps,
             vars: &vars,
             batch: args.batch,
+            memory: memory.as_ref(),
         };
         Some(adapt::run(&mut cluster, &setup, &config, &scenario)?)
     };
@@ -375,6 +427,8 @@ pub fn run(args: &Args) -> Result<()> {
         repeats: args.repeats,
         samples: args.samples,
         calibration,
+        calibration_cache_hit: calibrated.cache_hit,
+        calibration_seconds: calibrated.seconds,
         lower_bound_ms: lower_bound,
         results,
         adaptation,

@@ -1,5 +1,7 @@
-//! From a [`ClusterSpec`] to the devices it offers and the session configuration that reaches them.
+//! From a [`ClusterSpec`] to the devices it offers, with their live figures, and the session
+//! configuration that reaches them.
 
+use super::feed::{LiveOptions, LiveWarning, MetricsFeed};
 use super::local;
 use super::model::Cluster;
 use super::spec::ClusterSpec;
@@ -7,12 +9,38 @@ use super::tf_config::{TaskId, TfConfig};
 use crate::error::{Error, Result};
 use crate::runtime::SessionConfig;
 
-/// Devices of the cluster `spec` names, and how to open sessions on it.
+/// A connected cluster: its devices with live figures, how to open sessions on it, and the feed
+/// that keeps reading its metrics ([`MetricsFeed::refresh`]).
+#[derive(Debug)]
+pub struct LiveConnection {
+    /// The devices; availability, free memory and co-tenant load set from the first reading.
+    pub cluster: Cluster,
+    /// How to open sessions on the cluster.
+    pub config: SessionConfig,
+    /// The live metrics of its tasks.
+    pub metrics: MetricsFeed,
+    /// Tasks whose metrics could not be read on connecting (their devices are marked).
+    pub warnings: Vec<LiveWarning>,
+}
+
+/// Devices of the cluster `spec` names, with live availability, free memory and co-tenant load
+/// from one reading of its metrics (see [`connect_live`], which also keeps the feed).
+///
+/// # Errors
+/// As [`connect_live`].
+pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
+    let c = connect_live(spec, &LiveOptions::default())?;
+    Ok((c.cluster, c.config))
+}
+
+/// Devices of the cluster `spec` names, read live: `local`/`local:cpu=N` through an in-process
+/// sampler, `tf-config…` through each task's metrics agent (TF_CONFIG's `"metrics"` key, see
+/// [`feed`](super::feed)). Unreachable agents are warnings, not errors.
 ///
 /// # Errors
 /// [`Error::ClusterSpec`] for cluster kinds this build cannot reach; [`Error::TensorFlow`] if
-/// TensorFlow cannot list the devices.
-pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
+/// TensorFlow cannot list the devices; [`Error::TfConfig`] for a bad TF_CONFIG.
+pub fn connect_live(spec: &ClusterSpec, options: &LiveOptions) -> Result<LiveConnection> {
     let config = match spec {
         ClusterSpec::Local => SessionConfig::default(),
         ClusterSpec::LocalCpu(n) => SessionConfig::local_cpus(*n),
@@ -21,7 +49,7 @@ pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
                 Some(p) => TfConfig::from_file(p)?,
                 None => TfConfig::from_env()?,
             };
-            return connect_tf_config(&tf_config);
+            return connect_tf_config_live(&tf_config, &tf_config.master(), options);
         }
         ClusterSpec::Emulated(_) => {
             return Err(Error::ClusterSpec {
@@ -30,8 +58,15 @@ pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
             })
         }
     };
-    let cluster = local::discover(&config)?;
-    Ok((cluster, config))
+    let mut cluster = local::discover(&config)?;
+    let mut metrics = MetricsFeed::local(options)?;
+    let warnings = metrics.refresh(&mut cluster);
+    Ok(LiveConnection {
+        cluster,
+        config,
+        metrics,
+        warnings,
+    })
 }
 
 /// Connects to the master task of a TF_CONFIG cluster and lists every device of every task.
@@ -44,7 +79,8 @@ pub fn connect_tf_config(tf_config: &TfConfig) -> Result<(Cluster, SessionConfig
 }
 
 /// As [`connect_tf_config`], with sessions mastered by `master` (e.g. an unthrottled ps task,
-/// so the master's work is not charged to a worker's CPU quota).
+/// so the master's work is not charged to a worker's CPU quota). Devices carry one reading of
+/// their task's live metrics.
 ///
 /// # Errors
 /// [`Error::TfConfig`] if `master` is not a task of the cluster; [`Error::TensorFlow`] if it
@@ -53,6 +89,20 @@ pub fn connect_tf_config_at(
     tf_config: &TfConfig,
     master: &TaskId,
 ) -> Result<(Cluster, SessionConfig)> {
+    let c = connect_tf_config_live(tf_config, master, &LiveOptions::default())?;
+    Ok((c.cluster, c.config))
+}
+
+/// As [`connect_tf_config_at`], keeping the metrics feed.
+///
+/// # Errors
+/// As [`connect_tf_config_at`]; [`Error::Scrape`] for a metrics address that is not
+/// `host:port`.
+pub fn connect_tf_config_live(
+    tf_config: &TfConfig,
+    master: &TaskId,
+    options: &LiveOptions,
+) -> Result<LiveConnection> {
     let address = tf_config.address(master).ok_or_else(|| Error::TfConfig {
         origin: "connect".into(),
         reason: format!(
@@ -84,5 +134,12 @@ pub fn connect_tf_config_at(
             }
         }
     }
-    Ok((cluster, config))
+    let mut metrics = MetricsFeed::tf_config(tf_config, options)?;
+    let warnings = metrics.refresh(&mut cluster);
+    Ok(LiveConnection {
+        cluster,
+        config,
+        metrics,
+        warnings,
+    })
 }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::live::LiveStatus;
 use crate::error::{Error, Result};
 use crate::graph::DeviceName;
 
@@ -47,9 +48,11 @@ pub struct Device {
     /// Machine this device lives on: a host name or address; a `:port` suffix is ignored when
     /// deciding whether two devices share a machine (see [`Locality`]).
     pub host: String,
-    /// Peak compute rate, FLOP/s (from calibration, or a nominal default).
+    /// Capability: sustained compute rate with the device's whole allotment, FLOP/s (from a
+    /// calibration normalised by the availability seen while calibrating, or a nominal default).
     pub peak_flops: f64,
-    /// Share of the device available to us now, 0–1 (from the monitor; 1 when unknown).
+    /// Share of the device's resources available to us now, 0–1 (from the monitor, see
+    /// [`live`](super::live); 1 when unknown). Effective speed = `peak_flops × availability`.
     pub availability: f64,
     /// Memory bandwidth, bytes/s (from calibration, or a nominal default).
     #[serde(default = "default_memory_bandwidth")]
@@ -67,6 +70,10 @@ pub struct Device {
     /// thread pools and the machine's cores). `None`: the device has a capacity of its own.
     #[serde(default)]
     pub compute_pool: Option<String>,
+    /// Where [`Device::availability`] and the free memory come from, how old they are, and
+    /// why they are not current (see [`live`](super::live)).
+    #[serde(default)]
+    pub live: LiveStatus,
 }
 
 impl Device {
@@ -100,6 +107,7 @@ impl Device {
             compute_pool: device_type
                 .eq_ignore_ascii_case("CPU")
                 .then(|| host.to_string()),
+            live: LiveStatus::default(),
         }
     }
 
@@ -686,6 +694,17 @@ pub struct DeviceCalibration {
     /// Memory bandwidth, bytes/s (`None`: keep the device's).
     #[serde(default)]
     pub memory_bandwidth: Option<f64>,
+    /// Availability the monitor reported while the device was calibrated, 0–1; the figures
+    /// above are already divided by it (capability). `None`: an old profile, not normalised.
+    #[serde(default)]
+    pub availability: Option<f64>,
+    /// Free share of the device's allotment while calibrating, 0–1 (`None`: not read).
+    #[serde(default)]
+    pub free_fraction: Option<f64>,
+    /// Hardware fingerprint of the device when calibrated (see
+    /// [`LiveStatus::hardware`]); the profile is not reused where it differs.
+    #[serde(default)]
+    pub hardware: Option<String>,
 }
 
 /// Calibrated figures of one ordered device pair.
@@ -705,10 +724,29 @@ pub struct LinkCalibration {
     pub samples: usize,
 }
 
-/// A cached calibration (JSON): per-device compute rates and per-link latency/bandwidth measured
-/// through TensorFlow, stamped with the TensorFlow version, host and time they were taken.
+/// Capability from a rate `measured` (FLOP/s, bytes/s, …) at availability `availability`
+/// (0–1, floored at [`MIN_AVAILABILITY`](crate::cost::MIN_AVAILABILITY)): `measured /
+/// availability`, what the device does with its whole allotment.
+pub fn capability(measured: f64, availability: f64) -> f64 {
+    measured / availability.clamp(crate::cost::MIN_AVAILABILITY, 1.0)
+}
+
+/// Version of the [`CalibrationProfile`] format: 2 stores capabilities normalised by the
+/// availability seen while calibrating, with hardware fingerprints. Older profiles are stale.
+pub const PROFILE_FORMAT: u32 = 2;
+
+/// A cached calibration (JSON): per-device capabilities (compute rates normalised by the
+/// availability seen while calibrating) and per-link latency/bandwidth measured through
+/// TensorFlow, stamped with the TensorFlow version, host, hardware and time they were taken.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationProfile {
+    /// Format version ([`PROFILE_FORMAT`]; 0 for profiles written before it existed).
+    #[serde(default)]
+    pub format: u32,
+    /// Whether co-tenants took a large share of some device while calibrating (such a profile
+    /// is reported but not cached).
+    #[serde(default)]
+    pub under_load: bool,
     /// TensorFlow version that ran the micro-benchmarks (e.g. `2.21.0`).
     pub tf_version: String,
     /// Host name the calibration ran on.
@@ -730,6 +768,8 @@ impl CalibrationProfile {
     /// An empty profile.
     pub fn new(tf_version: &str, host: &str, created_unix_s: u64) -> Self {
         CalibrationProfile {
+            format: PROFILE_FORMAT,
+            under_load: false,
             tf_version: tf_version.into(),
             host: host.into(),
             created_unix_s,
@@ -773,6 +813,9 @@ impl CalibrationProfile {
                     peak_flops: None,
                     op_overhead: None,
                     memory_bandwidth: None,
+                    availability: None,
+                    free_fraction: None,
+                    hardware: None,
                 });
                 self.devices.len() - 1
             }
@@ -804,12 +847,30 @@ impl CalibrationProfile {
     }
 
     /// Whether the profile should be measured again: older than `max_age_s` at `now_unix_s`,
-    /// from another TensorFlow version or another host, or stamped in the future.
+    /// from another TensorFlow version or another host, stamped in the future, or of an older
+    /// format (capabilities not normalised by availability).
     pub fn is_stale(&self, now_unix_s: u64, max_age_s: u64, tf_version: &str, host: &str) -> bool {
-        self.tf_version != tf_version
+        self.format < PROFILE_FORMAT
+            || self.tf_version != tf_version
             || self.host != host
             || now_unix_s < self.created_unix_s
             || now_unix_s - self.created_unix_s > max_age_s
+    }
+
+    /// Devices of `cluster` whose hardware fingerprint is known both now and in the profile and
+    /// differs (the profile does not describe them any more), as `name: was → now`.
+    pub fn hardware_changes(&self, cluster: &Cluster) -> Vec<String> {
+        self.devices
+            .iter()
+            .filter_map(|d| {
+                let was = d.hardware.as_deref()?;
+                let now = cluster.devices[cluster.index_of(&d.name)?]
+                    .live
+                    .hardware
+                    .as_deref()?;
+                (was != now).then(|| format!("{}: {was} → {now}", d.name))
+            })
+            .collect()
     }
 
     /// Writes the profile's figures into `cluster` for every device and link it names that the
@@ -1000,6 +1061,42 @@ mod tests {
     }
 
     #[test]
+    fn capability_normalisation_round_trips_through_a_profile() {
+        // Measured 1e10 FLOP/s while co-tenants left the device 0.4 of itself.
+        let mut c = cluster();
+        let name = c.devices[0].name.clone();
+        c.devices[0].availability = 0.4;
+        c.devices[0].live.hardware = Some("cpu:X|cores:2|allot:2.00".into());
+        let mut p = CalibrationProfile::new("2.21.0", "box", 1_000);
+        p.add_device_samples(&name, &[(1e9, 0.1), (2e9, 0.2)])
+            .unwrap();
+        let d = &mut p.devices[0];
+        d.peak_flops = d.peak_flops.map(|f| capability(f, 0.4));
+        d.availability = Some(0.4);
+        d.hardware = c.devices[0].live.hardware.clone();
+        assert!((p.devices[0].peak_flops.unwrap() - 2.5e10).abs() < 1.0);
+        let back = CalibrationProfile::from_json(&p.to_json().unwrap(), "p.json").unwrap();
+        assert_eq!(back.devices[0].availability, Some(0.4));
+        assert_eq!(back.format, PROFILE_FORMAT);
+        // Applied at the same availability: the measured rate again.
+        back.apply(&mut c).unwrap();
+        assert!((c.devices[0].effective_flops() - 1e10).abs() < 1.0);
+        // The co-tenant left: the capability, not the loaded figure.
+        c.devices[0].availability = 1.0;
+        assert!((c.devices[0].effective_flops() - 2.5e10).abs() < 1.0);
+        assert!(back.hardware_changes(&c).is_empty());
+        c.devices[0].live.hardware = Some("cpu:X|cores:4|allot:4.00".into());
+        assert_eq!(back.hardware_changes(&c).len(), 1);
+        // Profiles of the old format (figures not normalised) are stale.
+        let mut old = back.clone();
+        old.format = 0;
+        assert!(old.is_stale(1_500, 3_600, "2.21.0", "box"));
+        assert!(!back.is_stale(1_500, 3_600, "2.21.0", "box"));
+        // A zero availability does not make an infinite capability.
+        assert!(capability(1e9, 0.0).is_finite());
+    }
+
+    #[test]
     fn fit_link_recovers_latency_and_bandwidth() {
         // 100 µs + bytes / 1 GB/s, with ±1 % alternating noise.
         let samples: Vec<(u64, f64)> = [1u64 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 26]
@@ -1072,6 +1169,9 @@ mod tests {
             peak_flops: Some(1.0),
             op_overhead: None,
             memory_bandwidth: None,
+            availability: None,
+            free_fraction: None,
+            hardware: None,
         });
         let json = p.to_json().unwrap();
         let back = CalibrationProfile::from_json(&json, "p.json").unwrap();

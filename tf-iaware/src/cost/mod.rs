@@ -3,6 +3,7 @@
 //!
 //! [`CostModel::analytic`]: an op's time on device `d` is
 //! `max(flops / (peak_flops × availability), bytes / (memory_bandwidth × availability)) + op_overhead`
+//! (on CPU devices `op_overhead / availability`: the executor shares the contended cores)
 //! ([`analytic`] counts FLOPs and bytes from shapes); free ops (views, constants, handles, control
 //! flow — TensorFlow runs them inline in its executor) cost nothing. [`CostModel::new`] uses the
 //! cluster's calibrated per-op-type lines ([`Cluster::op_costs`], fitted by [`OpCostFitter`] from
@@ -52,8 +53,11 @@ use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::graph::{GroupId, NodeId, OpGraph};
 
-/// Availability below which a device counts as this share (so times stay finite).
-pub const MIN_AVAILABILITY: f64 = 1e-3;
+/// Availability below which a device counts as this share, so that a hand-written 0 does not
+/// make a device look thousands of times slower. Live readings only go below ½ for a hard
+/// quota the process cannot exceed; contention is floored at the fair share a contended
+/// device still gets (½, see [`cluster::live`](crate::cluster::live)).
+pub const MIN_AVAILABILITY: f64 = 0.01;
 
 /// Per-device figures in the form the hot loops want.
 #[derive(Clone, Debug)]
@@ -167,10 +171,17 @@ impl CostModel {
         for d in &cluster.devices {
             let t = intern(&mut type_index, d.device_type.to_ascii_uppercase());
             let a = d.availability.max(MIN_AVAILABILITY);
+            // A CPU device's per-op overhead is executor work on the same contended cores, so it
+            // stretches with availability too; an accelerator's launch cost does not.
+            let overhead = if d.device_type.eq_ignore_ascii_case("CPU") {
+                d.op_overhead / a
+            } else {
+                d.op_overhead
+            };
             devices.push(DeviceCost {
                 inv_flops: 1.0 / (d.peak_flops * a),
                 inv_mem_bw: 1.0 / (d.memory_bandwidth * a),
-                overhead: d.op_overhead,
+                overhead,
                 speed: d.peak_flops * a,
                 dtype: t,
                 lanes: d.concurrency,
@@ -743,8 +754,8 @@ mod tests {
         let m = CostModel::new(&g, &c).unwrap();
         // MatMul: 2e6 FLOPs at 1 GFLOP/s = 2 ms; bytes 120 kB at 1 GB/s = 0.12 ms.
         assert!((m.op_time(1, 0) - (2e-3 + 1e-6)).abs() < 1e-12);
-        // Half available: twice as long (compute part).
-        assert!((m.op_time(1, 1) - (4e-3 + 1e-6)).abs() < 1e-12);
+        // Half available: twice as long (compute part and the executor's overhead).
+        assert!((m.op_time(1, 1) - (4e-3 + 2e-6)).abs() < 1e-12);
         // Relu: 1e4 FLOPs = 10 µs vs 80 kB = 80 µs: memory-bound.
         assert!((m.op_time(2, 0) - (80e-6 + 1e-6)).abs() < 1e-12);
         assert!(m.is_free(0) && !m.is_free(1));
@@ -827,7 +838,7 @@ mod tests {
         // Median 600 µs on CPU:0; CPU:1 is half as fast.
         // (Measured times get the device's per-op overhead, 1 µs, which step stats lack.)
         assert!((m.op_time(1, 0) - 601e-6).abs() < 1e-12);
-        assert!((m.op_time(1, 1) - 1201e-6).abs() < 1e-12);
+        assert!((m.op_time(1, 1) - 1202e-6).abs() < 1e-12);
         assert!((m.op_time(2, 0) - 51e-6).abs() < 1e-12);
         // relu2 was never timed: the Relu fit (one size → through the origin) scales by size.
         // relu: 1e4 FLOPs + 8e4 bytes; relu2: 1e5 + 4.4e5.
@@ -859,7 +870,7 @@ mod tests {
         // relu: 1e4 FLOPs + 8e4 bytes → 1000 + 9000 = 1e4 work at 1 GFLOP/s = 10 µs + overhead.
         assert!((m.op_time(2, 0) - (10e-6 + 1e-6)).abs() < 1e-12);
         // Half available: twice the work time.
-        assert!((m.op_time(2, 1) - (20e-6 + 1e-6)).abs() < 1e-12);
+        assert!((m.op_time(2, 1) - (20e-6 + 2e-6)).abs() < 1e-12);
         // Other types and other device types stay analytic.
         let a = CostModel::analytic(&g, &c).unwrap();
         assert_eq!(m.op_time(1, 0), a.op_time(1, 0));

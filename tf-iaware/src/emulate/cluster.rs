@@ -117,10 +117,11 @@ impl EmulatedCluster {
         });
         // Ports: the real ones servers bind, and what peers dial (a proxy where a link is shaped).
         let n = scenario.workers.len();
-        let ports = free_ports(2 * n + scenario.ps)?;
+        let ports = free_ports(2 * (n + scenario.ps))?;
         let worker_ports = ports[..n].to_vec();
         let ps_ports = ports[n..n + scenario.ps].to_vec();
-        let metric_ports = ports[n + scenario.ps..].to_vec();
+        let metric_ports = ports[n + scenario.ps..2 * n + scenario.ps].to_vec();
+        let ps_metric_ports = ports[2 * n + scenario.ps..].to_vec();
         let mut proxies: Vec<LinkProxy> = Vec::new();
         let mut dial = Vec::with_capacity(n);
         for (k, spec) in scenario.workers.iter().enumerate() {
@@ -138,7 +139,10 @@ impl EmulatedCluster {
                 "worker": dial,
                 "ps": ps_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
             },
-            "metrics": {"worker": metric_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>()},
+            "metrics": {
+                "worker": metric_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
+                "ps": ps_metric_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
+            },
         });
         let config_path = dir.path().join("tf_config.json");
         std::fs::write(&config_path, cluster_json.to_string())
@@ -198,12 +202,13 @@ impl EmulatedCluster {
                     "--port".into(),
                     port.to_string(),
                 ];
-                if job == "worker" {
-                    args.extend([
-                        "--metrics".to_string(),
-                        format!("127.0.0.1:{}", metric_ports[index]),
-                    ]);
-                }
+                // Every task serves its metrics: workers' and ps' availability feed the plans.
+                let metrics_port = if job == "worker" {
+                    metric_ports[index]
+                } else {
+                    ps_metric_ports[index]
+                };
+                args.extend(["--metrics".to_string(), format!("127.0.0.1:{metrics_port}")]);
                 let child = spawn(&c.exe, &args, &log)?;
                 c.tasks.push(Task {
                     id: TaskId {

@@ -186,6 +186,13 @@ impl Deriver {
                     version: cg.version,
                     path: cg.path.clone(),
                     cpu_quota_cores: cg.quota_cores(),
+                    cpu_allotment_cores: cg
+                        .levels
+                        .iter()
+                        .skip(1)
+                        .filter_map(|l| l.quota_cores)
+                        .reduce(f64::min)
+                        .or_else(|| cg.levels.first().and_then(|l| l.quota_cores)),
                     cpu_usage_seconds_total: cg.usage_seconds(),
                     cpu_usage_cores: bank.update("cgroup_cpu", t, usage),
                     periods_total: cg.periods,

@@ -369,6 +369,11 @@ fn to_exposition_without_age(s: &Snapshot) -> Exposition {
             "Tightest CFS quota over the cgroup and its ancestors, cores.",
             cg.cpu_quota_cores,
         );
+        p.gauge(
+            "tf_iaware_cgroup_cpu_allotment_cores",
+            "CPU the enclosing cgroups grant: tightest quota over the ancestors (else the cgroup's own), cores.",
+            cg.cpu_allotment_cores,
+        );
         p.counter(
             "tf_iaware_cgroup_cpu_usage_seconds_total",
             "CPU time used by the whole cgroup, s.",
@@ -858,6 +863,7 @@ pub fn from_exposition(page: &Exposition, source: &str) -> Result<Snapshot> {
                 .map_err(|_| bad(info, format!("cgroup version {version}")))?,
             path: info.label("path").unwrap_or_default().to_string(),
             cpu_quota_cores: first(page, "tf_iaware_cgroup_cpu_quota_cores"),
+            cpu_allotment_cores: first(page, "tf_iaware_cgroup_cpu_allotment_cores"),
             cpu_usage_seconds_total: first(page, "tf_iaware_cgroup_cpu_usage_seconds_total"),
             cpu_usage_cores: smoothed_of(page.samples("tf_iaware_cgroup_cpu_usage_cores").iter()),
             periods_total: first_count(page, "tf_iaware_cgroup_periods_total", 1.0)?,
@@ -1173,6 +1179,7 @@ mod tests {
                 version: 1,
                 path: "/tf-iaware/worker,1".into(),
                 cpu_quota_cores: Some(1.5),
+                cpu_allotment_cores: Some(2.0),
                 cpu_usage_seconds_total: Some(99.125),
                 cpu_usage_cores: Some(sm(1.2)),
                 periods_total: Some(1000),

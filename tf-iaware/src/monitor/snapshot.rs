@@ -160,6 +160,12 @@ pub struct CgroupSnapshot {
     /// Tightest CFS quota over the cgroup and its ancestors (`cpu.cfs_quota_us /
     /// cpu.cfs_period_us`, or `cpu.max`), cores; `None`: no quota.
     pub cpu_quota_cores: Option<f64>,
+    /// CPU the process's enclosing groups grant it, cores: the tightest quota over the
+    /// cgroup's ancestors, or the cgroup's own quota when no ancestor has one (`None`: no
+    /// quota). A tighter quota on the leaf itself (a node split between a workload and its
+    /// co-tenants) then shows as lost availability rather than as a smaller machine.
+    #[serde(default)]
+    pub cpu_allotment_cores: Option<f64>,
     /// CPU time used by the whole cgroup since it was created, seconds.
     pub cpu_usage_seconds_total: Option<f64>,
     /// CPU used by the whole cgroup over the last interval, cores.

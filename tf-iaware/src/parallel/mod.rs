@@ -2,8 +2,11 @@
 //! share of the global batch, which ps holds which variable) and the strategies that make it —
 //! TensorFlow's stock `replica-setter` recipe and `infra-aware`.
 
+pub mod live;
 pub mod plan;
 pub mod replicate;
+
+pub use live::{live_capacities, plan_live, ps_capacities, ReplicaMemory};
 
 pub use plan::{
     infra_aware, lower_bound_ms, replica_setter, DataParallelPlan, InfraAwareOptions, Replica,

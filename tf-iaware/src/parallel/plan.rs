@@ -46,13 +46,22 @@ impl DataParallelPlan {
 /// What a worker can do, as calibrated: a step with `b` samples of its own takes
 /// `fixed_ms + b / samples_per_sec` (fetching variables and sending gradients cost the same
 /// whatever the batch, so a weak worker pays them slowly too).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerCapacity {
     pub device: String,
     /// Marginal throughput, samples per second.
     pub samples_per_sec: f64,
     /// Per-step cost independent of the batch, ms.
     pub fixed_ms: f64,
+    /// Availability of the worker's device (0–1) when these figures were measured (`None`:
+    /// unknown, taken as 1); [`live_capacities`](super::live::live_capacities) rescales them
+    /// to the availability now.
+    #[serde(default)]
+    pub availability: Option<f64>,
+    /// Most samples a replica on this worker can take before its free memory runs out
+    /// (`None`: no limit known).
+    #[serde(default)]
+    pub max_batch: Option<usize>,
 }
 
 impl WorkerCapacity {
@@ -62,7 +71,13 @@ impl WorkerCapacity {
             device: device.into(),
             samples_per_sec,
             fixed_ms: 0.0,
+            ..WorkerCapacity::default()
         }
+    }
+
+    /// Most samples this worker may take (`usize::MAX` without a memory limit).
+    pub fn cap(&self) -> usize {
+        self.max_batch.unwrap_or(usize::MAX)
     }
 
     /// Predicted time of a step with `batch` samples on this worker, ms (0 for no samples).
@@ -94,6 +109,7 @@ impl WorkerCapacity {
                 device: device.into(),
                 samples_per_sec: 1e3 / slope,
                 fixed_ms: fixed,
+                ..WorkerCapacity::default()
             }
         } else {
             let (b, ms) = points
@@ -204,11 +220,14 @@ impl Default for InfraAwareOptions {
 /// stragglers get small shares or none; put the variables, largest first, on the least-loaded ps
 /// relative to its capacity.
 ///
-/// `ps` pairs each parameter server with a relative capacity (1.0 when unknown).
+/// `ps` pairs each parameter server with a relative capacity (1.0 when unknown). A worker never
+/// gets more than its [`WorkerCapacity::max_batch`] (what its free memory holds); the samples
+/// it cannot take go to the others.
 ///
 /// # Errors
-/// [`Error::Infeasible`] without workers, ps, or any worker with positive throughput;
-/// [`Error::InvalidArgument`] for a zero batch.
+/// [`Error::Infeasible`] without workers, ps, or any worker with positive throughput, and
+/// when the global batch does not fit in the workers' memory (naming each worker and what it
+/// holds); [`Error::InvalidArgument`] for a zero batch.
 pub fn infra_aware(
     workers: &[WorkerCapacity],
     ps: &[(String, f64)],
@@ -234,10 +253,30 @@ pub fn infra_aware(
             w.samples_per_sec > 0.0 && w.samples_per_sec >= options.min_relative_throughput * best
         })
         .collect();
+    let room: usize = eligible
+        .iter()
+        .fold(0usize, |a, w| a.saturating_add(w.cap()));
+    if room < global_batch {
+        return Err(Error::Infeasible {
+            group: "(replicas)".into(),
+            reason: format!(
+                "a global batch of {global_batch} samples does not fit in the workers' free memory: {}",
+                eligible
+                    .iter()
+                    .map(|w| format!("{} holds at most {} samples", w.device, w.cap()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
     let (mut batches, mut predicted) =
         balance(&eligible, global_batch, options.per_replica_overhead_ms);
     // The even split over all workers, if it is within `min_gain` of the balanced plan.
-    if eligible.len() == workers.len() && global_batch >= workers.len() {
+    let even_fits = |n: usize| {
+        (0..n).all(|i| global_batch / n + usize::from(i < global_batch % n) <= eligible[i].cap())
+    };
+    if eligible.len() == workers.len() && global_batch >= workers.len() && even_fits(workers.len())
+    {
         let n = workers.len();
         let even: Vec<usize> = (0..n)
             .map(|i| global_batch / n + usize::from(i < global_batch % n))
@@ -291,26 +330,30 @@ pub fn infra_aware(
 
 /// Shares of `total` samples over `workers` minimising the slowest replica's step time
 /// (greedy earliest finish, optimal for unit samples and affine step costs), then the best
-/// prefix of replicas once `overhead_ms` per replica is counted. Returns the shares (0: unused)
-/// and the predicted step time, ms.
+/// prefix of replicas once `overhead_ms` per replica is counted; no worker gets more than its
+/// [`WorkerCapacity::cap`], and prefixes that cannot hold `total` are skipped. Returns the
+/// shares (0: unused) and the predicted step time, ms.
 fn balance(workers: &[&WorkerCapacity], total: usize, overhead_ms: f64) -> (Vec<usize>, f64) {
     let mut best: Option<(Vec<usize>, f64)> = None;
     // Try using the k workers with the lowest single-sample finish time, for every k.
     let mut order: Vec<usize> = (0..workers.len()).collect();
     order.sort_by(|&a, &b| workers[a].step_ms(1).total_cmp(&workers[b].step_ms(1)));
-    for k in 1..=workers.len() {
+    'prefix: for k in 1..=workers.len() {
         let used = &order[..k];
         let mut shares = vec![0usize; workers.len()];
         for _ in 0..total {
-            let pick = used
+            let Some(pick) = used
                 .iter()
                 .copied()
+                .filter(|&i| shares[i] < workers[i].cap())
                 .min_by(|&a, &b| {
                     workers[a]
                         .step_ms(shares[a] + 1)
                         .total_cmp(&workers[b].step_ms(shares[b] + 1))
                 })
-                .unwrap_or(used[0]);
+            else {
+                continue 'prefix;
+            };
             shares[pick] += 1;
         }
         let replicas = shares.iter().filter(|&&b| b > 0).count();
@@ -476,12 +519,14 @@ mod tests {
             device: "fast".into(),
             samples_per_sec: 100.0,
             fixed_ms: 10.0,
+            ..WorkerCapacity::default()
         };
         // Same marginal speed, but 500 ms to fetch variables and send gradients: unused.
         let far = WorkerCapacity {
             device: "far".into(),
             samples_per_sec: 100.0,
             fixed_ms: 500.0,
+            ..WorkerCapacity::default()
         };
         let p = infra_aware(&[fast.clone(), far], &ps, &vars(), 20, &opts).unwrap();
         assert_eq!(p.replicas.len(), 1);
@@ -508,6 +553,7 @@ mod tests {
             device: format!("/job:worker/task:{i}"),
             samples_per_sec: rate,
             fixed_ms,
+            ..WorkerCapacity::default()
         };
         let workers = vec![
             c(0, 19.2, 230.0),
@@ -529,6 +575,59 @@ mod tests {
         ];
         let p = infra_aware(&workers, &ps, &vars(), 64, &InfraAwareOptions::default()).unwrap();
         assert!(p.replicas[0].batch > 16, "{:?}", p.replicas);
+    }
+
+    #[test]
+    fn memory_caps_shrink_shares_and_nothing_fitting_is_infeasible() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        let opts = InfraAwareOptions {
+            min_gain: 0.0,
+            ..InfraAwareOptions::default()
+        };
+        let capped = |i: usize, rate: f64, max: usize| WorkerCapacity {
+            max_batch: Some(max),
+            ..w(i, rate)
+        };
+        // The fast worker would take 48 of 64; its memory holds 20.
+        let p = infra_aware(
+            &[capped(0, 300.0, 20), w(1, 100.0)],
+            &ps,
+            &vars(),
+            64,
+            &opts,
+        )
+        .unwrap();
+        let shares: Vec<usize> = p.replicas.iter().map(|r| r.batch).collect();
+        assert_eq!(shares, vec![20, 44]);
+        // Even the stock-like even split respects the cap.
+        let p = infra_aware(
+            &[capped(0, 10.0, 4), w(1, 10.0)],
+            &ps,
+            &vars(),
+            16,
+            &InfraAwareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.replicas.iter().map(|r| r.batch).collect::<Vec<_>>(),
+            vec![4, 12]
+        );
+        // Nothing fits: a typed error naming every worker.
+        let err = infra_aware(
+            &[capped(0, 10.0, 4), capped(1, 10.0, 0)],
+            &ps,
+            &vars(),
+            16,
+            &opts,
+        )
+        .unwrap_err();
+        assert!(matches!(err, Error::Infeasible { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("/job:worker/task:0 holds at most 4")
+                && msg.contains("/job:worker/task:1 holds at most 0"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -577,6 +676,7 @@ mod tests {
             device: d.into(),
             samples_per_sec: 300.0,
             fixed_ms: ms,
+            ..WorkerCapacity::default()
         };
         let caps = [fixed("a", 50.0), fixed("b", 500.0)];
         assert!((lower_bound_ms(60, &caps) - 100.0).abs() < 1e-9);

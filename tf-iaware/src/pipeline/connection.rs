@@ -1,29 +1,36 @@
-//! [`Connection`]: a cluster spec turned into devices (with their calibrated capability, when a
-//! calibration is cached) and the session configuration that reaches them.
+//! [`Connection`]: a cluster spec turned into devices — their calibrated capability (when a
+//! calibration is cached for this hardware) and their live availability (read from the
+//! cluster's metrics when it connects, and again on [`Connection::refresh`]) — and the session
+//! configuration that reaches them.
 
-use std::path::PathBuf;
-
+use crate::cluster::connect::{connect_live, connect_tf_config_live};
 use crate::cluster::tf_config::TfConfig;
-use crate::cluster::{self, Cluster, ClusterSpec};
+use crate::cluster::{Cluster, ClusterSpec, LiveOptions, LiveWarning, MetricsFeed};
 use crate::emulate::EmulatedCluster;
 use crate::error::Result;
-use crate::runtime::{calibrate, SessionConfig};
+use crate::runtime::calibrate::{self, CacheStatus, CalibrateOptions, CalibrationOutcome};
+use crate::runtime::SessionConfig;
 
-/// A connected cluster: its devices, how to open sessions on it, its TF_CONFIG (for `tf-config`
-/// and emulated clusters) and, for an emulated cluster, the local processes, which live as long
-/// as the connection.
+/// A connected cluster: its devices with live figures, how to open sessions on it, its
+/// TF_CONFIG (for `tf-config` and emulated clusters), the feed that keeps reading its metrics
+/// and, for an emulated cluster, the local processes, which live as long as the connection.
 pub struct Connection {
     spec: String,
     cluster: Cluster,
     config: SessionConfig,
     tf_config: Option<TfConfig>,
-    calibration: Option<PathBuf>,
+    cache: CacheStatus,
+    metrics: MetricsFeed,
+    warnings: Vec<LiveWarning>,
     emulated: Option<EmulatedCluster>,
 }
 
 /// Connects to the cluster `spec` names (`local`, `local:cpu=N`, `tf-config`,
-/// `tf-config:PATH`; DESIGN.md §5) and applies the cached calibration of its devices, if a fresh
-/// one exists (`tf-iaware devices --calibrate` or [`Connection::calibrate`] made it).
+/// `tf-config:PATH`; DESIGN.md §5): lists its devices, reads their live metrics (an in-process
+/// sampler for local devices, each task's agent for TF_CONFIG clusters; an agent that does not
+/// answer is a [`Connection::warnings`] entry, not an error) and applies the cached calibration
+/// of their capability, if a fresh one exists for this hardware (`tf-iaware devices
+/// --calibrate` or [`Connection::calibrate`] made it).
 ///
 /// ```no_run
 /// let cluster = tf_iaware::connect("local:cpu=4")?;
@@ -48,13 +55,13 @@ impl Connection {
     /// # Errors
     /// As [`connect`].
     pub fn open(spec: &ClusterSpec) -> Result<Connection> {
-        let (cluster, config) = cluster::connect(spec)?;
+        let live = connect_live(spec, &LiveOptions::default())?;
         let tf_config = match spec {
             ClusterSpec::TfConfig(Some(path)) => Some(TfConfig::from_file(path)?),
             ClusterSpec::TfConfig(None) => Some(TfConfig::from_env()?),
             _ => None,
         };
-        Connection::finish(spec.to_string(), cluster, config, tf_config, None)
+        Connection::finish(spec.to_string(), live, tf_config, None)
     }
 
     /// Connects to an emulated cluster that is already running; the connection owns it (its
@@ -63,46 +70,92 @@ impl Connection {
     /// # Errors
     /// As [`connect`].
     pub fn from_emulated(emulated: EmulatedCluster) -> Result<Connection> {
-        let (cluster, config) = emulated.connect()?;
+        let live = connect_tf_config_live(
+            emulated.tf_config(),
+            &emulated.master(),
+            &LiveOptions::default(),
+        )?;
         let spec = format!("emulated:{}", emulated.scenario().name);
         let tf_config = Some(emulated.tf_config().clone());
-        Connection::finish(spec, cluster, config, tf_config, Some(emulated))
+        Connection::finish(spec, live, tf_config, Some(emulated))
     }
 
     fn finish(
         spec: String,
-        mut cluster: Cluster,
-        config: SessionConfig,
+        live: crate::cluster::LiveConnection,
         tf_config: Option<TfConfig>,
         emulated: Option<EmulatedCluster>,
     ) -> Result<Connection> {
-        let calibration = if calibrate::apply_cached(&mut cluster)? {
-            let path = calibrate::profile_path(&cluster);
-            log::debug!("using the calibration in {}", path.display());
-            Some(path)
-        } else {
-            None
-        };
+        let mut cluster = live.cluster;
+        let cache = calibrate::apply_cached_status(&mut cluster)?;
+        match &cache.reason {
+            None => log::debug!("calibration cache hit: {}", cache.path.display()),
+            Some(r) => log::debug!("calibration cache miss ({r}): {}", cache.path.display()),
+        }
+        for w in &live.warnings {
+            log::warn!("{w}");
+        }
         Ok(Connection {
             spec,
             cluster,
-            config,
+            config: live.config,
             tf_config,
-            calibration,
+            cache,
+            metrics: live.metrics,
+            warnings: live.warnings,
             emulated,
         })
     }
 
     /// Calibrates every device through TensorFlow now (micro-benchmarks, the calibration
-    /// network, link transfers), caches the profile per host and cluster and applies it; later
-    /// connections reuse it. Returns the cache file.
+    /// network, link transfers) at its live availability, applies the capabilities, and caches
+    /// them per user, host, hardware and TensorFlow version — unless co-tenants take so much of
+    /// a device that the figures would be poisoned (then [`CalibrationOutcome::warning`] says
+    /// why and nothing is cached). Later connections reuse the cache.
     ///
     /// # Errors
-    /// As [`calibrate::calibrate_and_store`].
-    pub fn calibrate(&mut self) -> Result<PathBuf> {
-        let path = calibrate::calibrate_and_store(&mut self.cluster, &self.config)?;
-        self.calibration = Some(path.clone());
-        Ok(path)
+    /// As [`calibrate::calibrate_and_cache`].
+    pub fn calibrate(&mut self) -> Result<CalibrationOutcome> {
+        let outcome = calibrate::calibrate_and_cache(
+            &mut self.cluster,
+            &self.config,
+            &CalibrateOptions::default(),
+        )?;
+        if let Some(path) = &outcome.cached {
+            self.cache = CacheStatus {
+                hit: true,
+                path: path.clone(),
+                reason: None,
+                created_unix_s: None,
+            };
+        }
+        Ok(outcome)
+    }
+
+    /// Drops this cluster's cached calibration (`--recalibrate`); returns whether there was one.
+    ///
+    /// # Errors
+    /// [`Error::Io`](crate::Error::Io) if the cache file cannot be removed.
+    pub fn forget_calibration(&self) -> Result<bool> {
+        calibrate::invalidate(&self.cluster)
+    }
+
+    /// Reads the cluster's metrics again and updates every device's live figures
+    /// (availability, free memory, co-tenant load, age, source); returns the tasks whose
+    /// metrics could not be read (their devices keep their last figures, marked stale).
+    pub fn refresh(&mut self) -> Vec<LiveWarning> {
+        self.warnings = self.metrics.refresh(&mut self.cluster);
+        self.warnings.clone()
+    }
+
+    /// Tasks whose metrics could not be read on the last reading.
+    pub fn warnings(&self) -> &[LiveWarning] {
+        &self.warnings
+    }
+
+    /// Whether the cached calibration was used, and why not.
+    pub fn calibration_status(&self) -> &CacheStatus {
+        &self.cache
     }
 
     /// The spec this connection was made from.
@@ -137,7 +190,7 @@ impl Connection {
 
     /// The calibration cache file applied to the devices, if one was.
     pub fn calibration(&self) -> Option<&std::path::Path> {
-        self.calibration.as_deref()
+        self.cache.hit.then_some(self.cache.path.as_path())
     }
 
     /// The emulated cluster this connection owns, if any (to change co-tenant loads, kill or

@@ -232,7 +232,9 @@ pub fn calibrate_workers(
             times.sort_by(f64::total_cmp);
             points.push((batch, times[times.len() / 2]));
         }
-        let capacity = WorkerCapacity::fit(w, &points);
+        let mut capacity = WorkerCapacity::fit(w, &points);
+        // The figures hold at the availability the worker had while it was timed.
+        capacity.availability = cluster.index_of(w).map(|i| cluster.devices[i].availability);
         log::info!(
             "calibration: {w}: {:?} → {:.1} samples/s + {:.0} ms per step",
             points,
@@ -242,6 +244,22 @@ pub fn calibrate_workers(
         out.push(capacity);
     }
     Ok(out)
+}
+
+/// Memory a replica of zoo model `name` needs per sample and in all, estimated from its graph
+/// at batches 1 and 2 (see [`ReplicaMemory::of_graphs`](crate::parallel::ReplicaMemory::of_graphs)).
+///
+/// # Errors
+/// [`Error::UnknownModel`] for a name not in the zoo; errors building or analysing the graph.
+pub fn replica_memory(name: &str) -> Result<crate::parallel::ReplicaMemory> {
+    let one = crate::models::build(name, 1, 1)?;
+    let two = crate::models::build(name, 2, 1)?;
+    let a = analyze_graph(one.net.graph())?;
+    let b = analyze_graph(two.net.graph())?;
+    Ok(crate::parallel::ReplicaMemory::of_graphs(
+        (1, &a.op_graph),
+        (2, &b.op_graph),
+    ))
 }
 
 /// Each replica's busy window in one traced step of `plan`, ms (replicas without one are left

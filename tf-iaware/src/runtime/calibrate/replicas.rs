@@ -90,6 +90,7 @@ mod tests {
                 device: cluster.devices[1].name.clone(),
                 samples_per_sec: 20.0 / 1e-3,
                 fixed_ms: 0.5,
+                ..WorkerCapacity::default()
             },
         ];
         let step = vec![true; graph.len()];

@@ -1,0 +1,371 @@
+//! Live metrics drive the cluster model end to end, with real worker processes, cgroups and
+//! agents on 127.0.0.1: a co-tenant in one worker's cgroup lowers that worker's availability in
+//! `devices --json` and its share in the next plan; a dead agent is a warning naming the task
+//! and the plan still forms; a calibration under heavy load does not poison the cache.
+//! Assertions are on structure and on bounds the cgroup quotas guarantee, never on timings.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use tf_iaware::cluster::tf_config::TfConfig;
+use tf_iaware::cluster::{self, LiveOptions, LiveSource};
+use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware::models::replicated;
+use tf_iaware::parallel::{self, InfraAwareOptions, WorkerCapacity};
+use tf_iaware::runtime::data_parallel;
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tf-iaware"))
+}
+
+/// `devices --cluster tf-config:PATH --json`.
+fn devices_json(tf_config: &Path) -> Value {
+    let spec = format!("tf-config:{}", tf_config.display());
+    let out = common::ok(&["devices", "--cluster", &spec, "--json"]);
+    serde_json::from_str(&out).unwrap()
+}
+
+fn device<'a>(listing: &'a Value, prefix: &str) -> &'a Value {
+    listing["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            let n = d["name"].as_str().unwrap();
+            n.starts_with(prefix) && n.ends_with("CPU:0")
+        })
+        .unwrap_or_else(|| panic!("no CPU:0 of {prefix} in {listing}"))
+}
+
+/// Equal calibrated figures for `workers`, measured at full availability.
+fn equal(workers: &[String]) -> Vec<WorkerCapacity> {
+    workers
+        .iter()
+        .map(|w| WorkerCapacity {
+            fixed_ms: 20.0,
+            availability: Some(1.0),
+            ..WorkerCapacity::rate(w, 100.0)
+        })
+        .collect()
+}
+
+#[test]
+fn a_cotenant_in_one_workers_cgroup_lowers_its_availability_and_its_share() {
+    let _g = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    if cluster.cgroup_paths().is_empty() {
+        eprintln!("skipped: no writable cgroup cpu controller, co-tenants cannot be confined");
+        return;
+    }
+    let tf_path = cluster.dir().join("tf_config.json");
+    // Before: both workers read live from their agents.
+    let before = devices_json(&tf_path);
+    for w in [
+        "/job:worker/replica:0/task:0",
+        "/job:worker/replica:0/task:1",
+    ] {
+        let d = device(&before, w);
+        assert!(
+            d["live"]["source"]
+                .as_str()
+                .unwrap()
+                .starts_with("agent:127.0.0.1:"),
+            "{d}"
+        );
+        assert!(d["live"]["age_ms"].as_u64().is_some(), "{d}");
+        assert_eq!(d["live"]["allotment"].as_f64(), Some(0.5), "{d}");
+    }
+    assert_eq!(before["warnings"], serde_json::json!([]));
+
+    // A co-tenant takes 80 % of worker 1's node quota.
+    cluster.set_busy(1, 0.8).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let after = devices_json(&tf_path);
+    let w1 = device(&after, "/job:worker/replica:0/task:1");
+    let free = w1["live"]["free_fraction"].as_f64().unwrap();
+    let a1 = w1["availability"].as_f64().unwrap();
+    // The quota split leaves TensorFlow at most 20 % of the node, whatever else runs: a hard
+    // cap, so availability is at most that share.
+    assert!(free <= 0.2 + 0.02, "{w1}");
+    assert!(
+        (w1["live"]["hard_share"].as_f64().unwrap() - 0.2).abs() < 0.02,
+        "{w1}"
+    );
+    assert!(a1 <= 0.2 + 0.02 && a1 > 0.0, "{w1}");
+    assert!(
+        w1["live"]["cotenant_load"].as_f64().unwrap() >= 0.5 * 0.75,
+        "{w1}"
+    );
+
+    // The library sees the same through `connect`, and the next plan follows it.
+    let (devices, _) = cluster.connect().unwrap();
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let a = |w: &str| devices.devices[devices.index_of(w).unwrap()].availability;
+    let (a0, a1) = (a(&workers[0]), a(&workers[1]));
+    // Worker 0 has its whole node (at least the fair share of it under contention).
+    assert!(a1 <= 0.22 && a0 >= 0.5, "{a0} {a1}");
+    let vars = replicated::variables("mlp").unwrap();
+    let plan = parallel::plan_live(
+        &equal(&workers),
+        &devices,
+        &ps,
+        &vars,
+        64,
+        None,
+        &InfraAwareOptions::default(),
+    )
+    .unwrap();
+    let share = |w: &str| {
+        plan.replicas
+            .iter()
+            .find(|r| r.device == w)
+            .map_or(0, |r| r.batch)
+    };
+    assert_eq!(plan.global_batch(), 64);
+    eprintln!(
+        "availability {a0:.2} / {a1:.2} → shares {} / {}",
+        share(&workers[0]),
+        share(&workers[1])
+    );
+    assert!(share(&workers[1]) < share(&workers[0]), "{plan:?}");
+}
+
+#[test]
+fn a_dead_agent_is_a_warning_naming_the_task_and_the_plan_still_forms() {
+    let _g = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    // The same cluster, but worker 1's agent address is a port nothing listens on.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let text = std::fs::read_to_string(cluster.dir().join("tf_config.json")).unwrap();
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    doc["metrics"]["worker"][1] = Value::String(dead.to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tf_config.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+
+    let listing = devices_json(&path);
+    let warnings = listing["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = warnings[0].as_str().unwrap();
+    assert!(
+        w.contains("worker:1") && w.contains(&dead.to_string()),
+        "{w}"
+    );
+    let w1 = device(&listing, "/job:worker/replica:0/task:1");
+    assert_eq!(w1["live"]["source"], "nominal", "{w1}");
+    assert!(w1["live"]["warning"].as_str().unwrap().contains("worker:1"));
+    assert_eq!(w1["availability"].as_f64(), Some(1.0));
+    let w0 = device(&listing, "/job:worker/replica:0/task:0");
+    assert!(w0["live"]["source"].as_str().unwrap().starts_with("agent:"));
+
+    // A library user gets the same from `connect_live`, and can still plan.
+    let tf = TfConfig::from_file(&path).unwrap();
+    let c = cluster::connect::connect_tf_config_live(&tf, &tf.master(), &LiveOptions::default())
+        .unwrap();
+    assert!(
+        c.warnings.iter().any(|w| w.task == "worker:1"),
+        "{:?}",
+        c.warnings
+    );
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&c.cluster).unwrap();
+    let i1 = c.cluster.index_of(&workers[1]).unwrap();
+    assert_eq!(c.cluster.devices[i1].live.source, LiveSource::Nominal);
+    let vars = replicated::variables("mlp").unwrap();
+    let plan = parallel::plan_live(
+        &equal(&workers),
+        &c.cluster,
+        &ps,
+        &vars,
+        32,
+        None,
+        &InfraAwareOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(plan.global_batch(), 32);
+}
+
+#[test]
+fn a_calibration_under_heavy_load_does_not_poison_the_cache() {
+    let _g = serial();
+    let cache = tempfile::tempdir().unwrap();
+    let mut hog = std::process::Command::new(exe())
+        .args(["hog", "--cores", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let out = common::bin()
+        .args(["devices", "--cluster", "local", "--calibrate", "--json"])
+        .env("TF_IAWARE_CACHE_DIR", cache.path())
+        .env_remove("TF_IAWARE_CALIBRATION_MIN_FREE")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let _ = hog.kill();
+    let _ = hog.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = &v["devices"][0];
+    assert_eq!(d["live"]["source"], "local-sampler", "{d}");
+    assert!(d["live"]["free_fraction"].as_f64().unwrap() < 0.75, "{d}");
+    assert!(
+        d["availability"].as_f64().unwrap() >= 0.5,
+        "never collapses: {d}"
+    );
+    assert_eq!(
+        v["calibration"]["cached"],
+        Value::Null,
+        "{}",
+        v["calibration"]
+    );
+    assert!(v["calibration"]["warning"]
+        .as_str()
+        .unwrap()
+        .contains("co-tenant load"));
+    let stored = std::fs::read_dir(cache.path().join("calibration"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(stored, 0, "nothing cached");
+    // And the next command does not pick up anything from it.
+    let again = common::bin()
+        .args(["devices", "--cluster", "local", "--json"])
+        .env("TF_IAWARE_CACHE_DIR", cache.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["calibration_cache"]["hit"], false);
+}
+
+#[test]
+fn nvml_gpus_map_onto_tensorflow_gpu_devices_where_nvml_exists() {
+    let _g = serial();
+    if let Err(why) = tf_iaware::monitor::gpu::nvml() {
+        eprintln!(
+            "skipped: {why} (the mapping is unit-tested on recorded readings in cluster::live)"
+        );
+        return;
+    }
+    let c = cluster::connect_live(&cluster::ClusterSpec::Local, &LiveOptions::default()).unwrap();
+    let gpus: Vec<_> = c
+        .cluster
+        .devices
+        .iter()
+        .filter(|d| d.device_type == "GPU")
+        .collect();
+    if gpus.is_empty() {
+        eprintln!(
+            "skipped: NVML sees GPUs but this libtensorflow creates no GPU devices (CPU build)"
+        );
+        return;
+    }
+    for g in gpus {
+        assert_eq!(g.live.source, LiveSource::LocalSampler, "{g:?}");
+        assert!(g.live.free_memory_bytes.is_some(), "{g:?}");
+        assert!(
+            g.live.hardware.as_deref().unwrap_or("").starts_with("gpu:"),
+            "{g:?}"
+        );
+        assert!((0.0..=1.0).contains(&g.availability));
+    }
+}
+
+#[test]
+fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
+    use tf_iaware::runtime::adapt::{AdaptOptions, AdaptiveTrainer, Trigger};
+    let _g = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    if cluster.cgroup_paths().is_empty() {
+        eprintln!("skipped: no writable cgroup cpu controller, co-tenants cannot be confined");
+        return;
+    }
+    let c = cluster::connect::connect_tf_config_live(
+        cluster.tf_config(),
+        &cluster.master(),
+        &LiveOptions::default(),
+    )
+    .unwrap();
+    let mut config = c.config.clone();
+    config.isolate_state = false;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&c.cluster).unwrap();
+    let vars = replicated::variables("mlp").unwrap();
+    let planner = Box::new(move |cal: &[WorkerCapacity], live: &cluster::Cluster| {
+        parallel::plan_live(
+            cal,
+            live,
+            &ps,
+            &vars,
+            32,
+            None,
+            &InfraAwareOptions::default(),
+        )
+    });
+    let options = AdaptOptions {
+        // Metrics only: the hog must be seen by the agents, not by step times.
+        step_threshold: f64::INFINITY,
+        trace_steps: false,
+        ..AdaptOptions::default()
+    };
+    let mut t = AdaptiveTrainer::start(
+        "mlp",
+        c.cluster,
+        &config,
+        Some(c.metrics),
+        equal(&workers),
+        planner,
+        &options,
+    )
+    .unwrap();
+    for i in 0..2 {
+        t.step(i).unwrap();
+    }
+    cluster.set_busy(1, 0.8).unwrap();
+    let mut step = 2;
+    let started = std::time::Instant::now();
+    let hit = loop {
+        t.step(step).unwrap();
+        step += 1;
+        let hit = t.records().iter().any(|r| {
+            r.trigger == Trigger::Metrics
+                && r.moved.iter().any(|(w, f)| w == &workers[1] && *f < 0.6)
+        });
+        if hit || started.elapsed() > Duration::from_secs(30) {
+            break hit;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(hit, "no metrics re-plan for worker 1: {:?}", t.records());
+    let share = |w: &str| {
+        t.plan()
+            .replicas
+            .iter()
+            .find(|r| r.device == w)
+            .map_or(0, |r| r.batch)
+    };
+    assert!(share(&workers[1]) < share(&workers[0]), "{:?}", t.plan());
+    let r = t.records().last().unwrap();
+    assert!(r.before_step > 2 && r.first_signal_step >= 2, "{r:?}");
+    assert!(r.detection_latency_ms >= 0.0);
+    // Variables survived the switch: training goes on from the same state.
+    t.step(step).unwrap();
+}
