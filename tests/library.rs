@@ -349,3 +349,58 @@ fn a_python_graph_is_replanned_around_a_lost_worker() {
     assert_eq!(report.final_plan.global_batch(), 24);
     assert!(report.losses[5] < report.losses[0], "{:?}", report.losses);
 }
+
+#[test]
+fn bench_compares_strategies_on_a_python_graph() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let graph = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tf1_mlp_momentum.pb"
+    );
+    common::ok(&[
+        "bench",
+        "--graph",
+        graph,
+        "--scenario",
+        "workers=1,0.3",
+        "--strategies",
+        "replica-setter,infra-aware",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--warmup",
+        "1",
+        "--batch",
+        "24",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(report["model"]
+        .as_str()
+        .unwrap()
+        .ends_with("tf1_mlp_momentum.pb"));
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for r in results {
+        let shares: usize = r["plan"]["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["batch"].as_u64().unwrap() as usize)
+            .sum();
+        assert_eq!(shares, 24, "{r}");
+        assert!(r["loss_last"].as_f64().unwrap().is_finite());
+    }
+    // A per-op strategy at another batch than the graph's fixed one is refused up front.
+    let e = common::fails(&["bench", "--graph", graph, "--strategies", "heft"]);
+    assert!(e.contains("fixed batch of 8"), "{e}");
+    // So are a zero batch and an unwritable report, before any cluster starts.
+    assert!(common::fails(&["bench", "--batch", "0"]).contains("--batch"));
+    let e = common::fails(&["bench", "--json", "/nonexistent/dir/bench.json"]);
+    assert!(e.contains("/nonexistent/dir/bench.json"), "{e}");
+}

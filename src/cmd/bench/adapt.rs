@@ -12,6 +12,7 @@ use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
 use tf_iaware::runtime::adapt::{AdaptOptions, AdaptiveTrainer, ReplanRecord, Trigger};
+use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
 
 use super::OVERHEAD_MS;
@@ -23,7 +24,7 @@ const WITHIN: f64 = 0.15;
 
 /// What the drift experiment needs of the benchmark.
 pub struct Setup<'a> {
-    pub model: &'a str,
+    pub workload: &'a Workload,
     pub workers: &'a [String],
     pub ps: &'a [String],
     pub vars: &'a [VarInfo],
@@ -81,7 +82,7 @@ fn plan(setup: &Setup, capacity: &[WorkerCapacity], live: &Cluster) -> Result<Da
 fn calibrate(setup: &Setup, live: &Cluster, config: &SessionConfig) -> Result<Vec<WorkerCapacity>> {
     let probe = (setup.batch / setup.workers.len()).clamp(3, 12);
     Ok(data_parallel::calibrate_workers(
-        setup.model,
+        setup.workload,
         setup.workers,
         &setup.ps[0],
         live,
@@ -140,7 +141,7 @@ fn run_once(
     };
     let feed = adaptive.then_some(live.metrics);
     let mut trainer = AdaptiveTrainer::start(
-        setup.model,
+        setup.workload,
         live.cluster,
         config,
         feed,
@@ -203,7 +204,8 @@ pub fn run(
     let capacity = calibrate(setup, &live.cluster, &config)?;
     let fresh = plan(setup, &capacity, &live.cluster)?;
     // Traced like both runs, so tracing costs the yardstick alike.
-    let (trainer, _, _) = data_parallel::prepare(setup.model, &fresh, &live.cluster, &config, 1)?;
+    let (trainer, _, _) =
+        data_parallel::prepare(setup.workload, &fresh, &live.cluster, &config, 1)?;
     trainer.init()?;
     trainer.step(0, true)?;
     trainer.step(1, true)?;

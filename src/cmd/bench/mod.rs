@@ -13,11 +13,11 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
-use tf_iaware::models::replicated;
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
 use tf_iaware::runtime::calibrate::{self, CalibrateOptions};
+use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
 
 /// Per-replica synchronisation cost assumed by predictions, ms.
@@ -32,6 +32,14 @@ pub struct Args {
     /// Zoo model trained data-parallel.
     #[arg(long, default_value = "resnet20")]
     model: String,
+    /// A training GraphDef of your own instead of the zoo model (e.g. exported by Python
+    /// TensorFlow), replicated data-parallel as `run --graph --parallel data` does; its sidecar
+    /// is `--meta`, else the `.json` next to it.
+    #[arg(long, value_name = "F.pb")]
+    graph: Option<PathBuf>,
+    /// Sidecar of `--graph`.
+    #[arg(long, value_name = "F.json", requires = "graph")]
+    meta: Option<PathBuf>,
     /// Strategies, comma-separated: data-parallel replica-setter (stock TensorFlow) and
     /// infra-aware; model-parallel per-op strategies (heft, etf, single-fastest, round-robin, …)
     /// over the workers.
@@ -165,6 +173,11 @@ fn plan_for(
     })
 }
 
+/// Whether `name` is one of the data-parallel strategies.
+fn is_data_parallel(name: &str) -> bool {
+    tf_iaware::pipeline::DATA_PARALLEL_STRATEGIES.contains(&name)
+}
+
 /// `Ok` for a strategy `bench` can run: data-parallel `replica-setter` or `infra-aware`, or a
 /// per-op strategy other than `tf-default`.
 fn check_strategy(name: &str) -> Result<()> {
@@ -209,6 +222,35 @@ pub fn run(args: &Args) -> Result<()> {
     for name in &args.strategies {
         check_strategy(name)?;
     }
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    let workload = match &args.graph {
+        None => {
+            tf_iaware::models::zoo::input_shape(&args.model)?;
+            Workload::from(&args.model)
+        }
+        Some(path) => {
+            let analyzed = crate::common::load_graph(path)?;
+            let sidecar = crate::common::load_sidecar(path, args.meta.as_ref(), &analyzed)?;
+            let fixed = sidecar.batch_size().filter(|&b| b != args.batch);
+            if let (Some(b), Some(s)) =
+                (fixed, args.strategies.iter().find(|s| !is_data_parallel(s)))
+            {
+                bail!(
+                    "{} has a fixed batch of {b}: model-parallel `{s}` runs it at that batch, \
+                     not --batch {}; pass --batch {b} or data-parallel strategies only",
+                    path.display(),
+                    args.batch
+                );
+            }
+            Workload::graph(&path.display().to_string(), analyzed, sidecar)?
+        }
+    };
+    if let Some(path) = &args.json {
+        // Before anything runs: an unwritable report path should not cost a whole bench.
+        std::fs::write(path, "").with_context(|| format!("writing {}", path.display()))?;
+    }
     let started = Instant::now();
     let scenario = Scenario::parse(&args.scenario)?;
     let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
@@ -217,18 +259,18 @@ pub fn run(args: &Args) -> Result<()> {
     let (devices, mut config) = cluster.connect()?;
     config.isolate_state = true;
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
-    let vars = replicated::variables(&args.model)?;
+    let vars = workload.variables()?;
     let probe = (args.batch / workers.len()).clamp(3, 12);
     eprintln!(
         "calibrating {} workers with {probe}-sample steps of {}…",
         workers.len(),
-        args.model
+        workload.name()
     );
     if args.recalibrate {
-        calibrate::invalidate_workers(&args.model, probe, &devices, &workers, &ps[0])?;
+        calibrate::invalidate_workers(&workload, probe, &devices, &workers, &ps[0])?;
     }
     let calibrated = calibrate::calibrate_workers_cached(
-        &args.model,
+        &workload,
         &workers,
         &ps[0],
         &devices,
@@ -266,8 +308,9 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let lower_bound = parallel::lower_bound_ms(args.batch, &calibration);
 
-    let memory = data_parallel::replica_memory(&args.model)
-        .map_err(|e| log::warn!("replica memory of {} unknown: {e}", args.model))
+    let memory = workload
+        .replica_memory()
+        .map_err(|e| log::warn!("replica memory of {} unknown: {e}", workload.name()))
         .ok();
     let live = Live {
         cluster: &devices,
@@ -286,7 +329,7 @@ pub fn run(args: &Args) -> Result<()> {
                     shares.join(", ")
                 );
                 let (trainer, _, _) =
-                    data_parallel::prepare(&args.model, &plan, &devices, &config, 1)?;
+                    data_parallel::prepare(&workload, &plan, &devices, &config, 1)?;
                 Contender {
                     name: name.clone(),
                     predicted_ms: data_parallel::predict_step_ms(&plan, &calibration, OVERHEAD_MS),
@@ -300,7 +343,7 @@ pub fn run(args: &Args) -> Result<()> {
             None => {
                 let p = model_parallel::prepare(
                     name,
-                    &args.model,
+                    &workload,
                     args.batch,
                     &devices,
                     &workers,
@@ -408,7 +451,7 @@ pub fn run(args: &Args) -> Result<()> {
         None
     } else {
         let setup = adapt::Setup {
-            model: &args.model,
+            workload: &workload,
             workers: &workers,
             ps: &ps,
             vars: &vars,
@@ -420,7 +463,7 @@ pub fn run(args: &Args) -> Result<()> {
     let report = BenchReport {
         quota_warning: cluster.quota_warning.clone(),
         scenario,
-        model: args.model.clone(),
+        model: workload.name().to_string(),
         global_batch: args.batch,
         steps: args.steps,
         warmup: args.warmup,

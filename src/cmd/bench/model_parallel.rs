@@ -1,4 +1,4 @@
-//! The model-parallel contender of `bench`: the zoo model at the global batch as one graph, its
+//! The model-parallel contender of `bench`: the zoo model (or `--graph`) at the global batch as one graph, its
 //! ops placed over the workers by a per-op strategy (`heft`, `etf`, …) with each worker's speed
 //! taken from the data-parallel calibration, trained through the same gRPC cluster.
 
@@ -11,6 +11,7 @@ use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::models;
 use tf_iaware::parallel::WorkerCapacity;
 use tf_iaware::placer;
+use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{calibrate, PlacedSession, SessionConfig, Trainer};
 
 /// Tensor sizes timed on each link between workers, bytes: small enough that a shaped link
@@ -32,15 +33,20 @@ pub struct Prepared {
 /// ([`calibrate::calibrate_links`]), and opens a session.
 pub fn prepare(
     strategy: &str,
-    model: &str,
+    workload: &Workload,
     batch: usize,
     devices: &Cluster,
     workers: &[String],
     config: &SessionConfig,
     calibration: &[WorkerCapacity],
 ) -> Result<Prepared> {
-    let built = models::build(model, batch, 7)?;
-    let analyzed = analyze_graph(built.net.graph())?;
+    let (analyzed, sidecar) = match workload {
+        Workload::Zoo(model) => {
+            let built = models::build(model, batch, 7)?;
+            (analyze_graph(built.net.graph())?, built.sidecar)
+        }
+        Workload::Graph(g) => (g.analyze_again()?, g.sidecar.clone()),
+    };
     let mut cluster = Cluster {
         devices: devices
             .devices
@@ -56,8 +62,8 @@ pub fn prepare(
     profile.apply(&mut cluster)?;
     let g = &analyzed.op_graph;
     let step = g.ancestors(&[
-        g.require(&built.sidecar.train, "train op")?,
-        g.require(&built.sidecar.loss, "loss op")?,
+        g.require(&sidecar.train, "train op")?,
+        g.require(&sidecar.loss, "loss op")?,
     ]);
     calibrate::scale_to_replicas(&mut cluster, g, &step, batch, calibration)?;
     let mut cost = CostModel::new(g, &cluster)?;
@@ -71,7 +77,7 @@ pub fn prepare(
         &placement,
     )?;
     let session = PlacedSession::new(placed.graph, config)?;
-    let trainer = Trainer::new(session, &built.sidecar, Some(batch), 7)?;
+    let trainer = Trainer::new(session, &sidecar, Some(batch), 7)?;
     Ok(Prepared {
         trainer,
         predicted_ms: report.predicted_step_ms,

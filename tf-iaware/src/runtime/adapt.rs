@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use super::config::SessionConfig;
 use super::data_parallel;
+use super::replicated::Workload;
 use super::train::{StepTimes, Trainer};
 use crate::cluster::{Cluster, LiveSource, MetricsFeed};
 use crate::error::Result;
@@ -385,10 +386,10 @@ pub struct ReplanRecord {
 /// Makes a plan from worker figures and the cluster's live view.
 pub type Planner = dyn FnMut(&[WorkerCapacity], &Cluster) -> Result<DataParallelPlan>;
 
-/// Trains a data-parallel plan of a zoo model step by step, re-planning between steps when a
-/// worker moves (see the module docs).
+/// Trains a data-parallel plan of a workload (any training graph, or a zoo model) step by step,
+/// re-planning between steps when a worker moves (see the module docs).
 pub struct AdaptiveTrainer {
-    model: String,
+    workload: Workload,
     config: SessionConfig,
     options: AdaptOptions,
     calibrated: Vec<WorkerCapacity>,
@@ -425,7 +426,7 @@ impl AdaptiveTrainer {
     /// Errors of the planner, of building and placing the replicated graph, and of the
     /// session.
     pub fn start(
-        model: &str,
+        workload: impl Into<Workload>,
         cluster: Cluster,
         config: &SessionConfig,
         feed: Option<MetricsFeed>,
@@ -433,8 +434,9 @@ impl AdaptiveTrainer {
         mut planner: Box<Planner>,
         options: &AdaptOptions,
     ) -> Result<Self> {
+        let workload = workload.into();
         let plan = planner(&calibrated, &cluster)?;
-        let (trainer, _, _) = data_parallel::prepare(model, &plan, &cluster, config, 1)?;
+        let (trainer, _, _) = data_parallel::prepare(&workload, &plan, &cluster, config, 1)?;
         trainer.init()?;
         let watcher = match feed {
             Some(f) => Some(LiveWatcher::spawn(
@@ -445,7 +447,7 @@ impl AdaptiveTrainer {
             None => None,
         };
         Ok(AdaptiveTrainer {
-            model: model.into(),
+            workload,
             config: config.clone(),
             options: options.clone(),
             watch: DriftWatch::new(options, &baseline(&cluster, &calibrated)),
@@ -549,7 +551,7 @@ impl AdaptiveTrainer {
         }
         let plan = (self.planner)(&self.calibrated, &self.cluster)?;
         let (next, _, _) =
-            data_parallel::prepare(&self.model, &plan, &self.cluster, &self.config, 1)?;
+            data_parallel::prepare(&self.workload, &plan, &self.cluster, &self.config, 1)?;
         // Variables live on the ps: only the input pipeline of the new graph starts afresh.
         next.run_op("init_data")?;
         log::info!(

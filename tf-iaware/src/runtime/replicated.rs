@@ -80,6 +80,53 @@ impl Workload {
         })))
     }
 
+    /// What identifies the workload in caches: the zoo model's name, or the graph's name and a
+    /// hash of its GraphDef and sidecar inputs.
+    pub fn cache_key(&self) -> String {
+        match self {
+            Workload::Zoo(n) => n.clone(),
+            Workload::Graph(g) => {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                g.analyzed.graph_def.encode_to_vec().hash(&mut h);
+                g.sidecar.inputs.hash(&mut h);
+                format!("{}-{:016x}", g.name, h.finish())
+            }
+        }
+    }
+
+    /// Memory a replica needs per sample and in all (see
+    /// [`ReplicaMemory::of_graphs`](crate::parallel::ReplicaMemory::of_graphs)), from the
+    /// replica graph at shares 1 and 2.
+    ///
+    /// # Errors
+    /// [`Error::UnknownModel`] for a zoo name that is not in the zoo; the errors of replicating
+    /// or analysing the graph.
+    pub fn replica_memory(&self) -> Result<crate::parallel::ReplicaMemory> {
+        let g = match self {
+            Workload::Zoo(n) => return crate::runtime::data_parallel::replica_memory(n),
+            Workload::Graph(g) => g,
+        };
+        let at = |batch: usize| -> Result<OpGraph> {
+            let plan = DataParallelPlan {
+                strategy: "memory".into(),
+                replicas: vec![crate::parallel::Replica {
+                    device: "/job:localhost/replica:0/task:0/device:CPU:0".into(),
+                    batch,
+                }],
+                variable_devices: Default::default(),
+                global_device: "/job:localhost/replica:0/task:0/device:CPU:0".into(),
+                predicted_step_ms: None,
+            };
+            Ok(build(g, &plan)?.analyzed.op_graph)
+        };
+        let (one, two) = (at(1)?, at(2)?);
+        Ok(crate::parallel::ReplicaMemory::of_graphs(
+            (1, &one),
+            (2, &two),
+        ))
+    }
+
     /// A name for reports: the zoo model's or the graph's.
     pub fn name(&self) -> &str {
         match self {
@@ -109,6 +156,16 @@ pub struct GraphWorkload {
     pub sidecar: Sidecar,
     /// Where each replica's batch comes from.
     pub data: BatchData,
+}
+
+impl GraphWorkload {
+    /// The single-tower graph analysed anew (a graph of its own, e.g. to place it op by op).
+    ///
+    /// # Errors
+    /// As [`analyze_bytes`].
+    pub fn analyze_again(&self) -> Result<Analyzed> {
+        analyze_bytes(&self.analyzed.graph_def.encode_to_vec(), &self.name)
+    }
 }
 
 /// The variables of `graph` by colocation group: named after the group's first variable, sized

@@ -43,6 +43,7 @@ use crate::cluster::Cluster;
 use crate::cost::OpCostFitter;
 use crate::error::{Error, Result};
 use crate::models::calibration;
+use crate::runtime::replicated::Workload;
 
 /// Timed runs per size (the median counts), after one warm-up run.
 const RUNS: usize = 5;
@@ -514,15 +515,16 @@ fn machine_of(host: &str) -> &str {
 /// batch, and each worker's and the ps's device name and machine (not port: an emulated
 /// cluster's ports change from run to run).
 pub fn workers_profile_path(
-    model: &str,
+    workload: impl Into<Workload>,
     probe_batch: usize,
     cluster: &Cluster,
     workers: &[String],
     ps: &str,
 ) -> PathBuf {
     use std::hash::{Hash, Hasher};
+    let workload = workload.into();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (crate::tf::version(), model, probe_batch).hash(&mut h);
+    (crate::tf::version(), workload.cache_key(), probe_batch).hash(&mut h);
     for w in workers
         .iter()
         .map(String::as_str)
@@ -533,9 +535,11 @@ pub fn workers_profile_path(
             .map_or("", |i| machine_of(&cluster.devices[i].host));
         (w, machine).hash(&mut h);
     }
-    cache_dir()
-        .join("workers")
-        .join(format!("{model}-{:016x}.json", h.finish()))
+    cache_dir().join("workers").join(format!(
+        "{}-{:016x}.json",
+        workload.name().replace(['/', '.'], "_"),
+        h.finish()
+    ))
 }
 
 /// Removes the cached worker calibration of [`workers_profile_path`]; returns whether there was one.
@@ -543,13 +547,13 @@ pub fn workers_profile_path(
 /// # Errors
 /// [`Error::Io`] if it exists but cannot be removed.
 pub fn invalidate_workers(
-    model: &str,
+    workload: impl Into<Workload>,
     probe_batch: usize,
     cluster: &Cluster,
     workers: &[String],
     ps: &str,
 ) -> Result<bool> {
-    let path = workers_profile_path(model, probe_batch, cluster, workers, ps);
+    let path = workers_profile_path(workload, probe_batch, cluster, workers, ps);
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -569,7 +573,7 @@ pub fn invalidate_workers(
 /// cache cannot be written; [`Error::Json`] for a cache file that is not a profile.
 #[allow(clippy::too_many_arguments)]
 pub fn calibrate_workers_cached(
-    model: &str,
+    workload: impl Into<Workload>,
     workers: &[String],
     ps: &str,
     cluster: &Cluster,
@@ -579,7 +583,8 @@ pub fn calibrate_workers_cached(
     options: &CalibrateOptions,
 ) -> Result<WorkerCalibration> {
     let started = std::time::Instant::now();
-    let path = workers_profile_path(model, probe_batch, cluster, workers, ps);
+    let workload = workload.into();
+    let path = workers_profile_path(&workload, probe_batch, cluster, workers, ps);
     let hardware = |w: &str| {
         cluster
             .index_of(w)
@@ -623,7 +628,7 @@ pub fn calibrate_workers_cached(
         });
     }
     let capacity = super::data_parallel::calibrate_workers(
-        model,
+        &workload,
         workers,
         ps,
         cluster,
@@ -652,7 +657,7 @@ pub fn calibrate_workers_cached(
     let profile = WorkerProfile {
         format: PROFILE_FORMAT,
         tf_version: crate::tf::version(),
-        model: model.into(),
+        model: workload.cache_key(),
         probe_batch,
         created_unix_s: now_s(),
         workers: capacity
