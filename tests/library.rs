@@ -404,3 +404,46 @@ fn bench_compares_strategies_on_a_python_graph() {
     let e = common::fails(&["bench", "--json", "/nonexistent/dir/bench.json"]);
     assert!(e.contains("/nonexistent/dir/bench.json"), "{e}");
 }
+
+#[test]
+fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=1,0.5").unwrap();
+    let mut connection =
+        Connection::from_emulated(EmulatedCluster::start(&scenario, &common::exe()).unwrap())
+            .unwrap();
+    // Live figures are read on connecting and again on refresh.
+    assert!(connection
+        .cluster()
+        .devices
+        .iter()
+        .any(|d| d.live.has_reading()));
+    assert!(connection.refresh().is_empty(), "every agent answers");
+    let options = TrainOptions {
+        steps: 4,
+        warmup: 1,
+        checkpoint_every: 0,
+        ..TrainOptions::default()
+    };
+    let stock = connection
+        .plan_data_parallel(
+            python_workload("tf1_mlp_momentum"),
+            "replica-setter",
+            Some(16),
+        )
+        .unwrap();
+    assert!(matches!(
+        stock.train_adaptive(&options, &Default::default()),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let planned = connection
+        .plan_data_parallel(python_workload("tf1_mlp_momentum"), "infra-aware", Some(16))
+        .unwrap();
+    let report = planned
+        .train_adaptive(&options, &Default::default())
+        .unwrap();
+    assert_eq!(report.losses.len(), 5);
+    assert_eq!(report.step_ms_all.len(), 5);
+    assert_eq!(report.final_plan.global_batch(), 16);
+    assert!(report.losses.iter().all(|l| l.is_finite() && *l > 0.0));
+}

@@ -7,6 +7,7 @@ use serde::Serialize;
 use tf_iaware::cost::Measurements;
 use tf_iaware::pipeline::{Connection, TrainOptions, DATA_PARALLEL_STRATEGIES};
 use tf_iaware::report::{trace, PlacementReport};
+use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{TrainReport, Trainer};
@@ -62,6 +63,10 @@ pub struct Args {
     /// latest checkpoint. 0: no checkpoints and no recovery.
     #[arg(long, default_value_t = 5)]
     checkpoint_every: usize,
+    /// Data-parallel: watch every worker's live metrics and step windows and re-plan between
+    /// steps when a worker's availability moves (infra-aware only; no checkpoints).
+    #[arg(long)]
+    adapt: bool,
     /// With --model: recoveries from lost tasks before a failure ends the run.
     #[arg(long, default_value_t = 3)]
     max_recoveries: usize,
@@ -178,6 +183,39 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
             r.batch,
             r.device
         );
+    }
+    if args.adapt {
+        let report = planned.train_adaptive(
+            &TrainOptions {
+                steps: args.steps,
+                warmup: args.warmup,
+                seed: args.seed,
+                checkpoint_every: 0,
+                max_recoveries: 0,
+                trace_last: false,
+            },
+            &AdaptOptions::default(),
+        )?;
+        if args.json {
+            return common::print_json(&report);
+        }
+        println!(
+            "{} adaptive: step {:.1} ms (p10 {:.1}, p90 {:.1}), loss {:.4} → {:.4}, {} re-plans",
+            planned.plan().strategy,
+            report.step_ms.median,
+            report.step_ms.p10,
+            report.step_ms.p90,
+            report.losses.first().copied().unwrap_or(f32::NAN),
+            report.losses.last().copied().unwrap_or(f32::NAN),
+            report.replans.len()
+        );
+        for r in &report.replans {
+            println!(
+                "  before step {}: {:?} moved {:?}",
+                r.before_step, r.trigger, r.moved
+            );
+        }
+        return Ok(());
     }
     let report = planned.train(&TrainOptions {
         steps: args.steps,

@@ -8,12 +8,16 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::cluster::{Cluster, LiveOptions, MetricsFeed};
 use crate::error::{Error, Result};
 use crate::parallel::VarInfo;
-use crate::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
+use crate::parallel::{self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, WorkerCapacity};
+use crate::runtime::adapt::{AdaptOptions, AdaptiveTrainer, ReplanRecord};
+use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data_parallel::{self, Recovery, RecoveryOptions};
 use crate::runtime::replicated::Workload;
 use crate::runtime::TrainReport;
+use crate::runtime::{SessionConfig, StepTimes};
 
 use super::connection::Connection;
 
@@ -25,6 +29,8 @@ pub struct DataParallel<'c> {
     connection: &'c Connection,
     workload: Workload,
     vars: Vec<VarInfo>,
+    ps: Vec<String>,
+    memory: Option<ReplicaMemory>,
     global_batch: usize,
     plan: DataParallelPlan,
     calibration: Option<Vec<WorkerCapacity>>,
@@ -121,9 +127,13 @@ impl Connection {
                 Workload::Zoo(_) => None,
             })
             .unwrap_or(32 * workers.len());
+        let memory = workload
+            .replica_memory()
+            .map_err(|e| log::warn!("replica memory of {} unknown: {e}", workload.name()))
+            .ok();
         let (plan, calibration) = if strategy == "infra-aware" {
             let probe = (batch / workers.len()).clamp(1, 32);
-            let cal = data_parallel::calibrate_workers(
+            let cal = calibrate::calibrate_workers_cached(
                 &workload,
                 &workers,
                 &ps[0],
@@ -131,9 +141,21 @@ impl Connection {
                 self.session_config(),
                 probe,
                 1.0,
+                &CalibrateOptions::default(),
             )?;
-            let plan = infra_aware(&cal, &ps, &vars, batch)?;
-            (plan, Some(cal))
+            if cal.cache_hit {
+                log::info!("worker calibration: cache hit ({})", cal.path.display());
+            }
+            let plan = parallel::plan_live(
+                &cal.capacity,
+                self.cluster(),
+                &ps,
+                &vars,
+                batch,
+                memory.as_ref(),
+                &InfraAwareOptions::default(),
+            )?;
+            (plan, Some(cal.capacity))
         } else {
             (parallel::replica_setter(&workers, &ps, &vars, batch)?, None)
         };
@@ -141,6 +163,8 @@ impl Connection {
             connection: self,
             workload,
             vars,
+            ps,
+            memory,
             global_batch: batch,
             plan,
             calibration,
@@ -148,17 +172,117 @@ impl Connection {
     }
 }
 
-fn infra_aware(
-    cal: &[WorkerCapacity],
-    ps: &[String],
-    vars: &[VarInfo],
-    batch: usize,
-) -> Result<DataParallelPlan> {
-    let ps_cap: Vec<(String, f64)> = ps.iter().map(|p| (p.clone(), 1.0)).collect();
-    parallel::infra_aware(cal, &ps_cap, vars, batch, &InfraAwareOptions::default())
+/// What an adaptive data-parallel run did ([`DataParallel::train_adaptive`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct AdaptiveReport {
+    /// The plan it started with.
+    pub first_plan: DataParallelPlan,
+    /// The plan it ended with.
+    pub final_plan: DataParallelPlan,
+    /// Loss of every step (warm-up included).
+    pub losses: Vec<f32>,
+    /// Wall time of every step, ms (warm-up included).
+    pub step_ms_all: Vec<f64>,
+    /// Percentiles of the timed steps.
+    pub step_ms: StepTimes,
+    /// Every switch of plans: trigger, moved workers, detection latency, new shares.
+    pub replans: Vec<ReplanRecord>,
+    /// CPU share of one core the background metrics reader used.
+    pub metrics_cost_share: Option<f64>,
 }
 
 impl DataParallel<'_> {
+    /// Trains like [`DataParallel::train`] without checkpoints, but watches every worker's
+    /// live metrics (a background reader of the cluster's agents or the local sampler) and
+    /// each replica's step window, and re-plans between steps when a worker's availability or
+    /// speed moves beyond `adapt`'s thresholds for its patience (`runtime::adapt`); the
+    /// variables stay on the ps across re-plans. Needs an `infra-aware` plan (its calibration
+    /// is what re-plans rescale).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a plan without calibration or zero steps; the errors of
+    /// building, placing and running each plan.
+    pub fn train_adaptive(
+        &self,
+        options: &TrainOptions,
+        adapt: &AdaptOptions,
+    ) -> Result<AdaptiveReport> {
+        let calibrated = self
+            .calibration
+            .clone()
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "adaptation".into(),
+                reason: format!(
+                    "`{}` plans from no calibration: adaptive training re-plans infra-aware plans",
+                    self.plan.strategy
+                ),
+            })?;
+        if options.steps == 0 {
+            return Err(Error::InvalidArgument {
+                what: "steps".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        let c = self.connection;
+        let feed = match c.tf_config() {
+            Some(t) => MetricsFeed::tf_config(t, &LiveOptions::default())?,
+            None => MetricsFeed::local(&LiveOptions::default())?,
+        };
+        // Variables must outlive a re-plan: the sessions share the ps's state.
+        let config = SessionConfig {
+            isolate_state: false,
+            ..c.session_config().clone()
+        };
+        let (ps, vars, batch, memory) = (
+            self.ps.clone(),
+            self.vars.clone(),
+            self.global_batch,
+            self.memory,
+        );
+        let planner = Box::new(move |cal: &[WorkerCapacity], view: &Cluster| {
+            parallel::plan_live(
+                cal,
+                view,
+                &ps,
+                &vars,
+                batch,
+                memory.as_ref(),
+                &InfraAwareOptions::default(),
+            )
+        });
+        let mut trainer = AdaptiveTrainer::start(
+            &self.workload,
+            c.cluster().clone(),
+            &config,
+            Some(feed),
+            calibrated,
+            planner,
+            adapt,
+        )?;
+        let first_plan = trainer.plan().clone();
+        let mut losses = Vec::new();
+        let mut times = Vec::new();
+        for step in 0..options.warmup + options.steps {
+            let (loss, ms) = trainer.step(step)?;
+            losses.push(loss);
+            times.push(ms);
+        }
+        let step_ms = StepTimes::from_samples(&times[options.warmup..]).unwrap_or(StepTimes {
+            median: 0.0,
+            p10: 0.0,
+            p90: 0.0,
+        });
+        Ok(AdaptiveReport {
+            first_plan,
+            final_plan: trainer.plan().clone(),
+            losses,
+            step_ms_all: times,
+            step_ms,
+            replans: trainer.records().to_vec(),
+            metrics_cost_share: trainer.metrics_cost_share(),
+        })
+    }
+
     /// The plan: each replica's worker and share, each variable's ps.
     pub fn plan(&self) -> &DataParallelPlan {
         &self.plan
@@ -183,7 +307,15 @@ impl DataParallel<'_> {
                     .filter(|c| alive.contains(&c.device))
                     .cloned()
                     .collect();
-                infra_aware(&cal, alive_ps, &self.vars, self.global_batch)
+                parallel::plan_live(
+                    &cal,
+                    self.connection.cluster(),
+                    alive_ps,
+                    &self.vars,
+                    self.global_batch,
+                    self.memory.as_ref(),
+                    &InfraAwareOptions::default(),
+                )
             }
         }
     }

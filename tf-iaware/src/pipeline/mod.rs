@@ -18,7 +18,9 @@ mod session;
 mod step;
 
 pub use connection::{connect, Connection};
-pub use data_parallel::{DataParallel, DataParallelReport, TrainOptions, DATA_PARALLEL_STRATEGIES};
+pub use data_parallel::{
+    AdaptiveReport, DataParallel, DataParallelReport, TrainOptions, DATA_PARALLEL_STRATEGIES,
+};
 pub use handle::{OpHandle, TensorHandle, TensorRef};
 pub use plan::{
     cost_model, load_graph, GraphSource, Plan, PlanOptions, StrategyChoice, MAX_GRAPH_BYTES,
