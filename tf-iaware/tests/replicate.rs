@@ -426,3 +426,110 @@ fn labels_of_a_cross_entropy_are_found_without_a_sidecar_key() {
         assert_eq!(sidecar.one_hot, vec!["y".to_string()]);
     }
 }
+
+#[test]
+fn sparse_updates_and_a_batch_fixed_elsewhere_are_refused_naming_the_op() {
+    use tf_iaware::proto::{AttrValue, NodeDef, TensorAttr, TensorProto, TensorShapeProto};
+    let (bytes, sidecar) = fixture("tf1_mlp_momentum");
+    let single = analyze_bytes(&bytes, "original").unwrap();
+    let p = plan(&[5, 3]);
+    // An update of the sparse family (as embeddings have), seen by the pure transform.
+    let mut def = single.graph_def.clone();
+    let update = def
+        .node
+        .iter_mut()
+        .find(|n| n.op == "ResourceApplyMomentum")
+        .unwrap();
+    update.op = "ResourceSparseApplyMomentum".into();
+    let name = update.name.clone();
+    let mut signatures = single.signatures.clone();
+    let dense = signatures["ResourceApplyMomentum"].clone();
+    signatures.insert("ResourceSparseApplyMomentum".into(), dense);
+    let e =
+        tf_iaware::parallel::replicate::replicate(&def, &signatures, &sidecar, &p, BatchData::Feed)
+            .unwrap_err();
+    assert!(
+        matches!(&e, Error::Replication { op, .. } if *op == name),
+        "{e}"
+    );
+
+    // A batch fixed in a shape no rule recognises: x flattened to [256] and back.
+    let mut def = single.graph_def.clone();
+    let int32 = |values: &[i32]| {
+        let t = TensorProto {
+            dtype: 3,
+            tensor_shape: Some(TensorShapeProto {
+                dim: vec![tf_iaware::proto::graph::Dim {
+                    size: values.len() as i64,
+                    name: String::new(),
+                }],
+                unknown_rank: false,
+            }),
+            int_val: values.to_vec(),
+            ..TensorProto::default()
+        };
+        TensorAttr { tensor: Some(t) }.encode_to_vec()
+    };
+    let type_attr = |t: i32| {
+        AttrValue {
+            r#type: Some(t),
+            ..AttrValue::default()
+        }
+        .encode_to_vec()
+    };
+    let node = |name: &str, op: &str, input: &[&str], attrs: Vec<(&str, Vec<u8>)>| {
+        let mut n = NodeDef {
+            name: name.into(),
+            op: op.into(),
+            input: input.iter().map(|s| s.to_string()).collect(),
+            ..NodeDef::default()
+        };
+        for (k, v) in attrs {
+            n.attr.insert(k.into(), v);
+        }
+        n
+    };
+    def.node.push(node(
+        "flat_shape",
+        "Const",
+        &[],
+        vec![("dtype", type_attr(3)), ("value", int32(&[256]))],
+    ));
+    def.node.push(node(
+        "flat",
+        "Reshape",
+        &["x", "flat_shape"],
+        vec![("T", type_attr(1)), ("Tshape", type_attr(3))],
+    ));
+    def.node.push(node(
+        "back_shape",
+        "Const",
+        &[],
+        vec![("dtype", type_attr(3)), ("value", int32(&[8, 32]))],
+    ));
+    def.node.push(node(
+        "back",
+        "Reshape",
+        &["flat", "back_shape"],
+        vec![("T", type_attr(1)), ("Tshape", type_attr(3))],
+    ));
+    let matmul = def
+        .node
+        .iter_mut()
+        .find(|n| n.op == "MatMul" && n.input.first().map(String::as_str) == Some("x"))
+        .unwrap();
+    matmul.input[0] = "back".into();
+    let analyzed = analyze_bytes(&def.encode_to_vec(), "flattened").unwrap();
+    let Workload::Graph(g) =
+        Workload::graph_with("flattened", analyzed, sidecar.clone(), BatchData::Feed).unwrap()
+    else {
+        unreachable!()
+    };
+    let e = replicated::build(&g, &p)
+        .err()
+        .expect("the fixed [256] cannot hold 5 rows");
+    assert!(
+        matches!(&e, Error::Replication { op, .. } if op.contains("flat")),
+        "{e}"
+    );
+}
