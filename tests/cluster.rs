@@ -132,6 +132,11 @@ fn training_survives_a_killed_worker() {
         },
     )
     .unwrap();
+    eprintln!(
+        "recoveries: {}; returned {:?} after the start",
+        serde_json::to_string(&report.recoveries).unwrap(),
+        started.elapsed()
+    );
     assert_eq!(report.losses.len(), 6, "all steps ran");
     assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
     assert_eq!(report.recoveries[0].step, 3);

@@ -700,15 +700,27 @@ fn assess(
     }))
 }
 
-/// Sessions of a lost master being closed beside training; dropping this waits for them
-/// (each close is bounded by the operation timeout), so none outlives [`train_recovering`].
+/// Sessions of a failed plan being closed beside training (closing a session whose tasks are
+/// gone blocks until the operation timeout). Dropping this waits for them a little, then leaves
+/// the rest to finish on their own: training never waits out a dead task's deadline.
 struct Closing(Vec<std::thread::JoinHandle<()>>);
+
+/// How long the end of [`train_recovering`] waits for old sessions to close.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 impl Drop for Closing {
     fn drop(&mut self) {
+        let deadline = Instant::now() + CLOSE_GRACE;
+        while self.0.iter().any(|c| !c.is_finished()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         for c in self.0.drain(..) {
+            if !c.is_finished() {
+                log::debug!("an old session is still closing (bounded by its operation timeout)");
+                continue;
+            }
             if c.join().is_err() {
-                log::warn!("closing the session of a lost master panicked");
+                log::warn!("closing the session of a failed plan panicked");
             }
         }
     }
@@ -901,13 +913,9 @@ pub fn train_recovering(
         report.recoveries.push(recovery);
         current = a.plan;
         let old = std::mem::replace(&mut run, a.run);
-        if a.target != config.target {
-            // Closing a session whose master is gone blocks until the operation timeout: close
-            // it beside training, and wait for that (bounded) only at the end.
-            closing.0.push(std::thread::spawn(move || drop(old)));
-        } else {
-            drop(old);
-        }
+        // Closing a session that spans a lost task blocks until the operation timeout: close it
+        // beside training, so the new plan's steps start right away.
+        closing.0.push(std::thread::spawn(move || drop(old)));
         config.target = a.target;
         resume = Some(next);
         recovering = Some(failed_at);
