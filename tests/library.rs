@@ -447,3 +447,57 @@ fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
     assert_eq!(report.final_plan.global_batch(), 16);
     assert!(report.losses.iter().all(|l| l.is_finite() && *l > 0.0));
 }
+
+#[test]
+fn an_interrupted_run_removes_its_temporary_folder() {
+    let _one = serial();
+    let mut child = common::bin()
+        .args([
+            "run",
+            "--model",
+            "mlp",
+            "--cluster",
+            "emulated:workers=1,1",
+            "--strategy",
+            "replica-setter",
+            "--steps",
+            "100000",
+            "--checkpoint-every",
+            "0",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Its emulated cluster's folder names it as the owner.
+    let mine = |dir: &std::path::Path| {
+        std::fs::read_to_string(dir.join("owner.pid"))
+            .is_ok_and(|p| p.trim() == child.id().to_string())
+    };
+    let find = || {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| mine(p))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let folder = loop {
+        if let Some(f) = find() {
+            break f;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started its cluster"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // Let it register its processes, then interrupt it.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(!folder.exists(), "{} is left behind", folder.display());
+}

@@ -48,6 +48,42 @@ type Registration = (PathBuf, Vec<u32>, Vec<PathBuf>);
 /// Every live emulated cluster of this process, for the signal handler.
 static ACTIVE: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
 
+/// Name prefix of an emulated cluster's temporary folder.
+pub const FOLDER_PREFIX: &str = "tf-iaware-emulated-";
+/// File in that folder holding the pid of the process that made it.
+const OWNER_FILE: &str = "owner.pid";
+
+/// Removes the folders of emulated clusters under `tmp` whose owner process is gone (killed
+/// with SIGKILL, say), as stale cgroups are removed; returns how many it removed.
+pub fn remove_stale_folders(tmp: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let path = e.path();
+        let is_ours = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(FOLDER_PREFIX));
+        if !is_ours {
+            continue;
+        }
+        let Some(pid) = std::fs::read_to_string(path.join(OWNER_FILE))
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && std::fs::remove_dir_all(&path).is_ok() {
+            log::info!("removed the folder of a dead run: {}", path.display());
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// `n` distinct free ports on 127.0.0.1: all are held open until every one is chosen, so the
 /// kernel cannot hand out the same port twice.
 fn free_ports(n: usize) -> Result<Vec<u16>> {
@@ -102,10 +138,14 @@ impl EmulatedCluster {
         // Several clusters may live in one process (tests): number them for unique cgroup names.
         static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        remove_stale_folders(&std::env::temp_dir());
         let dir = tempfile::Builder::new()
-            .prefix("tf-iaware-emulated-")
+            .prefix(FOLDER_PREFIX)
             .tempdir()
             .map_err(|e| Error::io("/tmp", e))?;
+        // Who owns the folder: a later start removes it if this process died without cleaning up.
+        let owner = dir.path().join(OWNER_FILE);
+        std::fs::write(&owner, std::process::id().to_string()).map_err(|e| Error::io(&owner, e))?;
         let hierarchy = Hierarchy::detect();
         if let Ok(h) = &hierarchy {
             cgroup::remove_stale(h);
@@ -489,8 +529,8 @@ impl Drop for EmulatedCluster {
     }
 }
 
-/// Makes SIGINT/SIGTERM tear down every emulated cluster (kill processes, remove cgroups) and
-/// exit with status 130. Call it first thing in `main`, before any thread starts: it blocks the
+/// Makes SIGINT/SIGTERM tear down every emulated cluster (kill processes, remove cgroups and
+/// temporary folders) and exit with status 130. Call it first thing in `main`, before any thread starts: it blocks the
 /// signals in the calling thread, so every thread started later inherits the mask.
 pub fn cleanup_on_signal() {
     // SAFETY: signal-mask manipulation on a local set before other threads exist.
@@ -508,7 +548,7 @@ pub fn cleanup_on_signal() {
         unsafe { libc::sigwait(&set, &mut sig) };
         eprintln!("signal {sig}: tearing down emulated clusters");
         let active = std::mem::take(&mut *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()));
-        for (_, pids, groups) in active {
+        for (dir, pids, groups) in active {
             for &pid in &pids {
                 // SAFETY: kill(2) on pids this process started.
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -529,7 +569,32 @@ pub fn cleanup_on_signal() {
                     }
                 }
             }
+            // The folder too (TF_CONFIG, task logs): `exit` runs no destructor.
+            let _ = std::fs::remove_dir_all(&dir);
         }
         std::process::exit(130);
     });
+}
+
+#[cfg(test)]
+mod folder_tests {
+    use super::*;
+
+    #[test]
+    fn folders_of_dead_runs_are_removed_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = tmp.path().join(format!("{FOLDER_PREFIX}stale"));
+        let live = tmp.path().join(format!("{FOLDER_PREFIX}live"));
+        let other = tmp.path().join("someone-elses");
+        for (dir, pid) in [(&stale, dead), (&live, std::process::id()), (&other, dead)] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join(OWNER_FILE), pid.to_string()).unwrap();
+        }
+        assert_eq!(remove_stale_folders(tmp.path()), 1);
+        assert!(!stale.exists());
+        assert!(live.exists() && other.exists());
+    }
 }
