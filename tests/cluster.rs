@@ -158,11 +158,9 @@ fn training_survives_a_killed_worker() {
         "training went on from the ps state: {:?}",
         report.losses
     );
-    assert!(
-        started.elapsed().as_secs() < 120,
-        "recovery is bounded: {:?}",
-        started.elapsed()
-    );
+    // Timings are reported, not asserted (DESIGN.md §7): the runs are bounded by the session
+    // deadlines set above, so a stall fails the run itself.
+    eprintln!("training with recovery took {:?}", started.elapsed());
 }
 
 #[test]
@@ -245,11 +243,9 @@ fn training_restores_the_checkpoint_after_losing_the_ps() {
         "{:?}",
         report.executed
     );
-    assert!(
-        started.elapsed().as_secs() < 120,
-        "recovery is bounded: {:?}",
-        started.elapsed()
-    );
+    // Timings are reported, not asserted (DESIGN.md §7): the runs are bounded by the session
+    // deadlines set above, so a stall fails the run itself.
+    eprintln!("training with recovery took {:?}", started.elapsed());
 }
 
 #[test]
@@ -322,11 +318,9 @@ fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
         "step 2 redone from the checkpoint: {again} vs first {first}, initial {}",
         report.losses[0]
     );
-    assert!(
-        started.elapsed().as_secs() < 120,
-        "recovery is bounded: {:?}",
-        started.elapsed()
-    );
+    // Timings are reported, not asserted (DESIGN.md §7): the runs are bounded by the session
+    // deadlines set above, so a stall fails the run itself.
+    eprintln!("training with recovery took {:?}", started.elapsed());
 }
 
 #[test]
