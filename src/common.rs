@@ -22,15 +22,11 @@ pub fn load_sidecar(
     meta: Option<&PathBuf>,
     analyzed: &Analyzed,
 ) -> Result<Sidecar> {
-    let path = meta
-        .cloned()
-        .unwrap_or_else(|| Sidecar::path_for(graph_path));
-    let mut sidecar = Sidecar::load(&path)?;
-    sidecar.check_against(&analyzed.op_graph, &path)?;
-    for name in sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures) {
-        log::info!("sidecar input `{name}` feeds a cross-entropy's labels: synthetic one-hot rows");
-    }
-    Ok(sidecar)
+    Ok(pipeline::load_sidecar(
+        graph_path,
+        meta.map(PathBuf::as_path),
+        analyzed,
+    )?)
 }
 
 /// Connects to `--cluster`; an `emulated:SCENARIO` cluster is started first, from this binary's

@@ -15,7 +15,7 @@ use crate::graph::OpGraph;
 use crate::placer::{self, PlaceOptions, Placement, Strategy};
 use crate::proto::GraphDef;
 use crate::report::PlacementReport;
-use crate::runtime::{PlacedSession, SessionConfig};
+use crate::runtime::{PlacedSession, SessionConfig, Sidecar};
 
 use super::connection::Connection;
 use super::session::Session;
@@ -34,6 +34,27 @@ pub const MAX_GRAPH_BYTES: u64 = 2 << 30;
 pub fn load_graph(path: &Path) -> Result<Analyzed> {
     let bytes = crate::io::read_bytes_capped(path, MAX_GRAPH_BYTES, "GraphDef")?;
     analyze_bytes(&bytes, &path.display().to_string())
+}
+
+/// Reads the sidecar of the graph at `graph_path` (`meta`, else the `.json` next to it), checks
+/// it against `analyzed`, and marks the inputs that feed a cross-entropy's labels one-hot
+/// ([`Sidecar::infer_one_hot`]).
+///
+/// # Errors
+/// [`Error::Sidecar`] for a missing or malformed file; [`Error::UnknownOp`] for ops the graph
+/// lacks.
+pub fn load_sidecar(
+    graph_path: &Path,
+    meta: Option<&Path>,
+    analyzed: &Analyzed,
+) -> Result<Sidecar> {
+    let path = meta.map_or_else(|| Sidecar::path_for(graph_path), Path::to_path_buf);
+    let mut sidecar = Sidecar::load(&path)?;
+    sidecar.check_against(&analyzed.op_graph, &path)?;
+    for name in sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures) {
+        log::info!("sidecar input `{name}` feeds a cross-entropy's labels: synthetic one-hot rows");
+    }
+    Ok(sidecar)
 }
 
 /// A graph to place: a `tensorflow::Graph` built in Rust, serialized GraphDef bytes, or a graph
