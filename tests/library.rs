@@ -136,19 +136,51 @@ fn python_workload(name: &str) -> tf_iaware::runtime::replicated::Workload {
     tf_iaware::runtime::replicated::Workload::graph(name, analyzed, sidecar).unwrap()
 }
 
+/// The Python MLP on an emulated cluster of `workers` with short deadlines, for fault tests.
+struct Faults {
+    workload: tf_iaware::runtime::replicated::Workload,
+    cluster: EmulatedCluster,
+    devices: tf_iaware::cluster::Cluster,
+    config: tf_iaware::runtime::SessionConfig,
+    workers: Vec<String>,
+    ps: Vec<String>,
+    vars: Vec<tf_iaware::parallel::VarInfo>,
+}
+
+fn faults(workers: &str) -> Faults {
+    let workload = python_workload("tf1_mlp_momentum");
+    let cluster =
+        EmulatedCluster::start(&Scenario::parse(workers).unwrap(), &common::exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    config.operation_timeout_ms = 15_000;
+    config.run_timeout_ms = 30_000;
+    let (workers, ps) = tf_iaware::runtime::data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let vars = workload.variables().unwrap();
+    Faults {
+        workload,
+        cluster,
+        devices,
+        config,
+        workers,
+        ps,
+        vars,
+    }
+}
+
 #[test]
 fn a_python_graph_restores_every_variable_and_slot_after_losing_the_ps() {
     use tf_iaware::parallel;
     use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
     let _one = serial();
-    let workload = python_workload("tf1_mlp_momentum");
-    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, &common::exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 30_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
-    let vars = workload.variables().unwrap();
+    let Faults {
+        workload,
+        mut cluster,
+        devices,
+        config,
+        workers,
+        ps,
+        vars,
+    } = faults("workers=0.5,0.5");
     // Weights and biases, each group with its momentum slot.
     assert_eq!(vars.len(), 4, "{vars:?}");
     let plan = parallel::replica_setter(&workers, &ps, &vars, 16).unwrap();
@@ -310,14 +342,15 @@ fn a_python_graph_is_replanned_around_a_lost_worker() {
     use tf_iaware::parallel;
     use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
     let _one = serial();
-    let workload = python_workload("tf1_mlp_momentum");
-    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, &common::exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 30_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
-    let vars = workload.variables().unwrap();
+    let Faults {
+        workload,
+        mut cluster,
+        devices,
+        config,
+        workers,
+        ps,
+        vars,
+    } = faults("workers=0.5,0.5,0.5");
     let plan = parallel::replica_setter(&workers, &ps, &vars, 24).unwrap();
     let tf_config = cluster.tf_config().clone();
     let report = data_parallel::train_recovering(
