@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::runtime::accuracy::{
-    contender, train_to_accuracy, AccuracyOptions, AccuracyReport, LabelledTask, Planning,
-    CONTENDERS,
+    check_backups, contender, train_to_accuracy, AccuracyOptions, AccuracyReport, LabelledTask,
+    Planning, CONTENDERS,
 };
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::replicated::Workload;
@@ -104,6 +104,11 @@ pub fn run(args: &Args) -> Result<()> {
         max_train_s: args.max_train_s,
         seed: 1,
     };
+    options.validate()?;
+    let scenario = Scenario::parse(&args.scenario)?;
+    if names.iter().any(|n| n == "sync-backup") {
+        check_backups(args.backup_workers, scenario.workers.len())?;
+    }
     let task = LabelledTask::digits(&args.model, args.held_out, 1)?;
     for path in [&args.json, &args.svg].into_iter().flatten() {
         check_writable(path)?;
@@ -115,7 +120,6 @@ pub fn run(args: &Args) -> Result<()> {
     }
 
     let started = Instant::now();
-    let scenario = Scenario::parse(&args.scenario)?;
     let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
     eprintln!("scenario {}: {}", scenario.name, scenario.description);
     let cluster = EmulatedCluster::start(&scenario, &exe)?;

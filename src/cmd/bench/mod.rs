@@ -211,6 +211,10 @@ fn is_data_parallel(name: &str) -> bool {
 fn check_strategy(name: &str) -> Result<()> {
     match name {
         "replica-setter" | "infra-aware" => Ok(()),
+        "async-ps" | "sync-backup" | "infra-aware-async" => bail!(
+            "`{name}` trains with real data and is measured by time to accuracy: \
+             pass --data digits (its report has images/s too)"
+        ),
         "tf-default" => bail!(
             "`tf-default` is not a benchmark strategy: replica-setter is stock TensorFlow's \
              data-parallel recipe"

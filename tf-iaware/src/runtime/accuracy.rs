@@ -548,6 +548,8 @@ struct GateState {
     error: Option<Error>,
     steps: Vec<u64>,
     samples: Vec<u64>,
+    /// Images read by workers a re-size left out.
+    retired_samples: u64,
     updates: u64,
 }
 
@@ -671,42 +673,65 @@ impl Progress<'_> {
     }
 }
 
-fn check_options(options: &AccuracyOptions, contender: &Contender) -> Result<()> {
-    let bad = |what: &str, reason: String| Error::InvalidArgument {
+fn bad(what: &str, reason: String) -> Error {
+    Error::InvalidArgument {
         what: what.into(),
         reason,
-    };
-    if !(options.target > 0.0 && options.target <= 1.0) {
-        return Err(bad(
-            "target accuracy",
-            format!("{} is not in (0, 1]", options.target),
-        ));
     }
-    if !(options.eval_every_s > 0.0 && options.eval_every_s <= 3600.0) {
-        return Err(bad(
-            "evaluation interval",
-            format!("{} s is not in (0, 3600]", options.eval_every_s),
-        ));
-    }
-    if !(options.max_train_s > 0.0 && options.max_train_s <= 7.0 * 86_400.0) {
-        return Err(bad(
-            "training time limit",
-            format!("{} s is not in (0, one week]", options.max_train_s),
-        ));
-    }
-    let workers = contender
-        .plan
-        .replicas
-        .iter()
-        .filter(|r| r.batch > 0)
-        .count();
-    if let Mode::Backup { backups } = contender.mode {
-        if backups >= workers {
+}
+
+impl AccuracyOptions {
+    /// Checks that every option is in range.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.target > 0.0 && self.target <= 1.0) {
             return Err(bad(
-                "backup workers",
-                format!("{backups} of {workers} workers: at least one gradient must be aggregated"),
+                "target accuracy",
+                format!("{} is not in (0, 1]", self.target),
             ));
         }
+        if !(self.eval_every_s > 0.0 && self.eval_every_s <= 3600.0) {
+            return Err(bad(
+                "evaluation interval",
+                format!("{} s is not in (0, 3600]", self.eval_every_s),
+            ));
+        }
+        if !(self.max_train_s > 0.0 && self.max_train_s <= 7.0 * 86_400.0) {
+            return Err(bad(
+                "training time limit",
+                format!("{} s is not in (0, one week]", self.max_train_s),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `backups` backup workers of `workers` leave a gradient to aggregate.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the backup workers.
+pub fn check_backups(backups: usize, workers: usize) -> Result<()> {
+    if backups >= workers {
+        return Err(bad(
+            "backup workers",
+            format!("{backups} of {workers} workers: at least one gradient must be aggregated"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_options(options: &AccuracyOptions, contender: &Contender) -> Result<()> {
+    options.validate()?;
+    if let Mode::Backup { backups } = contender.mode {
+        let workers = contender
+            .plan
+            .replicas
+            .iter()
+            .filter(|r| r.batch > 0)
+            .count();
+        check_backups(backups, workers)?;
     }
     Ok(())
 }
@@ -788,7 +813,7 @@ pub fn train_to_accuracy(
         }
     };
     let s = gate.lock();
-    let samples: u64 = s.samples.iter().sum();
+    let samples: u64 = s.samples.iter().sum::<u64>() + s.retired_samples;
     let dropped = match contender.mode {
         Mode::Backup { backups } => {
             let computed: u64 = s.steps.iter().sum();
@@ -936,11 +961,14 @@ fn remap_counts(gate: &Gate, old: &DataParallelPlan, new: &DataParallelPlan) {
         .iter()
         .map(|r| count(&r.device, &s.steps))
         .collect();
-    let samples = new
+    let samples: Vec<u64> = new
         .replicas
         .iter()
         .map(|r| count(&r.device, &s.samples))
         .collect();
+    // Images read by workers the new plan leaves out still count.
+    let before: u64 = s.samples.iter().sum();
+    s.retired_samples += before.saturating_sub(samples.iter().sum());
     s.steps = steps;
     s.samples = samples;
 }
@@ -961,7 +989,7 @@ fn account(gate: &Gate, plan: &DataParallelPlan, update: bool) {
 
 fn totals(gate: &Gate) -> (u64, u64) {
     let s = gate.lock();
-    (s.samples.iter().sum(), s.updates)
+    (s.samples.iter().sum::<u64>() + s.retired_samples, s.updates)
 }
 
 /// LB-BSP: each replica's throughput from its measured compute time in a traced step (its
