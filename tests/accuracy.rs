@@ -9,7 +9,7 @@ use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;
 use tf_iaware::runtime::accuracy::{
-    train_to_accuracy, AccuracyOptions, AccuracyReport, Contender, LabelledTask, Mode,
+    train_to_accuracy, AccuracyOptions, AccuracyReport, Contender, Feedback, LabelledTask, Mode,
 };
 use tf_iaware::runtime::data_parallel;
 
@@ -54,12 +54,12 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         max_train_s: 8.0,
         seed: 3,
     };
-    let run = |name: &str, mode: Mode| {
+    let run_with = |name: &str, mode: Mode, feedback: Option<Feedback>| {
         let contender = Contender {
             name: name.into(),
             plan: equal.clone(),
             mode,
-            feedback: None,
+            feedback,
         };
         let r = train_to_accuracy(&contender, &task, &devices, &config, &options).unwrap();
         eprintln!("{}", summary(&r));
@@ -72,6 +72,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         );
         r
     };
+    let run = |name: &str, mode: Mode| run_with(name, mode, None);
 
     let sync = run("replica-setter", Mode::Sync);
     // Every synchronous step uses both workers.
@@ -103,6 +104,56 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
             backup.workers[1].steps < backup.updates,
             "steps went on without the slow worker's gradient: {}",
             summary(&backup)
+        );
+    }
+
+    // Adaptive: a synchronous and an asynchronous window measured, one chosen.
+    let adaptive = run("infra-aware-async", Mode::Adaptive);
+    let choice = adaptive.chosen.as_ref().expect("the probe is reported");
+    assert!(choice.sync_images_per_sec > 0.0, "{choice:?}");
+    assert!(
+        choice.async_images_per_sec.is_some_and(|a| a > 0.0),
+        "{choice:?}"
+    );
+
+    // LB-BSP feedback: every re-size keeps the global batch.
+    let calibration: Vec<_> = workers
+        .iter()
+        .map(|w| parallel::WorkerCapacity {
+            device: w.clone(),
+            samples_per_sec: 1000.0,
+            fixed_ms: 5.0,
+            availability: None,
+            max_batch: None,
+        })
+        .collect();
+    let feedback = Feedback {
+        every: 2,
+        capacity: calibration,
+        ps: vec![(ps[0].clone(), 1.0)],
+        vars: vars.clone(),
+        options: parallel::InfraAwareOptions::default(),
+    };
+    let lbbsp = run_with("infra-aware", Mode::Sync, Some(feedback));
+    for shares in &lbbsp.resized {
+        assert_eq!(shares.iter().sum::<usize>(), 32, "{:?}", lbbsp.resized);
+    }
+    assert_eq!(lbbsp.plan.global_batch(), 32);
+    if limited {
+        // Calibrated as equals, measured unequal: the shares follow the measurement.
+        let share = |k: usize| {
+            lbbsp
+                .plan
+                .replicas
+                .iter()
+                .find(|r| r.device == workers[k])
+                .map_or(0, |r| r.batch)
+        };
+        assert!(
+            share(0) > share(1),
+            "{}: {:?}",
+            summary(&lbbsp),
+            lbbsp.resized
         );
     }
 }

@@ -94,9 +94,9 @@ pub struct Args {
     /// Backup workers of `sync-backup`: each step aggregates N − k gradients.
     #[arg(long, default_value_t = 1)]
     backup_workers: usize,
-    /// `infra-aware` re-sizes its shares from measured step times every this many steps (0:
-    /// never).
-    #[arg(long, default_value_t = 10)]
+    /// `infra-aware` traces every this many steps to measure each replica, and re-sizes its
+    /// shares when three measurements predict a step at least 10 % faster (0: never).
+    #[arg(long, default_value_t = 4)]
     resize_every: usize,
     /// Folder for one `epoch  seconds  accuracy` TSV per contender and round (`--data digits`).
     #[arg(long, value_name = "DIR")]

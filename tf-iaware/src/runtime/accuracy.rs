@@ -10,6 +10,9 @@
 //!   sized so that every worker's updates arrive at the same rate);
 //! - [`Mode::Backup`]: SyncReplicasOptimizer semantics — each step aggregates the first N−k
 //!   gradients of that step in `ConditionalAccumulator`s on the ps and drops the rest.
+//! - [`Mode::Adaptive`] (`infra-aware-async`): the infra-aware shares, trained asynchronously
+//!   only if a short asynchronous window reads clearly more images per second than a
+//!   synchronous one (on balanced workers a barrier costs little and fresh gradients win).
 //!
 //! Held-out accuracy is measured every [`AccuracyOptions::eval_every_s`] seconds of training: the
 //! workers are paused, the variables read from the ps and evaluated in a local session; the
@@ -24,7 +27,7 @@ use tensorflow::{Operation, SessionRunArgs, Tensor};
 
 use super::checkpoint::{self, Checkpoint, StateVar};
 use super::config::SessionConfig;
-use super::data_parallel::{plan_session, replica_spans_ms};
+use super::data_parallel::{self, plan_session, replica_spans_ms};
 use super::replicated::{build_with, GraphWorkload};
 use super::session::PlacedSession;
 use crate::cluster::Cluster;
@@ -50,12 +53,22 @@ pub enum Mode {
         /// Gradients each step does without.
         backups: usize,
     },
+    /// Measures a synchronous and an asynchronous window of [`PROBE_S`] seconds each and goes
+    /// on asynchronously only if that read at least [`ASYNC_GAIN`] times the images per second:
+    /// stale gradients make an asynchronous sample worth less, so asynchrony must pay for it.
+    Adaptive,
 }
+
+/// Training seconds of each probe window of [`Mode::Adaptive`].
+pub const PROBE_S: f64 = 1.5;
+/// Images per second asynchronous training must read, relative to synchronous, to be chosen.
+pub const ASYNC_GAIN: f64 = 1.25;
 
 /// LB-BSP-style re-sizing of a synchronous plan's shares from measured replica times.
 #[derive(Clone, Debug)]
 pub struct Feedback {
-    /// Re-size after every `every` steps (a traced step measures the replicas).
+    /// Every `every`-th step is traced to measure the replicas; the shares are re-sized when
+    /// three measurements of each predict a step at least 10 % faster.
     pub every: usize,
     /// The calibration the plan was made from (fixed per-step costs, workers left out).
     pub capacity: Vec<WorkerCapacity>,
@@ -152,6 +165,17 @@ pub struct WorkerCount {
     pub samples: u64,
 }
 
+/// The probe of [`Mode::Adaptive`].
+#[derive(Clone, Debug, Serialize)]
+pub struct Choice {
+    /// Images per second of the synchronous window.
+    pub sync_images_per_sec: f64,
+    /// Of the asynchronous window (`None`: the target was reached before it).
+    pub async_images_per_sec: Option<f64>,
+    /// Whether training went on asynchronously.
+    pub asynchronous: bool,
+}
+
 /// The result of [`train_to_accuracy`].
 #[derive(Clone, Debug, Serialize)]
 pub struct AccuracyReport {
@@ -180,6 +204,8 @@ pub struct AccuracyReport {
     pub dropped_gradients: u64,
     /// The shares after each re-size (`Feedback`).
     pub resized: Vec<Vec<usize>>,
+    /// What [`Mode::Adaptive`] measured and chose.
+    pub chosen: Option<Choice>,
     /// The plan at the end.
     pub plan: DataParallelPlan,
 }
@@ -212,8 +238,8 @@ pub struct Planning<'a> {
     pub per_replica_overhead_ms: f64,
     /// Backup workers of `sync-backup` (k: each step aggregates N − k gradients).
     pub backups: usize,
-    /// `infra-aware` re-sizes its shares from measured replica times every this many steps
-    /// (0: never).
+    /// `infra-aware` traces every this many steps to measure its replicas ([`Feedback`]; 0:
+    /// never re-sizes).
     pub resize_every: usize,
 }
 
@@ -223,10 +249,11 @@ pub struct Planning<'a> {
 ///   workers;
 /// - `sync-backup`: SyncReplicasOptimizer with `backups` backup workers, equal shares;
 /// - `infra-aware`: synchronous, shares from the calibration at the live availability, re-sized
-///   from measured step times every `resize_every` steps;
-/// - `infra-aware-async`: asynchronous, each worker's batch sized by the same planner so that
-///   every worker's step takes as long and its updates arrive at the same rate (staleness stays
-///   about N − 1); workers too slow to keep up get no share and are left out.
+///   from measured replica times ([`Feedback`], traced every `resize_every` steps);
+/// - `infra-aware-async`: each worker's batch sized by the same planner so that every worker's
+///   step takes as long and its updates arrive at the same rate (staleness stays about N − 1;
+///   workers too slow to keep up get no share and are left out), trained asynchronously only
+///   where that measurably pays ([`Mode::Adaptive`]), synchronously otherwise.
 ///
 /// # Errors
 /// [`Error::UnknownStrategy`] listing the contenders; the planners' errors.
@@ -262,7 +289,7 @@ pub fn contender(name: &str, p: &Planning<'_>) -> Result<Contender> {
                 options: options.clone(),
             }),
         ),
-        "infra-aware-async" => (aware()?, Mode::Async, None),
+        "infra-aware-async" => (aware()?, Mode::Adaptive, None),
         other => {
             return Err(Error::UnknownStrategy {
                 name: other.into(),
@@ -393,10 +420,8 @@ fn label_input(sidecar: &super::Sidecar) -> Result<String> {
 
 /// The targets of one built graph.
 enum Targets {
-    Sync {
-        train: Operation,
-        loss: Operation,
-    },
+    /// Only the synchronous step ([`Built::sync`]).
+    Sync,
     Async {
         train: Vec<Operation>,
         loss: Vec<Operation>,
@@ -417,6 +442,8 @@ struct Built {
     inputs: Vec<(Operation, Operation)>,
     /// Replica `k`'s (image dims, label dims).
     dims: Vec<(Vec<u64>, Vec<u64>)>,
+    /// The synchronous step's train and loss (in every replicated graph).
+    sync: (Operation, Operation),
     targets: Targets,
 }
 
@@ -435,7 +462,7 @@ fn build(
     }
     let (g, extra) = build_with(workload, plan, |rep: &mut Replication| match mode {
         Mode::Sync => Ok(Extra::Sync),
-        Mode::Async => add_async_updates(rep).map(Extra::Async),
+        Mode::Async | Mode::Adaptive => add_async_updates(rep).map(Extra::Async),
         Mode::Backup { .. } => add_backup_accumulators(rep, tag).map(Extra::Backup),
     })?;
     let session = plan_session(plan, &g.analyzed, &g.placement, cluster, config)?;
@@ -443,10 +470,7 @@ fn build(
         names.iter().map(|n| session.op(n, what)).collect()
     };
     let targets = match extra {
-        Extra::Sync => Targets::Sync {
-            train: session.op(&g.replication.sidecar.train, "train")?,
-            loss: session.op(&g.replication.sidecar.loss, "loss")?,
-        },
+        Extra::Sync => Targets::Sync,
         Extra::Async(t) => Targets::Async {
             train: ops(&t.train, "asynchronous train")?,
             loss: ops(&t.loss, "replica loss")?,
@@ -478,7 +502,12 @@ fn build(
         };
         dims.push((shape(&xi), shape(&yi)));
     }
+    let sync = (
+        session.op(&g.replication.sidecar.train, "train")?,
+        session.op(&g.replication.sidecar.loss, "loss")?,
+    );
     Ok(Built {
+        sync,
         session,
         state: g.replication.state,
         inputs,
@@ -784,20 +813,19 @@ pub fn train_to_accuracy(
     };
     let gate = Gate::new(plan.replicas.len());
     let mut clock = Clock::new();
+    let mut built = built;
+    let mut chosen = None;
+    let sync = |plan, built: &mut Built, clock: &mut Clock, progress: &mut Progress<'_>, until| {
+        train_sync(
+            contender, &workload, plan, built, task, cluster, config, &tag, &gate, clock, progress,
+            until,
+        )
+    };
     let (plan, resized) = match contender.mode {
-        Mode::Sync => train_sync(
-            contender,
-            &workload,
-            plan,
-            built,
-            task,
-            cluster,
-            config,
-            &tag,
-            &gate,
-            &mut clock,
-            &mut progress,
-        )?,
+        Mode::Sync => {
+            let (plan, resized, _) = sync(plan, &mut built, &mut clock, &mut progress, None)?;
+            (plan, resized)
+        }
         Mode::Async | Mode::Backup { .. } => {
             train_concurrent(
                 contender,
@@ -808,7 +836,61 @@ pub fn train_to_accuracy(
                 &gate,
                 &mut clock,
                 &mut progress,
+                None,
             )?;
+            (plan, Vec::new())
+        }
+        Mode::Adaptive => {
+            let window = |clock: &Clock| (clock.seconds(), totals(&gate).0);
+            let rate =
+                |(t0, n0): (f64, u64), (t1, n1): (f64, u64)| (n1 - n0) as f64 / (t1 - t0).max(1e-9);
+            let start = window(&clock);
+            let until = Some(start.0 + PROBE_S);
+            let (plan, _, mut done) = sync(plan, &mut built, &mut clock, &mut progress, until)?;
+            let middle = window(&clock);
+            let sync_rate = rate(start, middle);
+            let mut async_rate = None;
+            if !done {
+                clock.start();
+                let until = Some(middle.0 + PROBE_S);
+                done = train_concurrent(
+                    contender,
+                    &plan,
+                    &built,
+                    task,
+                    options.seed,
+                    &gate,
+                    &mut clock,
+                    &mut progress,
+                    until,
+                )?;
+                async_rate = Some(rate(middle, window(&clock)));
+            }
+            let go_async = async_rate.is_some_and(|a| a >= ASYNC_GAIN * sync_rate);
+            chosen = Some(Choice {
+                sync_images_per_sec: sync_rate,
+                async_images_per_sec: async_rate,
+                asynchronous: go_async,
+            });
+            log::info!("{}: {:?}", contender.name, chosen);
+            if !done {
+                clock.start();
+                if go_async {
+                    train_concurrent(
+                        contender,
+                        &plan,
+                        &built,
+                        task,
+                        options.seed ^ 0x5eed,
+                        &gate,
+                        &mut clock,
+                        &mut progress,
+                        None,
+                    )?;
+                } else {
+                    sync(plan.clone(), &mut built, &mut clock, &mut progress, None)?;
+                }
+            }
             (plan, Vec::new())
         }
     };
@@ -849,6 +931,7 @@ pub fn train_to_accuracy(
             .collect(),
         dropped_gradients: dropped,
         resized,
+        chosen,
         plan,
     })
 }
@@ -859,7 +942,7 @@ fn train_sync(
     contender: &Contender,
     workload: &GraphWorkload,
     mut plan: DataParallelPlan,
-    mut built: Built,
+    built: &mut Built,
     task: &LabelledTask,
     cluster: &Cluster,
     config: &SessionConfig,
@@ -867,9 +950,17 @@ fn train_sync(
     gate: &Gate,
     clock: &mut Clock,
     progress: &mut Progress<'_>,
-) -> Result<(DataParallelPlan, Vec<Vec<usize>>)> {
-    let mut sampler = Sampler::new(task.train.len(), progress.options.seed);
+    until: Option<f64>,
+) -> Result<(DataParallelPlan, Vec<Vec<usize>>, bool)> {
+    let mut sampler = Sampler::new(
+        task.train.len(),
+        progress
+            .options
+            .seed
+            .wrapping_add(clock.seconds().to_bits()),
+    );
     let mut resized = Vec::new();
+    let mut resizer = Resizer::default();
     let mut step = 0usize;
     loop {
         let tensors = plan
@@ -884,9 +975,7 @@ fn train_sync(
             .zip(&tensors)
             .flat_map(|((xo, yo), (x, y))| [(xo, x), (yo, y)])
             .collect();
-        let Targets::Sync { train, loss } = &built.targets else {
-            unreachable!("a synchronous build has synchronous targets")
-        };
+        let (train, loss) = (&built.sync.0, &built.sync.1);
         let feedback = contender
             .feedback
             .as_ref()
@@ -920,14 +1009,14 @@ fn train_sync(
         account(gate, &plan, true);
         step += 1;
         if let (Some(f), Some(stats)) = (feedback, stats) {
-            if let Some(new) = resize(&plan, &stats, f)? {
+            if let Some(new) = resizer.propose(&plan, &stats, f)? {
                 // The variables move to a graph with the new shares (a session of its own).
                 let checkpoint = checkpoint::save(&built.session, &built.state, step)?;
                 let next = build(workload, &new, Mode::Sync, cluster, config, tag)?;
                 checkpoint::restore(&next.session, &next.state, &checkpoint)?;
                 remap_counts(gate, &plan, &new);
                 resized.push(new.replicas.iter().map(|r| r.batch).collect());
-                built = next;
+                *built = next;
                 plan = new;
             }
         }
@@ -937,12 +1026,14 @@ fn train_sync(
             let stop = progress.evaluate(&built.session, &built.state, clock, samples, updates)?;
             clock.start();
             if stop {
-                break;
+                clock.stop();
+                return Ok((plan, resized, true));
             }
         }
+        if until.is_some_and(|u| clock.seconds() >= u) {
+            return Ok((plan, resized, false));
+        }
     }
-    clock.stop();
-    Ok((plan, resized))
 }
 
 /// Carries each worker's counts from `old`'s replica order to `new`'s (workers left out keep
@@ -992,54 +1083,91 @@ fn totals(gate: &Gate) -> (u64, u64) {
     (s.samples.iter().sum::<u64>() + s.retired_samples, s.updates)
 }
 
-/// LB-BSP: each replica's throughput from its measured compute time in a traced step (its
-/// calibrated fixed cost taken off), and the planner's shares for those throughputs; `None`
-/// when no share would move by at least 2 samples and 10 %.
-fn resize(
-    plan: &DataParallelPlan,
-    stats: &crate::proto::StepStats,
-    feedback: &Feedback,
-) -> Result<Option<DataParallelPlan>> {
-    let spans = replica_spans_ms(plan, stats);
-    if spans.len() != plan.replicas.len() {
-        return Ok(None);
-    }
-    let capacity: Vec<WorkerCapacity> = feedback
-        .capacity
-        .iter()
-        .map(|c| {
-            let measured = plan
-                .replicas
-                .iter()
-                .zip(&spans)
-                .find(|(r, _)| r.device == c.device)
-                .map(|(r, (_, ms))| r.batch as f64 / ((ms - c.fixed_ms).max(1.0) / 1e3));
-            WorkerCapacity {
-                samples_per_sec: measured.unwrap_or(c.samples_per_sec),
-                ..c.clone()
+/// LB-BSP's feedback, damped against measurement noise: each replica's throughput from its
+/// compute time in traced steps (its calibrated fixed cost taken off), the median of the last
+/// [`Resizer::KEEP`] measurements per worker, and the planner's shares for those throughputs —
+/// taken only when they are predicted at least 10 % faster than the shares in use (a re-size
+/// costs a new session).
+#[derive(Default)]
+struct Resizer {
+    history: BTreeMap<String, Vec<f64>>,
+}
+
+impl Resizer {
+    /// Measurements kept per worker.
+    const KEEP: usize = 3;
+
+    fn propose(
+        &mut self,
+        plan: &DataParallelPlan,
+        stats: &crate::proto::StepStats,
+        feedback: &Feedback,
+    ) -> Result<Option<DataParallelPlan>> {
+        for (device, ms) in replica_spans_ms(plan, stats) {
+            let (Some(r), Some(c)) = (
+                plan.replicas.iter().find(|r| r.device == device),
+                feedback.capacity.iter().find(|c| c.device == device),
+            ) else {
+                continue;
+            };
+            let rate = r.batch as f64 / ((ms - c.fixed_ms).max(1.0) / 1e3);
+            let h = self.history.entry(device).or_default();
+            h.push(rate);
+            if h.len() > Self::KEEP {
+                h.remove(0);
             }
-        })
-        .collect();
-    let mut new = infra_aware(
-        &capacity,
-        &feedback.ps,
-        &feedback.vars,
-        plan.global_batch(),
-        &feedback.options,
-    )?;
-    new.strategy = plan.strategy.clone();
-    new.replicas.retain(|r| r.batch > 0);
-    let share = |p: &DataParallelPlan, d: &str| {
-        p.replicas
+        }
+        // Only on a full window of measurements of every replica in use.
+        let full = plan.replicas.iter().all(|r| {
+            self.history
+                .get(&r.device)
+                .is_some_and(|h| h.len() >= Self::KEEP)
+        });
+        if !full {
+            return Ok(None);
+        }
+        let capacity: Vec<WorkerCapacity> = feedback
+            .capacity
             .iter()
-            .find(|r| r.device == d)
-            .map_or(0, |r| r.batch) as i64
-    };
-    let moved = new.replicas.iter().chain(&plan.replicas).any(|r| {
-        let (a, b) = (share(plan, &r.device), share(&new, &r.device));
-        (a - b).abs() >= 2 && (a - b).abs() as f64 >= 0.1 * a.max(b) as f64
-    });
-    Ok(moved.then_some(new))
+            .map(|c| WorkerCapacity {
+                samples_per_sec: self
+                    .history
+                    .get(&c.device)
+                    .and_then(|h| median_of(h))
+                    .unwrap_or(c.samples_per_sec),
+                ..c.clone()
+            })
+            .collect();
+        let mut new = infra_aware(
+            &capacity,
+            &feedback.ps,
+            &feedback.vars,
+            plan.global_batch(),
+            &feedback.options,
+        )?;
+        new.strategy = plan.strategy.clone();
+        new.replicas.retain(|r| r.batch > 0);
+        let predict = |p: &DataParallelPlan| -> Option<f64> {
+            data_parallel::predict_step_ms(p, &capacity, feedback.options.per_replica_overhead_ms)
+        };
+        Ok(match (predict(plan), predict(&new)) {
+            (Some(now), Some(then)) if then <= 0.9 * now && new.replicas != plan.replicas => {
+                // The new shares are measured afresh.
+                self.history.clear();
+                Some(new)
+            }
+            _ => None,
+        })
+    }
+}
+
+fn median_of(xs: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
 }
 
 /// Asynchronous or backup-worker training: one thread per worker, the coordinator evaluating
@@ -1054,9 +1182,10 @@ fn train_concurrent(
     gate: &Gate,
     clock: &mut Clock,
     progress: &mut Progress<'_>,
-) -> Result<()> {
+    until: Option<f64>,
+) -> Result<bool> {
     let workers = plan.replicas.len();
-    let result = std::thread::scope(|scope| -> Result<()> {
+    let result = std::thread::scope(|scope| -> Result<bool> {
         for (k, replica) in plan.replicas.iter().enumerate() {
             let worker_seed = seed.wrapping_add(1 + k as u64);
             scope.spawn(move || {
@@ -1065,14 +1194,17 @@ fn train_concurrent(
                 }
             });
         }
-        let outcome = coordinate(contender, workers, built, gate, clock, progress);
+        let outcome = coordinate(contender, workers, built, gate, clock, progress, until);
         gate.stop();
         outcome
     });
     clock.stop();
-    if let Some(e) = gate.lock().error.take() {
+    let mut s = gate.lock();
+    if let Some(e) = s.error.take() {
         return Err(e);
     }
+    // Ready for another phase.
+    s.stop = false;
     result
 }
 
@@ -1139,7 +1271,7 @@ fn worker_loop(
                 )
                 .map(|_| Ok(()))
             }
-            Targets::Sync { .. } => Ok(Ok(())),
+            Targets::Sync => Ok(Ok(())),
         };
         let mut s = gate.lock();
         s.in_flight -= 1;
@@ -1171,7 +1303,8 @@ fn coordinate(
     gate: &Gate,
     clock: &mut Clock,
     progress: &mut Progress<'_>,
-) -> Result<()> {
+    until: Option<f64>,
+) -> Result<bool> {
     let chief = match (&built.targets, contender.mode) {
         (
             Targets::Backup {
@@ -1191,7 +1324,10 @@ fn coordinate(
     };
     loop {
         if gate.lock().stop {
-            return Ok(());
+            return Ok(true);
+        }
+        if until.is_some_and(|u| clock.seconds() >= u) {
+            return Ok(false);
         }
         match &chief {
             Some((train, num_required, n)) => {
@@ -1219,7 +1355,7 @@ fn coordinate(
             clock.start();
             gate.resume();
             if stop? {
-                return Ok(());
+                return Ok(true);
             }
         }
     }
