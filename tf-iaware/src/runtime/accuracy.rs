@@ -821,23 +821,23 @@ pub fn train_to_accuracy(
             until,
         )
     };
+    let concurrent = |plan: &DataParallelPlan,
+                      built: &Built,
+                      seed,
+                      clock: &mut Clock,
+                      progress: &mut Progress<'_>,
+                      until| {
+        train_concurrent(
+            contender, plan, built, task, seed, &gate, clock, progress, until,
+        )
+    };
     let (plan, resized) = match contender.mode {
         Mode::Sync => {
             let (plan, resized, _) = sync(plan, &mut built, &mut clock, &mut progress, None)?;
             (plan, resized)
         }
         Mode::Async | Mode::Backup { .. } => {
-            train_concurrent(
-                contender,
-                &plan,
-                &built,
-                task,
-                options.seed,
-                &gate,
-                &mut clock,
-                &mut progress,
-                None,
-            )?;
+            concurrent(&plan, &built, options.seed, &mut clock, &mut progress, None)?;
             (plan, Vec::new())
         }
         Mode::Adaptive => {
@@ -853,13 +853,10 @@ pub fn train_to_accuracy(
             if !done {
                 clock.start();
                 let until = Some(middle.0 + PROBE_S);
-                done = train_concurrent(
-                    contender,
+                done = concurrent(
                     &plan,
                     &built,
-                    task,
                     options.seed,
-                    &gate,
                     &mut clock,
                     &mut progress,
                     until,
@@ -876,13 +873,10 @@ pub fn train_to_accuracy(
             if !done {
                 clock.start();
                 if go_async {
-                    train_concurrent(
-                        contender,
+                    concurrent(
                         &plan,
                         &built,
-                        task,
                         options.seed ^ 0x5eed,
-                        &gate,
                         &mut clock,
                         &mut progress,
                         None,
