@@ -6,12 +6,15 @@
 use std::path::Path;
 
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware::graph::analyze::analyze_bytes;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;
 use tf_iaware::runtime::accuracy::{
-    train_to_accuracy, AccuracyOptions, AccuracyReport, Contender, Feedback, LabelledTask, Mode,
+    train_to_accuracy, AccuracyModel, AccuracyOptions, AccuracyReport, Contender, Feedback,
+    LabelledTask, Mode,
 };
 use tf_iaware::runtime::data_parallel;
+use tf_iaware::runtime::Sidecar;
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_tf-iaware"))
@@ -45,7 +48,8 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
     let vars = replicated::variables("mlp").unwrap();
     let equal = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
-    let task = LabelledTask::digits("mlp", 0.2, 1).unwrap();
+    let model = AccuracyModel::zoo("mlp", 3).unwrap();
+    let task = LabelledTask::digits(&model, 0.2, 1).unwrap();
     assert_eq!(task.train.len() + task.test.len(), 1797);
     // A target nobody reaches: each contender trains for its whole time.
     let options = AccuracyOptions {
@@ -61,7 +65,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
             mode,
             feedback,
         };
-        let r = train_to_accuracy(&contender, &task, &devices, &config, &options).unwrap();
+        let r = train_to_accuracy(&contender, &model, &task, &devices, &config, &options).unwrap();
         eprintln!("{}", summary(&r));
         assert!(!r.curve.is_empty(), "evaluated at least once");
         assert!(r.eval_seconds > 0.0);
@@ -156,4 +160,65 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
             lbbsp.resized
         );
     }
+
+    // A graph exported by Python TensorFlow (two conv + batch-norm blocks, Adam, 16×16×3
+    // inputs), its sidecar naming the logits: the digits enlarged ×2 with repeated channels.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let bytes = std::fs::read(dir.join("tf1_cnn_adam.pb")).unwrap();
+    let mut sidecar = Sidecar::load(&dir.join("tf1_cnn_adam.json")).unwrap();
+    sidecar.logits = Some("logits/BiasAdd".into());
+    let analyzed = analyze_bytes(&bytes, "tf1_cnn_adam.pb").unwrap();
+    let python = AccuracyModel::graph("tf1_cnn_adam", analyzed, sidecar).unwrap();
+    let python_task = LabelledTask::digits(&python, 0.2, 1).unwrap();
+    assert_eq!(python_task.train.shape, [16, 16, 3]);
+    // Its gradients are built under `control_dependencies(UPDATE_OPS)`: every tower waits for
+    // the batch-norm averages replica 0 updates, so towers cannot step on their own.
+    let asynchronous = Contender {
+        name: "async-ps".into(),
+        plan: equal.clone(),
+        mode: Mode::Async,
+        feedback: None,
+    };
+    let refused = train_to_accuracy(
+        &asynchronous,
+        &python,
+        &python_task,
+        &devices,
+        &config,
+        &options,
+    )
+    .expect_err("towers linked through replica 0 cannot run asynchronously");
+    assert!(
+        refused
+            .to_string()
+            .contains("train this graph synchronously"),
+        "{refused}"
+    );
+    // Synchronously, on the fast worker (the slow one has a twelfth of its CPU).
+    let python_vars = tf_iaware::runtime::replicated::variables(&python.workload.analyzed.op_graph);
+    let contender = Contender {
+        name: "replica-setter".into(),
+        plan: parallel::replica_setter(&workers[..1], &ps, &python_vars, 32).unwrap(),
+        mode: Mode::Sync,
+        feedback: None,
+    };
+    let longer = AccuracyOptions {
+        max_train_s: 12.0,
+        ..options.clone()
+    };
+    let r = train_to_accuracy(
+        &contender,
+        &python,
+        &python_task,
+        &devices,
+        &config,
+        &longer,
+    )
+    .unwrap();
+    eprintln!("python cnn {}", summary(&r));
+    assert!(
+        r.final_accuracy > 0.2,
+        "the Python graph learns the digits: {}",
+        summary(&r)
+    );
 }

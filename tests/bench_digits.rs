@@ -38,6 +38,35 @@ fn bad_flags_fail_before_a_cluster_starts() {
         (&["--data", "digits", "--model", "nosuch"], "nosuch"),
         (&["--strategies", "async-ps"], "--data digits"),
         (
+            &[
+                "--data",
+                "digits",
+                "--graph",
+                "tests/fixtures/tf1_cnn_adam.pb",
+            ],
+            "has no `logits`",
+        ),
+        (
+            &[
+                "--data",
+                "digits",
+                "--graph",
+                "tests/fixtures/tf1_mlp_momentum.pb",
+            ],
+            "has no `logits`",
+        ),
+        (
+            &[
+                "--data",
+                "digits",
+                "--graph",
+                "tests/fixtures/tf1_cnn_adam.pb",
+                "--meta",
+                "tests/fixtures/tf1_cnn_adam_logits.json",
+            ],
+            "async-ps cannot train",
+        ),
+        (
             &["--data", "digits", "--json", "/nonexistent-dir/report.json"],
             "/nonexistent-dir/report.json",
         ),

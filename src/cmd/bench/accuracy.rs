@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::emulate::{EmulatedCluster, Scenario};
 use tf_iaware::runtime::accuracy::{
-    check_backups, contender, train_to_accuracy, AccuracyOptions, AccuracyReport, LabelledTask,
-    Planning, CONTENDERS,
+    check_backups, contender, contender_mode, train_to_accuracy, AccuracyModel, AccuracyOptions,
+    AccuracyReport, LabelledTask, Planning, CONTENDERS,
 };
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::replicated::Workload;
@@ -92,9 +92,6 @@ pub fn run(args: &Args) -> Result<()> {
             );
         }
     }
-    if args.graph.is_some() {
-        bail!("--data digits trains a zoo model (--model); --graph takes synthetic data only");
-    }
     if args.repeats == 0 || args.batch == 0 {
         bail!("--repeats and --batch must be at least 1");
     }
@@ -109,7 +106,27 @@ pub fn run(args: &Args) -> Result<()> {
     if names.iter().any(|n| n == "sync-backup") {
         check_backups(args.backup_workers, scenario.workers.len())?;
     }
-    let task = LabelledTask::digits(&args.model, args.held_out, 1)?;
+    // A zoo model, or a graph of the user's own whose sidecar names its logits.
+    let (model, workload) = match &args.graph {
+        None => (
+            AccuracyModel::zoo(&args.model, 1)?,
+            Workload::from(&args.model),
+        ),
+        Some(path) => {
+            let analyzed = crate::common::load_graph(path)?;
+            let sidecar = crate::common::load_sidecar(path, args.meta.as_ref(), &analyzed)?;
+            let name = path.display().to_string();
+            let workload =
+                Workload::graph(&name, crate::common::load_graph(path)?, sidecar.clone())?;
+            (AccuracyModel::graph(&name, analyzed, sidecar)?, workload)
+        }
+    };
+    let task = LabelledTask::digits(&model, args.held_out, 1)?;
+    for name in &names {
+        model
+            .check_mode(contender_mode(name))
+            .with_context(|| format!("{name} cannot train {}", model.workload.name))?;
+    }
     for path in [&args.json, &args.svg].into_iter().flatten() {
         check_writable(path)?;
     }
@@ -126,7 +143,6 @@ pub fn run(args: &Args) -> Result<()> {
     let (devices, mut config) = cluster.connect()?;
     config.isolate_state = true;
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
-    let workload = Workload::from(&args.model);
     let vars = workload.variables()?;
     let (_, calibration) = calibrate(args, &workload, &devices, &config, &workers, &ps)?;
     let memory = workload.replica_memory().ok();
@@ -159,7 +175,7 @@ pub fn run(args: &Args) -> Result<()> {
         "digits: {} training and {} held-out images for {}, target {:.0} % held-out accuracy",
         task.train.len(),
         task.test.len(),
-        args.model,
+        model.workload.name,
         args.target_accuracy * 100.0
     );
 
@@ -168,7 +184,7 @@ pub fn run(args: &Args) -> Result<()> {
         // Interleaved: each round starts with the next contender.
         for i in 0..contenders.len() {
             let c = &contenders[(i + round) % contenders.len()];
-            let r = train_to_accuracy(c, &task, &devices, &config, &options)
+            let r = train_to_accuracy(c, &model, &task, &devices, &config, &options)
                 .with_context(|| format!("{} (round {})", c.name, round + 1))?;
             println!(
                 "round {} {:<18} {:>9}  {:>6} updates  {:>7.1} images/sec  accuracy {:.3}  (eval {:.1} s)",
@@ -271,14 +287,19 @@ pub fn run(args: &Args) -> Result<()> {
             .collect();
         std::fs::write(
             path,
-            svg::accuracy_chart(&first, &scenario.name, &args.model, args.target_accuracy),
+            svg::accuracy_chart(
+                &first,
+                &scenario.name,
+                &model.workload.name,
+                args.target_accuracy,
+            ),
         )
         .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.json {
         let report = AccuracyBench {
             scenario,
-            model: args.model.clone(),
+            model: model.workload.name.clone(),
             data: "digits",
             data_source: tf_iaware::data::DIGITS_SOURCE,
             data_licence: tf_iaware::data::DIGITS_LICENCE,

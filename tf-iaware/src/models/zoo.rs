@@ -118,6 +118,7 @@ pub(crate) fn assemble(
         loss: "loss".into(),
         one_hot: vec!["y".into()],
         batch: Some(batch),
+        logits: Some(LOGITS.into()),
     };
     Ok(Model {
         name: name.into(),

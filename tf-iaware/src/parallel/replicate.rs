@@ -532,6 +532,14 @@ pub fn replicate(
         loss: sidecar.loss.clone(),
         one_hot: Vec::new(),
         batch: Some(global),
+        // Replica 0's copy where the logits are replicated (they are on the loss's path).
+        logits: sidecar
+            .logits
+            .as_ref()
+            .map(|l| match index.get(l.as_str()) {
+                Some(&i) if replicated[i] => replica_name(0, l),
+                _ => l.clone(),
+            }),
     };
     let fed = if data == BatchData::Feed {
         replicas.as_slice()

@@ -13,8 +13,10 @@
 //!
 //! Pure: the replicated GraphDef in, the same with the new ops out.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+
 use crate::error::{Error, Result};
-use crate::proto::{AttrValue, NodeDef, TensorShapeProto};
+use crate::proto::{AttrValue, GraphDef, NodeDef, TensorShapeProto};
 
 use super::replicate::{new_node, replica_name, type_attr, Replication, Role};
 
@@ -93,6 +95,86 @@ fn with_data_input(inputs: &[String], at: usize, tensor: &str) -> Result<Vec<Str
     }
 }
 
+/// The control inputs a copy of a shared update keeps when replica `k` alone (or, with `None`,
+/// no replica) runs it: a control input on some replica's op becomes one on replica `k`'s copy
+/// (or is dropped), and the stateful writes [`Replication::once`] runs from replica 0 are
+/// dropped (replica 0's own target runs them instead, [`once_controls`]).
+fn controls_for(inputs: &[String], k: Option<usize>, once: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let Some(name) = input.strip_prefix('^') else {
+            out.push(input.clone());
+            continue;
+        };
+        let replica_op = name
+            .strip_prefix("replica_")
+            .and_then(|rest| rest.split_once('/'))
+            .filter(|(index, _)| index.parse::<usize>().is_ok());
+        let kept = match (replica_op, k) {
+            (Some((_, op)), Some(k)) => Some(format!("^{}", replica_name(k, op))),
+            (Some(_), None) => None,
+            (None, _) if once.iter().any(|o| o == name) => None,
+            (None, _) => Some(input.clone()),
+        };
+        if let Some(c) = kept.filter(|c| !out.contains(c)) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Checks that what `target` runs needs no op of a replica other than `k` (`None`: of no
+/// replica): a worker's own step must not wait for another's batch.
+///
+/// # Errors
+/// [`Error::Replication`] naming the op of the other replica and the op that needs it.
+fn check_independent(
+    graph: &GraphDef,
+    roles: &BTreeMap<String, Role>,
+    target: &str,
+    k: Option<usize>,
+) -> Result<()> {
+    let index: HashMap<&str, &NodeDef> = graph.node.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut stack: Vec<(&str, &str)> = vec![(target, target)];
+    while let Some((name, parent)) = stack.pop() {
+        if !seen.insert(name) {
+            continue;
+        }
+        if let Some(Role::Replica(j)) = roles.get(name) {
+            if Some(*j) != k {
+                return Err(Error::Replication {
+                    op: parent.into(),
+                    reason: format!(
+                        "needs `{name}` of replica {j}, so {} would wait for another worker's \
+                         batch: asynchronous and backup-worker training need towers that do not \
+                         depend on each other (a control dependency on a once-run update, such \
+                         as batch-norm moving averages under `control_dependencies`, links them); \
+                         train this graph synchronously",
+                        match k {
+                            Some(k) => format!("replica {k}'s step"),
+                            None => "the chief's step".into(),
+                        }
+                    ),
+                });
+            }
+        }
+        if let Some(node) = index.get(name) {
+            for input in &node.input {
+                let src = input.trim_start_matches('^');
+                let src = src.split(':').next().unwrap_or(src);
+                stack.push((src, name));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Control inputs on the once-run stateful writes, for replica 0's target.
+fn once_controls(rep: &Replication) -> Vec<String> {
+    rep.once.iter().map(|o| format!("^{o}")).collect()
+}
+
 /// The loss tensor of every replica (`replica_k/<loss>`).
 fn replica_losses(rep: &Replication) -> Vec<String> {
     (0..rep.replicas.len())
@@ -114,7 +196,11 @@ pub fn add_async_updates(rep: &mut Replication) -> Result<AsyncTargets> {
             let base = update_node(rep, &g.update)?;
             let mut copy = base.clone();
             copy.name = replica_name(k, &format!("{ASYNC_PREFIX}/{}", g.update));
-            copy.input = with_data_input(&base.input, g.grad_input, &g.per_replica[k])?;
+            copy.input = controls_for(
+                &with_data_input(&base.input, g.grad_input, &g.per_replica[k])?,
+                Some(k),
+                &rep.once,
+            );
             updates.push(format!("^{}", copy.name));
             nodes.push((
                 copy,
@@ -123,6 +209,9 @@ pub fn add_async_updates(rep: &mut Replication) -> Result<AsyncTargets> {
                 },
             ));
         }
+        if k == 0 {
+            updates.extend(once_controls(rep));
+        }
         let name = replica_name(k, &format!("{ASYNC_PREFIX}/train"));
         nodes.push((new_node(&name, "NoOp", updates, vec![]), Role::Replica(k)));
         train.push(name);
@@ -130,6 +219,9 @@ pub fn add_async_updates(rep: &mut Replication) -> Result<AsyncTargets> {
     for (node, role) in nodes {
         rep.roles.insert(node.name.clone(), role);
         rep.graph_def.node.push(node);
+    }
+    for (k, t) in train.iter().enumerate() {
+        check_independent(&rep.graph_def, &rep.roles, t, Some(k))?;
     }
     Ok(AsyncTargets {
         train,
@@ -248,12 +340,19 @@ pub fn add_backup_accumulators(
         ));
         let mut copy = base.clone();
         copy.name = format!("{BACKUP_PREFIX}/{}", g.update);
-        copy.input = with_data_input(&base.input, g.grad_input, &take)?;
+        copy.input = controls_for(
+            &with_data_input(&base.input, g.grad_input, &take)?,
+            None,
+            &rep.once,
+        );
         applied.push(format!("^{}", copy.name));
         nodes.push((copy, role()));
     }
     let mut push = Vec::with_capacity(replicas);
-    for (k, deps) in pushes.into_iter().enumerate() {
+    for (k, mut deps) in pushes.into_iter().enumerate() {
+        if k == 0 {
+            deps.extend(once_controls(rep));
+        }
         let name = replica_name(k, &format!("{BACKUP_PREFIX}/push"));
         nodes.push((new_node(&name, "NoOp", deps, vec![]), Role::Replica(k)));
         push.push(name);
@@ -264,6 +363,10 @@ pub fn add_backup_accumulators(
         rep.roles.insert(node.name.clone(), role);
         rep.graph_def.node.push(node);
     }
+    for (k, p) in push.iter().enumerate() {
+        check_independent(&rep.graph_def, &rep.roles, p, Some(k))?;
+    }
+    check_independent(&rep.graph_def, &rep.roles, &train, None)?;
     Ok(BackupTargets {
         push,
         local_step,
@@ -286,5 +389,36 @@ mod tests {
         let out = with_data_input(&inputs, 2, "replica_1/g").unwrap();
         assert_eq!(out, ["var", "^ctl", "lr", "replica_1/g", "m"]);
         assert!(with_data_input(&inputs, 9, "x").is_err());
+    }
+
+    #[test]
+    fn controls_follow_the_replica_and_leave_once_writes_to_replica_0() {
+        let inputs: Vec<String> = [
+            "var",
+            "grad",
+            "^replica_0/bn/update",
+            "^replica_1/bn/update",
+            "^moving_mean/assign",
+            "^global_step",
+            "^replica_x/not_a_replica",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let once = vec!["moving_mean/assign".to_string()];
+        assert_eq!(
+            controls_for(&inputs, Some(1), &once),
+            [
+                "var",
+                "grad",
+                "^replica_1/bn/update",
+                "^global_step",
+                "^replica_x/not_a_replica"
+            ]
+        );
+        assert_eq!(
+            controls_for(&inputs, None, &once),
+            ["var", "grad", "^global_step", "^replica_x/not_a_replica"]
+        );
     }
 }

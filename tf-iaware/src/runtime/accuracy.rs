@@ -92,35 +92,136 @@ pub struct Contender {
     pub feedback: Option<Feedback>,
 }
 
-/// A zoo model and real labelled images mapped into its input, split into training and
-/// held-out images.
+/// A model trained to an accuracy: a single-tower training graph whose sidecar names its
+/// logits (replicated per plan like any data-parallel workload), a zoo model or a user's own.
+pub struct AccuracyModel {
+    /// The graph, its sidecar and its name, its batch fed per step.
+    pub workload: GraphWorkload,
+}
+
+impl AccuracyModel {
+    /// Zoo model `name`, initial values drawn with `seed`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownModel`]; the errors of building it.
+    pub fn zoo(name: &str, seed: u64) -> Result<AccuracyModel> {
+        let m = crate::models::zoo::build(name, 64, seed)?;
+        AccuracyModel::graph(name, analyze_graph(m.net.graph())?, m.sidecar)
+    }
+
+    /// A training graph of the user's own; its sidecar must name the `logits` and mark the label
+    /// input one-hot.
+    ///
+    /// # Errors
+    /// [`Error::Sidecar`] if the sidecar has no `logits`, no one-hot label input, or not
+    /// exactly one image input.
+    pub fn graph(
+        name: &str,
+        analyzed: crate::graph::analyze::Analyzed,
+        sidecar: super::Sidecar,
+    ) -> Result<AccuracyModel> {
+        let missing = |reason: &str| Error::Sidecar {
+            path: name.into(),
+            reason: reason.into(),
+        };
+        if sidecar.logits.is_none() {
+            return Err(missing(
+                "has no `logits` (the op whose output 0 is [batch, classes]): held-out accuracy \
+                 needs it",
+            ));
+        }
+        label_input(&sidecar)?;
+        if sidecar.inputs.len() != 2 {
+            return Err(missing(
+                "needs exactly two inputs, the images and the one-hot labels",
+            ));
+        }
+        Ok(AccuracyModel {
+            workload: GraphWorkload {
+                name: name.into(),
+                analyzed,
+                sidecar,
+                data: BatchData::Feed,
+            },
+        })
+    }
+
+    /// Checks, without TensorFlow, that the model's graph can be trained in `mode`: replicated
+    /// over two replicas and rewritten for it (asynchronous and backup-worker updates need towers
+    /// that do not depend on each other).
+    ///
+    /// # Errors
+    /// [`Error::Replication`] naming the op that prevents it.
+    pub fn check_mode(&self, mode: Mode) -> Result<()> {
+        let device = |k: usize| format!("/job:worker/replica:0/task:{k}/device:CPU:0");
+        let plan = DataParallelPlan {
+            strategy: "check".into(),
+            replicas: (0..2)
+                .map(|k| Replica {
+                    device: device(k),
+                    batch: 1,
+                })
+                .collect(),
+            variable_devices: BTreeMap::new(),
+            global_device: device(0),
+            predicted_step_ms: None,
+        };
+        let w = &self.workload;
+        let mut rep = replicate(
+            &w.analyzed.graph_def,
+            &w.analyzed.signatures,
+            &w.sidecar,
+            &plan,
+            BatchData::Feed,
+        )?;
+        match mode {
+            Mode::Sync => Ok(()),
+            Mode::Async | Mode::Adaptive => add_async_updates(&mut rep).map(|_| ()),
+            Mode::Backup { .. } => add_backup_accumulators(&mut rep, "check").map(|_| ()),
+        }
+    }
+
+    /// Shape of one input image (the image input's shape without its batch dimension) and the
+    /// number of classes (the label input's last dimension).
+    ///
+    /// # Errors
+    /// [`Error::Sidecar`] if the sidecar lacks the inputs.
+    pub fn input_shape(&self) -> Result<(Vec<i64>, usize)> {
+        let sidecar = &self.workload.sidecar;
+        let image = &sidecar.inputs[&image_input(sidecar)?];
+        let label = &sidecar.inputs[&label_input(sidecar)?];
+        Ok((
+            image.iter().skip(1).copied().collect(),
+            label.last().copied().unwrap_or(0).max(0) as usize,
+        ))
+    }
+}
+
+/// Real labelled images mapped into a model's input, split into training and held-out images.
 #[derive(Clone, Debug)]
 pub struct LabelledTask {
-    /// Zoo model name.
-    pub model: String,
     pub train: LabelledImages,
     pub test: LabelledImages,
 }
 
 impl LabelledTask {
-    /// The 8×8 digits ([`crate::data::digits`]) for zoo model `model`, `held_out` of each class
-    /// held out (split drawn with `seed`).
+    /// The 8×8 digits ([`crate::data::digits`]) for `model`, `held_out` of each class held out
+    /// (split drawn with `seed`).
     ///
     /// # Errors
-    /// [`Error::UnknownModel`]; [`Error::InvalidArgument`] if the images do not fit the model or
-    /// the split is empty on a side.
-    pub fn digits(model: &str, held_out: f64, seed: u64) -> Result<LabelledTask> {
-        let (shape, classes) = crate::models::zoo::input_shape(model)?;
+    /// [`Error::InvalidArgument`] if the model does not have ten classes, the images do not fit
+    /// its input or the split is empty on a side.
+    pub fn digits(model: &AccuracyModel, held_out: f64, seed: u64) -> Result<LabelledTask> {
+        let (shape, classes) = model.input_shape()?;
         let all = crate::data::digits();
-        if classes as usize != all.classes {
+        if classes != all.classes {
             return Err(Error::InvalidArgument {
-                what: format!("model `{model}`"),
+                what: format!("model `{}`", model.workload.name),
                 reason: format!("has {classes} classes; the digits have {}", all.classes),
             });
         }
         let (train, test) = all.split(held_out, seed)?;
         Ok(LabelledTask {
-            model: model.into(),
             train: train.fit_to(&shape)?,
             test: test.fit_to(&shape)?,
         })
@@ -218,6 +319,16 @@ pub const CONTENDERS: &[&str] = &[
     "infra-aware",
     "infra-aware-async",
 ];
+
+/// How contender `name` (one of [`CONTENDERS`]) trains (backup workers: one, for the check).
+pub fn contender_mode(name: &str) -> Mode {
+    match name {
+        "async-ps" => Mode::Async,
+        "sync-backup" => Mode::Backup { backups: 1 },
+        "infra-aware-async" => Mode::Adaptive,
+        _ => Mode::Sync,
+    }
+}
 
 /// What [`contender`] plans from.
 pub struct Planning<'a> {
@@ -322,13 +433,12 @@ pub struct Evaluator {
 const LOCAL_CPU: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
 
 impl Evaluator {
-    /// An evaluator of zoo model `model` on `test`.
+    /// An evaluator of `model` on `test`.
     ///
     /// # Errors
-    /// The errors of building, replicating and importing the model.
-    pub fn new(model: &str, test: &LabelledImages, seed: u64) -> Result<Evaluator> {
-        let m = crate::models::zoo::build(model, test.len(), seed)?;
-        let analyzed = analyze_graph(m.net.graph())?;
+    /// The errors of replicating and importing the model.
+    pub fn new(model: &AccuracyModel, test: &LabelledImages) -> Result<Evaluator> {
+        let (analyzed, sidecar) = (&model.workload.analyzed, &model.workload.sidecar);
         // One replica over the whole held-out set: the same checkpoint ops as training has.
         let plan = DataParallelPlan {
             strategy: "evaluation".into(),
@@ -343,7 +453,7 @@ impl Evaluator {
         let rep = replicate(
             &analyzed.graph_def,
             &analyzed.signatures,
-            &m.sidecar,
+            sidecar,
             &plan,
             BatchData::Feed,
         )?;
@@ -352,12 +462,13 @@ impl Evaluator {
         let session = PlacedSession::new(graph, &SessionConfig::default())?;
         let init = session.op(&rep.sidecar.init, "evaluation init")?;
         session.run(&[], &[init], &[], false)?;
-        let x = session.op(&replica_name(0, &image_input(&m.sidecar)?), "evaluation")?;
-        let logits = session.op(crate::models::zoo::LOGITS, "evaluation")?;
+        let x = session.op(&replica_name(0, &image_input(sidecar)?), "evaluation")?;
+        let logits = rep.sidecar.logits.as_deref().unwrap_or_default();
+        let logits = session.op(logits, "sidecar `logits`")?;
         let dims: Vec<u64> = std::iter::once(test.len() as u64)
             .chain(test.shape.iter().map(|&d| d as u64))
             .collect();
-        let dims = match m.sidecar.inputs.get(&image_input(&m.sidecar)?) {
+        let dims = match sidecar.inputs.get(&image_input(sidecar)?) {
             // A flat input (`mlp`): [batch, H·W·C].
             Some(s) if s.len() == 2 => vec![test.len() as u64, test.image_len() as u64],
             _ => dims,
@@ -774,6 +885,7 @@ fn check_options(options: &AccuracyOptions, contender: &Contender) -> Result<()>
 /// failed); [`Error::NonFiniteLoss`] if training diverges.
 pub fn train_to_accuracy(
     contender: &Contender,
+    model: &AccuracyModel,
     task: &LabelledTask,
     cluster: &Cluster,
     config: &SessionConfig,
@@ -790,16 +902,10 @@ pub fn train_to_accuracy(
             .collect(),
         ..contender.plan.clone()
     };
-    let model = crate::models::zoo::build(&task.model, plan.global_batch().max(1), options.seed)?;
-    let workload = GraphWorkload {
-        name: task.model.clone(),
-        analyzed: analyze_graph(model.net.graph())?,
-        sidecar: model.sidecar,
-        data: BatchData::Feed,
-    };
-    let evaluator = Evaluator::new(&task.model, &task.test, options.seed)?;
+    let workload = &model.workload;
+    let evaluator = Evaluator::new(model, &task.test)?;
     let tag = format!("{}-{}", contender.name, std::process::id());
-    let built = build(&workload, &plan, contender.mode, cluster, config, &tag)?;
+    let built = build(workload, &plan, contender.mode, cluster, config, &tag)?;
     let init = built.session.op(&workload.sidecar.init, "init")?;
     built.session.run(&[], &[init], &[], false)?;
     let mut progress = Progress {
@@ -817,7 +923,7 @@ pub fn train_to_accuracy(
     let mut chosen = None;
     let sync = |plan, built: &mut Built, clock: &mut Clock, progress: &mut Progress<'_>, until| {
         train_sync(
-            contender, &workload, plan, built, task, cluster, config, &tag, &gate, clock, progress,
+            contender, workload, plan, built, task, cluster, config, &tag, &gate, clock, progress,
             until,
         )
     };

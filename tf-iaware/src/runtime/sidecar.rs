@@ -27,6 +27,10 @@ pub struct Sidecar {
     /// Global batch size the graph was built with, if fixed. Optional extension.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<usize>,
+    /// Op whose output 0 is the logits (`[batch, classes]`), for measuring held-out accuracy
+    /// (`bench --data digits`). Optional extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logits: Option<String>,
 }
 
 impl Sidecar {
@@ -95,6 +99,9 @@ impl Sidecar {
         graph.require(&self.init, &ctx("init"))?;
         graph.require(&self.train, &ctx("train"))?;
         graph.require(&self.loss, &ctx("loss"))?;
+        if let Some(logits) = &self.logits {
+            graph.require(logits, &ctx("logits"))?;
+        }
         Ok(())
     }
 
