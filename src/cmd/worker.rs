@@ -22,7 +22,7 @@ pub struct Args {
     task: Option<usize>,
     /// Port to serve on, when peers reach this task through another address (a proxy);
     /// default: the port of the task's address in TF_CONFIG.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
     /// Address of the embedded metrics agent (default: TF_CONFIG's "metrics" entry for this
     /// task, else none).

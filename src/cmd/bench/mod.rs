@@ -3,6 +3,7 @@
 //! for scenarios with drift, step time over steps with and without adaptation.
 
 mod adapt;
+mod bounds;
 mod model_parallel;
 mod svg;
 
@@ -215,6 +216,7 @@ fn mean_std(xs: &[f64]) -> (f64, f64) {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    bounds::check(args)?;
     if args.steps == 0 || args.repeats == 0 || args.strategies.is_empty() {
         bail!("--steps, --repeats and --strategies must be non-empty");
     }
