@@ -52,7 +52,16 @@ impl Sidecar {
                 },
             }
         })?;
-        let sidecar: Sidecar = serde_json::from_str(&text).map_err(|e| Error::Sidecar {
+        Self::parse(&text, path)
+    }
+
+    /// Parses sidecar JSON read from `path` (which only names it in errors).
+    ///
+    /// # Errors
+    /// [`Error::Sidecar`] naming `path` if the text is not the documented JSON or a shape has a
+    /// dimension that is 0, below -1, or -1 other than first.
+    pub fn parse(text: &str, path: &Path) -> Result<Sidecar> {
+        let sidecar: Sidecar = serde_json::from_str(text).map_err(|e| Error::Sidecar {
             path: path.into(),
             reason: e.to_string(),
         })?;
