@@ -77,6 +77,15 @@ fn absurd_numbers_and_files_are_clean_errors() {
         "local",
     ]);
     assert!(e.contains("empty"), "{e}");
+    // A missing file is named once, its OS error once (was: the OS error printed twice).
+    let e = fails(&[
+        "place",
+        "--graph",
+        "/nonexistent/g.pb",
+        "--cluster",
+        "local",
+    ]);
+    assert_eq!(e.matches("No such file or directory").count(), 1, "{e}");
     let e = fails(&["place", "--graph", "/dev/zero", "--cluster", "local"]);
     assert!(e.contains("/dev/zero") && e.contains("regular file"), "{e}");
     // An unknown zoo model fails before any cluster is connected to (was: after a 60 s
