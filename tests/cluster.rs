@@ -259,7 +259,7 @@ fn a_run_past_its_deadline_with_every_worker_alive_is_retried_not_dropped() {
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 20).unwrap();
     // Deadlines far below any step (a loaded machine, seen from the driver): every first try
-    // passes its deadline while both agents answer.
+    // of a step after the session's first passes its deadline while both agents answer.
     let hang = HangDetection {
         floor: std::time::Duration::from_millis(2),
         factor: 0.0,

@@ -750,17 +750,21 @@ fn agents_of(workers: &[String], tf_config: &TfConfig) -> BTreeMap<String, Strin
 }
 
 /// The deadline of the next run: `hang`'s, from the median of the last five measured steps,
-/// after `retries` retries; never beyond the session's own run deadline (`run_timeout_ms`,
-/// 0: none).
+/// after `retries` retries, at least [`HangDetection::first_runs`] for one of a session's
+/// `first` runs; never beyond the session's own run deadline (`run_timeout_ms`, 0: none).
 fn run_deadline(
     hang: &HangDetection,
     step_ms: &[f64],
     retries: u32,
+    first: bool,
     run_timeout_ms: i64,
 ) -> Duration {
     let recent = &step_ms[step_ms.len().saturating_sub(5)..];
     let expected = StepTimes::from_samples(recent).map(|s| s.median);
-    let d = hang.deadline(expected, retries);
+    let mut d = hang.deadline(expected, retries);
+    if first {
+        d = d.max(hang.first_runs);
+    }
     match u64::try_from(run_timeout_ms) {
         Ok(ms) if ms > 0 => d.min(Duration::from_millis(ms)),
         _ => d,
@@ -894,12 +898,15 @@ pub fn train_recovering(
         .map(|h| Watchdog::start(agents_of(&all_workers, tf_config), h));
     // Retries of the current run after a deadline passed with every worker alive.
     let mut retries: u32 = 0;
+    // Steps the current session has run (its first runs register the graph everywhere).
+    let mut session_steps = 0usize;
     let mut step = 0;
     while step < steps {
+        let first = resume.is_some() || session_steps == 0;
         let deadline = options
             .hang
             .as_ref()
-            .map(|h| run_deadline(h, &report.step_ms, retries, config.run_timeout_ms));
+            .map(|h| run_deadline(h, &report.step_ms, retries, first, config.run_timeout_ms));
         if let Some(d) = deadline {
             run.trainer
                 .set_run_timeout_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -924,6 +931,7 @@ pub fn train_recovering(
                     report.losses.push(loss);
                     report.step_ms.push(ms);
                     report.steps_run += 1;
+                    session_steps += 1;
                     if stats.is_some() {
                         report.step_stats = stats;
                     }
@@ -979,7 +987,7 @@ pub fn train_recovering(
                     log::warn!(
                         "step {step}: the run passed its {d:?} deadline but every worker's agent \
                          answers: retrying it with {:?}",
-                        run_deadline(h, &report.step_ms, retries, config.run_timeout_ms)
+                        run_deadline(h, &report.step_ms, retries, first, config.run_timeout_ms)
                     );
                     report.deadline_retries.push(DeadlineRetry {
                         step,
@@ -1045,6 +1053,7 @@ pub fn train_recovering(
         report.recoveries.push(recovery);
         current = a.plan;
         let old = std::mem::replace(&mut run, a.run);
+        session_steps = 0;
         // Closing a session that spans a lost task blocks until the operation timeout: close it
         // beside training, so the new plan's steps start right away.
         closing.0.push(std::thread::spawn(move || drop(old)));

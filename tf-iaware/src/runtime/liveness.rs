@@ -27,6 +27,9 @@ pub struct HangDetection {
     /// of the same run.
     pub factor: f64,
     pub floor: Duration,
+    /// Floor of the deadline of a session's first runs — initialisation or restore, and its
+    /// first step, which registers the graph on every task (seconds on a loaded machine).
+    pub first_runs: Duration,
     /// A task whose agent has not answered for this long when a deadline passes is hung.
     pub silence: Duration,
     /// Between two probes of one agent.
@@ -40,13 +43,14 @@ pub struct HangDetection {
 
 impl Default for HangDetection {
     /// Deadline max(4 s, 2.5 × the expected step), so that detection and the re-plan fit in
-    /// max(5 s, 3 × the step); hung after 3 s of silence; a probe every 500 ms with a 1 s
-    /// timeout; 3 retries.
+    /// max(5 s, 3 × the step), and at least 30 s for a session's first runs; hung after 3 s
+    /// of silence; a probe every 500 ms with a 1 s timeout; 3 retries.
     fn default() -> Self {
         HangDetection {
             predicted_step_ms: None,
             factor: 2.5,
             floor: Duration::from_secs(4),
+            first_runs: Duration::from_secs(30),
             silence: Duration::from_secs(3),
             probe_every: Duration::from_millis(500),
             probe_timeout: Duration::from_secs(1),
