@@ -84,7 +84,24 @@ fn main() {
         Command::Hog { cores } => tf_iaware::emulate::hog::burn(*cores),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", describe(&e));
         std::process::exit(1);
     }
+}
+
+/// `e` and its causes, joined by `: `, leaving out a cause whose text the message already
+/// holds (library errors print their source, and anyhow would print it a second time).
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

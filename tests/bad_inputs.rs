@@ -34,10 +34,11 @@ fn absurd_numbers_and_files_are_clean_errors() {
     write(r#"{"x": [16000000, 784], "y": [4, 10]}"#);
     let e = fails(&["run", "--graph", g, "--meta", s, "--steps", "1"]);
     assert!(e.contains("`x`") && e.contains("memory"), "{e}");
-    // A dimension whose size overflows (was: SIGABRT, TensorFlow's CHECK on the shape).
+    // A dimension whose size overflows (was: SIGABRT, TensorFlow's CHECK on the shape): the
+    // graph's own shape refuses it first (mlp's `x` is [?, 784]).
     write(r#"{"x": [4, 9223372036854775807], "y": [4, 10]}"#);
     let e = fails(&["run", "--graph", g, "--meta", s, "--steps", "1"]);
-    assert!(e.contains("`x`") && e.contains("overflow"), "{e}");
+    assert!(e.contains("`x`") && e.contains("784"), "{e}");
     // A batch beyond the bound for a -1 dimension.
     write(r#"{"x": [-1, 784], "y": [-1, 10]}"#);
     let e = fails(&[
@@ -76,6 +77,15 @@ fn absurd_numbers_and_files_are_clean_errors() {
         "local",
     ]);
     assert!(e.contains("empty"), "{e}");
+    // A missing file is named once, its OS error once (was: the OS error printed twice).
+    let e = fails(&[
+        "place",
+        "--graph",
+        "/nonexistent/g.pb",
+        "--cluster",
+        "local",
+    ]);
+    assert_eq!(e.matches("No such file or directory").count(), 1, "{e}");
     let e = fails(&["place", "--graph", "/dev/zero", "--cluster", "local"]);
     assert!(e.contains("/dev/zero") && e.contains("regular file"), "{e}");
     // An unknown zoo model fails before any cluster is connected to (was: after a 60 s

@@ -191,6 +191,7 @@ fn a_python_graph_restores_every_variable_and_slot_after_losing_the_ps() {
         ps_wait: std::time::Duration::from_secs(30),
         trace_last: true,
         seed: 1,
+        ..RecoveryOptions::default()
     };
     let mut killed = false;
     let report = data_parallel::train_recovering(

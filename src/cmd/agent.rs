@@ -13,11 +13,11 @@ pub struct AgentArgs {
     /// Address to listen on (loopback unless told otherwise).
     #[arg(long, default_value = tf_iaware::monitor::agent::DEFAULT_LISTEN)]
     pub listen: String,
-    /// Sampling interval, ms.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
+    /// Sampling interval, ms (10 ms to 1 hour).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub interval_ms: u64,
     /// Observe this process (its own CPU use and cgroup) instead of the agent itself.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub pid: Option<u32>,
     /// Do not load NVML (no GPU metrics).
     #[arg(long)]

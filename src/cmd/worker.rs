@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use std::net::ToSocketAddrs;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 
 use anyhow::{bail, Context, Result};
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
@@ -22,7 +23,7 @@ pub struct Args {
     task: Option<usize>,
     /// Port to serve on, when peers reach this task through another address (a proxy);
     /// default: the port of the task's address in TF_CONFIG.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
     /// Address of the embedded metrics agent (default: TF_CONFIG's "metrics" entry for this
     /// task, else none).
@@ -30,22 +31,58 @@ pub struct Args {
     metrics: Option<String>,
 }
 
-/// Blocks SIGINT and SIGTERM in this thread (and threads it starts later) and waits for one.
-fn wait_for_termination() -> i32 {
-    // SAFETY: plain libc signal-set manipulation on a local set; sigwait returns the signal.
+/// The termination signals a worker honours.
+fn termination_set() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set manipulation on a local, zero-initialised set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        let mut sig = 0;
-        libc::sigwait(&set, &mut sig);
-        sig
+        set
     }
 }
 
+/// Set once the server is up and the task line printed: from then on a signal is the main
+/// thread's to act on (an orderly shutdown); before, the signal thread ends the process itself.
+static UP: AtomicBool = AtomicBool::new(false);
+
+/// Blocks SIGINT and SIGTERM in this thread — and so in every thread started after it,
+/// TensorFlow's included — and starts the one thread that waits for them. A signal during
+/// start-up (parsing a large TF_CONFIG, creating the TensorFlow server, starting the agent)
+/// ends the process at once with exit status 0 and a log line naming the phase; a signal once
+/// the server is up is sent on the returned channel.
+fn honour_termination_signals() -> mpsc::Receiver<i32> {
+    let set = termination_set();
+    // SAFETY: `set` is a valid signal set; blocking signals in this thread has no other effect.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || loop {
+        let mut sig = 0;
+        // SAFETY: `set` is valid and blocked in every thread; sigwait stores the signal.
+        if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+            continue;
+        }
+        if UP.load(Ordering::SeqCst) {
+            let _ = tx.send(sig);
+            return;
+        }
+        eprintln!("signal {sig} during start-up: exiting before the server is up");
+        // Threads of a TensorFlow server under construction may be running: `_exit` skips the
+        // C++ static destructors that `exit` would run beneath them (nothing of ours needs
+        // flushing; stderr is unbuffered).
+        // SAFETY: _exit is async-signal-safe and ends the process.
+        unsafe { libc::_exit(0) };
+    });
+    rx
+}
+
 pub fn run(args: &Args) -> Result<()> {
+    // First, before the TF_CONFIG is read: a signal at any phase of start-up is honoured.
+    let signals = honour_termination_signals();
+    log::debug!("worker start-up: reading the TF_CONFIG");
     let config = match &args.tf_config {
         Some(path) => TfConfig::from_file(path)?,
         None => TfConfig::from_env()?,
@@ -74,15 +111,12 @@ pub fn run(args: &Args) -> Result<()> {
             def.port, task.job, task.index
         )
     })?;
-    // Signals must be blocked before TensorFlow starts its threads, so they inherit the mask.
-    // SAFETY: as in wait_for_termination.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
+    log::info!(
+        "starting the TensorFlow server of task {}:{} ({} tasks in the cluster)",
+        task.job,
+        task.index,
+        config.cluster.values().map(Vec::len).sum::<usize>()
+    );
     let server = tf_iaware::tf::Server::start(&def)?;
     // The embedded metrics agent: this host's readings, with this process's own CPU and cgroup.
     let metrics = args
@@ -122,7 +156,8 @@ pub fn run(args: &Args) -> Result<()> {
         task.index,
         server.target()
     );
-    let sig = wait_for_termination();
+    UP.store(true, Ordering::SeqCst);
+    let sig = signals.recv().unwrap_or(libc::SIGTERM);
     log::info!("signal {sig}: shutting down {}:{}", task.job, task.index);
     // TensorFlow's gRPC server cannot stop in-process (see `tf::Server`); exiting releases it.
     drop(server);

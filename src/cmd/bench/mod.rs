@@ -4,6 +4,7 @@
 
 mod accuracy;
 mod adapt;
+mod bounds;
 mod model_parallel;
 mod svg;
 
@@ -306,6 +307,7 @@ fn calibrate(
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    bounds::check(args)?;
     match args.data.as_str() {
         "synthetic" => {}
         "digits" => return accuracy::run(args),

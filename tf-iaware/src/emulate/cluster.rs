@@ -418,6 +418,31 @@ impl EmulatedCluster {
         });
     }
 
+    /// Stops worker `k`'s server process with SIGSTOP (fault injection: a hung task — its
+    /// ports still complete TCP handshakes, nothing in it runs, its agent is silent); nothing
+    /// if there is no such worker. [`EmulatedCluster::continue_worker`] resumes it.
+    pub fn stop_worker(&mut self, k: usize) {
+        self.signal_worker(k, libc::SIGSTOP);
+    }
+
+    /// Resumes worker `k` after [`EmulatedCluster::stop_worker`] (SIGCONT).
+    pub fn continue_worker(&mut self, k: usize) {
+        self.signal_worker(k, libc::SIGCONT);
+    }
+
+    fn signal_worker(&mut self, k: usize, signal: i32) {
+        let task = TaskId {
+            job: "worker".into(),
+            index: k,
+        };
+        if let Some(t) = self.tasks.iter().find(|t| t.id == task) {
+            if let Ok(pid) = i32::try_from(t.child.id()) {
+                // SAFETY: kill(2) on the pid of a child this cluster started and has not reaped.
+                unsafe { libc::kill(pid, signal) };
+            }
+        }
+    }
+
     /// Kills ps `k`'s server process (fault injection): its variables are lost with it, and
     /// with ps 0 the session master; nothing if there is no such ps.
     pub fn kill_ps(&mut self, k: usize) {

@@ -62,6 +62,9 @@ fn w(cpu: f64, busy: f64) -> WorkerSpec {
     }
 }
 
+/// Most workers an inline scenario may ask for: each is a TensorFlow process on this machine.
+pub const MAX_WORKERS: usize = 64;
+
 impl Scenario {
     /// A built-in scenario, or an inline description (see [`Scenario::parse_inline`]).
     ///
@@ -239,6 +242,13 @@ impl Scenario {
             return Err(bad(
                 "`workers=` with at least one CPU quota is required".into()
             ));
+        }
+        if workers.len() > MAX_WORKERS {
+            return Err(bad(format!(
+                "{} workers: an emulated cluster runs at most {MAX_WORKERS} (each is a local \
+                 TensorFlow process; simulate larger clusters)",
+                workers.len()
+            )));
         }
         if let Some(b) = busy {
             if b.len() != workers.len() {

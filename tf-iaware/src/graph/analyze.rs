@@ -109,7 +109,7 @@ fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
             b.output(id, dtype, shape);
         }
         let n = b.node_mut(id);
-        n.requested_device = node.device.clone();
+        n.requested_device = requested_device(&node.name, &node.device)?;
         n.kernel_device_types = tf::kernel_device_types(&node.op)?;
         for (name, raw) in &node.attr {
             n.attrs
@@ -167,7 +167,7 @@ pub fn structure(def: &GraphDef) -> Result<OpGraph> {
     for node in &def.node {
         let id = b.add(&node.name, &node.op)?;
         let n = b.node_mut(id);
-        n.requested_device = node.device.clone();
+        n.requested_device = requested_device(&node.name, &node.device)?;
         for (name, raw) in &node.attr {
             n.attrs
                 .insert(name.clone(), decode_attr(&node.name, name, raw)?);
@@ -246,4 +246,16 @@ fn decode_attr(node: &str, name: &str, raw: &[u8]) -> Result<Attr> {
 /// Output tensor sizes of `node` summed, bytes (unknown sizes count 0).
 pub fn output_bytes(info: &[TensorInfo]) -> u64 {
     info.iter().filter_map(TensorInfo::bytes).sum()
+}
+
+/// A NodeDef's `device` field, checked to be a device specification TensorFlow could match.
+///
+/// # Errors
+/// [`Error::InvalidGraph`] naming the node and the device string.
+fn requested_device(node: &str, device: &str) -> Result<String> {
+    super::device_name::DeviceName::parse(device).map_err(|e| Error::InvalidGraph {
+        node: node.into(),
+        reason: format!("requested device: {e}"),
+    })?;
+    Ok(device.to_string())
 }

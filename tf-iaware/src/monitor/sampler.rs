@@ -68,6 +68,15 @@ impl Sampler {
                 reason: "must be more than 0".into(),
             });
         }
+        if let Some(pid) = config.pid {
+            let dir = config.root.join("proc").join(pid.to_string());
+            if pid == 0 || !dir.is_dir() {
+                return Err(Error::InvalidArgument {
+                    what: format!("pid {pid}"),
+                    reason: format!("no such process ({} does not exist)", dir.display()),
+                });
+            }
+        }
         let proc = ProcSource::new(&config.root, config.pid);
         let cgroup = CgroupSource::new(&config.root, proc.proc_dir(), proc.process_dir());
         let host = proc.hostname().unwrap_or_else(|| "localhost".to_string());

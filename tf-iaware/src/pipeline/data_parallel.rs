@@ -379,6 +379,7 @@ impl DataParallel<'_> {
             ps_wait: Duration::from_millis(config.operation_timeout_ms.max(1_000) as u64),
             trace_last: options.trace_last,
             seed: options.seed,
+            ..RecoveryOptions::default()
         };
         let r = data_parallel::train_recovering(
             &self.workload,

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::checkpoint::{self, Checkpoint, StateVar};
 use super::config::SessionConfig;
+use super::liveness::{HangDetection, Watchdog};
 use super::replicated::{self as graph_replicated, GraphWorkload, Workload};
 use super::session::PlacedSession;
 use super::stats::Mismatch;
@@ -374,6 +375,20 @@ pub enum FaultKind {
     Worker,
     /// A ps — and the variables it held — was lost; training went on from the latest checkpoint.
     Ps,
+    /// Workers hung: a run passed its deadline while their agents stayed silent (a stopped or
+    /// frozen process still accepts TCP). They were dropped as lost ones are; the variables on
+    /// the ps survived.
+    Hung,
+}
+
+/// A run whose deadline passed while every worker's agent answered: slow, not hung, so it was
+/// run again with a doubled deadline and nobody was dropped.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeadlineRetry {
+    /// Global step whose attempt (or the initialisation or checkpoint before it) was retried.
+    pub step: usize,
+    /// The deadline that passed, ms.
+    pub deadline_ms: f64,
 }
 
 /// A recovery: before which step, what was lost, the plan that replaced the old one, and how
@@ -414,6 +429,8 @@ pub struct RecoveringReport {
     /// Wall time of every global step, ms, as `losses`.
     pub step_ms: Vec<f64>,
     pub recoveries: Vec<Recovery>,
+    /// Runs retried after their deadline passed with every worker alive.
+    pub deadline_retries: Vec<DeadlineRetry>,
     pub final_plan: DataParallelPlan,
     /// Steps run in all, redone ones included.
     pub steps_run: usize,
@@ -481,11 +498,15 @@ pub struct RecoveryOptions {
     pub trace_last: bool,
     /// Seed of the initialisers and synthetic batches (as [`train`]'s `seed`).
     pub seed: u64,
+    /// Hung-worker detection: a deadline per run from the expected step, and liveness from
+    /// the workers' metrics agents (TF_CONFIG `"metrics"`); `None`: every run has the
+    /// session's own deadline and a hung worker stalls training until it passes.
+    pub hang: Option<HangDetection>,
 }
 
 impl Default for RecoveryOptions {
     /// 3 recoveries, a checkpoint every 5 steps, 30 s for a lost ps to come back, no trace,
-    /// seed 1.
+    /// seed 1, hung-worker detection as [`HangDetection::default`].
     fn default() -> Self {
         RecoveryOptions {
             max_recoveries: 3,
@@ -493,6 +514,7 @@ impl Default for RecoveryOptions {
             ps_wait: Duration::from_secs(30),
             trace_last: false,
             seed: 1,
+            hang: Some(HangDetection::default()),
         }
     }
 }
@@ -500,8 +522,10 @@ impl Default for RecoveryOptions {
 /// What a failure left behind, as [`train_recovering`] found it.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Damage {
-    /// Workers of the plan that no longer answer.
+    /// Workers of the plan that no longer answer (hung ones included).
     lost_workers: Vec<String>,
+    /// Workers of the plan whose agents went silent while a run passed its deadline.
+    hung: Vec<String>,
     /// Ps tasks of the plan that did not answer again within the wait.
     gone_ps: Vec<String>,
     /// Ps tasks that stopped answering and came back (without their variables).
@@ -556,6 +580,8 @@ fn decide(damage: &Damage, has_checkpoint: bool) -> Option<(FaultKind, Resume)> 
         || damage.moved;
     let kind = if ps_fault {
         FaultKind::Ps
+    } else if !damage.hung.is_empty() {
+        FaultKind::Hung
     } else if !damage.lost_workers.is_empty() {
         FaultKind::Worker
     } else {
@@ -614,10 +640,12 @@ fn assess(
     options: &RecoveryOptions,
     has_checkpoint: bool,
     step: usize,
+    hung: &[String],
     replan: &mut impl FnMut(&[String], &[String]) -> Result<DataParallelPlan>,
 ) -> Result<Option<Assessed>> {
     let workers: Vec<String> = current.replicas.iter().map(|r| r.device.clone()).collect();
-    let alive_workers = reachable(&workers, tf_config);
+    // A hung worker still accepts TCP: it is lost although its port answers.
+    let alive_workers = reachable(&without(&workers, hung), tf_config);
     let used_ps = plan_ps(current);
     let down = without(&used_ps, &reachable(&used_ps, tf_config));
     let gone_ps = if down.is_empty() {
@@ -631,6 +659,7 @@ fn assess(
     };
     let mut damage = Damage {
         lost_workers: without(&workers, &alive_workers),
+        hung: hung.to_vec(),
         restarted_ps: without(&down, &gone_ps),
         gone_ps,
         ..Damage::default()
@@ -664,16 +693,20 @@ fn assess(
         .chain(plan.replicas.iter().map(|r| r.device.clone()))
         .filter_map(|d| address_of(&d, tf_config).map(String::from))
         .collect();
-    let target = choose_target(&config.target, &candidates, answers).ok_or_else(|| {
-        Error::Unrecoverable {
+    let hung_addresses: Vec<&str> = hung
+        .iter()
+        .filter_map(|d| address_of(d, tf_config))
+        .collect();
+    let alive = |a: &str| !hung_addresses.contains(&a) && answers(a);
+    let target =
+        choose_target(&config.target, &candidates, alive).ok_or_else(|| Error::Unrecoverable {
             step,
             lost: damage.lost().join(", "),
             reason: format!(
                 "neither the session master ({}) nor any task of the new plan answers",
                 config.target
             ),
-        }
-    })?;
+        })?;
     if target != config.target {
         log::warn!(
             "step {step}: the session master {} is lost; {target} masters from now on",
@@ -712,6 +745,50 @@ fn assess(
         kind,
         resume,
     }))
+}
+
+/// Worker device → `host:port` of its task's metrics agent (TF_CONFIG `"metrics"`), for the
+/// workers that have one.
+fn agents_of(workers: &[String], tf_config: &TfConfig) -> BTreeMap<String, String> {
+    workers
+        .iter()
+        .filter_map(|d| {
+            let name = DeviceName::parse(d).ok()?;
+            let task = TaskId {
+                job: name.job?,
+                index: name.task? as usize,
+            };
+            Some((d.clone(), tf_config.metrics_address(&task)?.to_string()))
+        })
+        .collect()
+}
+
+/// The deadline of the next run: `hang`'s, from the median of the last five measured steps,
+/// after `retries` retries, at least [`HangDetection::first_runs`] for one of a session's
+/// `first` runs; never beyond the session's own run deadline (`run_timeout_ms`, 0: none).
+fn run_deadline(
+    hang: &HangDetection,
+    step_ms: &[f64],
+    retries: u32,
+    first: bool,
+    run_timeout_ms: i64,
+) -> Duration {
+    let recent = &step_ms[step_ms.len().saturating_sub(5)..];
+    let expected = StepTimes::from_samples(recent).map(|s| s.median);
+    let mut d = hang.deadline(expected, retries);
+    if first {
+        d = d.max(hang.first_runs);
+    }
+    match u64::try_from(run_timeout_ms) {
+        Ok(ms) if ms > 0 => d.min(Duration::from_millis(ms)),
+        _ => d,
+    }
+}
+
+/// Whether `e` is a run that passed its deadline (TensorFlow's DEADLINE_EXCEEDED).
+fn passed_deadline(e: &Error) -> bool {
+    matches!(e, Error::TensorFlow { message, .. }
+        if message.contains("DeadlineExceeded") || message.to_ascii_lowercase().contains("deadline"))
 }
 
 /// Sessions of a failed plan being closed beside training (closing a session whose tasks are
@@ -802,7 +879,7 @@ pub fn train_recovering(
             reason: "must be at least 1 step".into(),
         });
     }
-    let (_, all_ps) = worker_and_ps_devices(cluster)?;
+    let (all_workers, all_ps) = worker_and_ps_devices(cluster)?;
     let mut config = config.clone();
     let workload = workload.into();
     let mut run = prepare_run(&workload, &plan, cluster, &config, options.seed)?;
@@ -811,6 +888,7 @@ pub fn train_recovering(
         losses: Vec::new(),
         step_ms: Vec::new(),
         recoveries: Vec::new(),
+        deadline_retries: Vec::new(),
         final_plan: current.clone(),
         steps_run: 0,
         checkpoint_ms: Vec::new(),
@@ -826,8 +904,27 @@ pub fn train_recovering(
     // When the recovery in progress began (its error), until the session holds its state.
     let mut recovering: Option<Instant> = None;
     let mut closing = Closing(Vec::new());
+    // Hung-worker detection: every worker's agent is probed in the background, and each run
+    // gets a deadline from the expected step.
+    let watchdog = options
+        .hang
+        .as_ref()
+        .map(|h| Watchdog::start(agents_of(&all_workers, tf_config), h));
+    // Retries of the current run after a deadline passed with every worker alive.
+    let mut retries: u32 = 0;
+    // Steps the current session has run (its first runs register the graph everywhere).
+    let mut session_steps = 0usize;
     let mut step = 0;
     while step < steps {
+        let first = resume.is_some() || session_steps == 0;
+        let deadline = options
+            .hang
+            .as_ref()
+            .map(|h| run_deadline(h, &report.step_ms, retries, first, config.run_timeout_ms));
+        if let Some(d) = deadline {
+            run.trainer
+                .set_run_timeout_ms(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        }
         let mut started = Instant::now();
         let attempt = match (resume, &latest) {
             (Some(Resume::InitData), _) => run.trainer.run_op("init_data"),
@@ -848,6 +945,7 @@ pub fn train_recovering(
                     report.losses.push(loss);
                     report.step_ms.push(ms);
                     report.steps_run += 1;
+                    session_steps += 1;
                     if stats.is_some() {
                         report.step_stats = stats;
                     }
@@ -861,6 +959,7 @@ pub fn train_recovering(
         };
         let e = match attempt {
             Ok(()) => {
+                retries = 0;
                 if resume.take().is_some() {
                     if let (Some(since), Some(r)) =
                         (recovering.take(), report.recoveries.last_mut())
@@ -874,9 +973,49 @@ pub fn train_recovering(
         };
         let detect_ms = started.elapsed().as_secs_f64() * 1e3;
         let failed_at = Instant::now();
-        if !matches!(e, Error::TensorFlow { .. })
-            || report.recoveries.len() >= options.max_recoveries
-        {
+        if !matches!(e, Error::TensorFlow { .. }) {
+            return Err(e);
+        }
+        // A run that passed its deadline: hung workers (agents silent) are lost; with every
+        // worker alive the run was only slow, and is retried with a longer deadline.
+        let mut hung = Vec::new();
+        if let (Some(h), Some(dog), Some(d)) = (&options.hang, &watchdog, deadline) {
+            if passed_deadline(&e) {
+                let workers: Vec<String> =
+                    current.replicas.iter().map(|r| r.device.clone()).collect();
+                hung = dog.silent(&workers);
+                // Slow, not faulty, when nobody is hung and every task of the plan (and the
+                // session master) still accepts connections; a lost task is recovered below.
+                let tasks: Vec<String> = workers.iter().cloned().chain(plan_ps(&current)).collect();
+                let master = config
+                    .target
+                    .strip_prefix("grpc://")
+                    .unwrap_or(&config.target);
+                let all_there = reachable(&tasks, tf_config).len() == tasks.len()
+                    && (master.is_empty() || answers(master));
+                if hung.is_empty() && all_there {
+                    if retries >= h.max_retries {
+                        return Err(e);
+                    }
+                    retries += 1;
+                    log::warn!(
+                        "step {step}: the run passed its {d:?} deadline but every worker's agent \
+                         answers: retrying it with {:?}",
+                        run_deadline(h, &report.step_ms, retries, first, config.run_timeout_ms)
+                    );
+                    report.deadline_retries.push(DeadlineRetry {
+                        step,
+                        deadline_ms: d.as_secs_f64() * 1e3,
+                    });
+                    continue;
+                }
+                log::warn!(
+                    "step {step}: the run passed its {d:?} deadline and the agents of {hung:?} \
+                     do not answer: hung"
+                );
+            }
+        }
+        if report.recoveries.len() >= options.max_recoveries {
             return Err(e);
         }
         let assessed = assess(
@@ -890,6 +1029,7 @@ pub fn train_recovering(
             options,
             latest.is_some(),
             step,
+            &hung,
             &mut replan,
         )?;
         let Some(a) = assessed else {
@@ -927,6 +1067,7 @@ pub fn train_recovering(
         report.recoveries.push(recovery);
         current = a.plan;
         let old = std::mem::replace(&mut run, a.run);
+        session_steps = 0;
         // Closing a session that spans a lost task blocks until the operation timeout: close it
         // beside training, so the new plan's steps start right away.
         closing.0.push(std::thread::spawn(move || drop(old)));
@@ -1067,6 +1208,7 @@ mod tests {
             losses: vec![2.0, 1.9, 1.8, 1.7, 1.6],
             step_ms: vec![900.0, 100.0, 120.0, 110.0, 400.0],
             recoveries: vec![],
+            deadline_retries: vec![],
             final_plan: plan,
             steps_run: 5,
             checkpoint_ms: vec![],

@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod checkpoint;
 pub mod config;
 pub mod data_parallel;
+pub mod liveness;
 pub mod replicated;
 pub mod session;
 pub mod sidecar;

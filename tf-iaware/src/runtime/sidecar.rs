@@ -33,6 +33,9 @@ pub struct Sidecar {
     pub logits: Option<String>,
 }
 
+/// Largest sidecar read, bytes (a sidecar is a few lines of JSON).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
 impl Sidecar {
     /// The sidecar path for a graph path: same stem, `.json`.
     pub fn path_for(graph: &Path) -> PathBuf {
@@ -44,11 +47,25 @@ impl Sidecar {
     /// # Errors
     /// [`Error::Sidecar`] naming the file if it is missing or not the documented JSON.
     pub fn load(path: &Path) -> Result<Sidecar> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Sidecar {
-            path: path.into(),
-            reason: format!("cannot read: {e}"),
+        let text = crate::io::read_capped(path, MAX_FILE_BYTES, "sidecar").map_err(|e| {
+            Error::Sidecar {
+                path: path.into(),
+                reason: match e {
+                    Error::InvalidArgument { reason, .. } => reason,
+                    other => format!("cannot read: {other}"),
+                },
+            }
         })?;
-        let sidecar: Sidecar = serde_json::from_str(&text).map_err(|e| Error::Sidecar {
+        Self::parse(&text, path)
+    }
+
+    /// Parses sidecar JSON read from `path` (which only names it in errors).
+    ///
+    /// # Errors
+    /// [`Error::Sidecar`] naming `path` if the text is not the documented JSON or a shape has a
+    /// dimension that is 0, below -1, or -1 other than first.
+    pub fn parse(text: &str, path: &Path) -> Result<Sidecar> {
+        let sidecar: Sidecar = serde_json::from_str(text).map_err(|e| Error::Sidecar {
             path: path.into(),
             reason: e.to_string(),
         })?;
@@ -79,14 +96,35 @@ impl Sidecar {
         std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
     }
 
-    /// Checks that every op the sidecar names exists in `graph`.
+    /// Checks that every op the sidecar names exists in `graph`, and that every input's shape
+    /// agrees with the rank and the known non-leading dimensions of its op's first output (the
+    /// leading dimension is the batch, which replication and `--batch` may change).
     ///
     /// # Errors
-    /// [`Error::UnknownOp`] naming the sidecar key and the op.
+    /// [`Error::UnknownOp`] naming the sidecar key and the op; [`Error::Sidecar`] naming the
+    /// input whose shape disagrees with the graph.
     pub fn check_against(&self, graph: &OpGraph, path: &Path) -> Result<()> {
         let ctx = |key: &str| format!("sidecar {} `{key}`", path.display());
-        for name in self.inputs.keys() {
-            graph.require(name, &ctx("inputs"))?;
+        for (name, shape) in &self.inputs {
+            let id = graph.require(name, &ctx("inputs"))?;
+            let Some(Some(dims)) = graph.node(id).outputs.first().map(|o| o.shape.as_ref()) else {
+                continue;
+            };
+            let agrees = dims.len() == shape.len()
+                && dims
+                    .iter()
+                    .zip(shape)
+                    .skip(1)
+                    .all(|(&g, &s)| g < 0 || g == s);
+            if !agrees {
+                return Err(Error::Sidecar {
+                    path: path.into(),
+                    reason: format!(
+                        "input `{name}` has shape {shape:?}, but the graph's `{name}` is {dims:?} \
+                         (-1: any; the leading dimension is the batch)"
+                    ),
+                });
+            }
         }
         for name in &self.one_hot {
             if !self.inputs.contains_key(name) {

@@ -170,6 +170,11 @@ impl Trainer {
         &self.session
     }
 
+    /// Sets the deadline of every later run, ms (RunOptions `timeout_in_ms`; 0: none).
+    pub fn set_run_timeout_ms(&mut self, ms: i64) {
+        self.session.run_timeout_ms = ms;
+    }
+
     /// Runs the init op.
     ///
     /// # Errors

@@ -1,0 +1,419 @@
+//! The bad-input table (`tests/fixtures/bad_inputs.tsv`): every command fed broken files, broken
+//! flags and absurd numbers. Each case must end on its own, within a deadline, in one clean
+//! `error: …` (exit 1, or clap's usage exit 2) that names the culprit — never a panic, a crash
+//! (exit ≥ 101 or a signal) or a hang.
+//!
+//! Table columns (tab-separated; `-` for an empty column; `#` starts a comment line):
+//!
+//! 1. expected exit code (1 or 2);
+//! 2. what stderr must contain, case-insensitively (several pieces joined by ` && `);
+//! 3. the command line after `tf-iaware`, words separated by single spaces;
+//! 4. input files of the case, `NAME=CONTENT` joined by ` ;; `: the first is `{in}`, the
+//!    second `{in2}`. CONTENT is text with `\n \t \s \\ \0 \xNN` escapes (`\s`: a space), or a generator:
+//!    `@mlp`, `@mlp.json` (the valid zoo mlp, batch 4, and its sidecar), `@mlp:trunc=N`,
+//!    `@mlp:xor=N` (byte N flipped), `@zeros:N`, `@random:N`, `@repeat:N:TEXT`,
+//!    `@graph:SPEC` (a GraphDef of NodeDefs `name=Op(input,…)@device;…`, no attributes),
+//!    `@tfconfig:N` (a TF_CONFIG of N distinct worker addresses);
+//! 5. environment, `KEY=VALUE` joined by ` ;; ` (`KEY=` removes KEY).
+//!
+//! Placeholders anywhere: `{dir}` (the case's folder), `{in}`, `{in2}`, `{mlp}` / `{mlp.json}`
+//! (the shared valid mlp), `{python}` (the Python MLP fixture), `{busy}` (a port held by this
+//! test).
+
+mod common;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A case that takes longer than this is a hang.
+const DEADLINE: Duration = Duration::from_secs(60);
+/// Cases run at once.
+const THREADS: usize = 4;
+
+struct Case {
+    line: usize,
+    rc: i32,
+    expect: Vec<String>,
+    args: String,
+    files: Vec<(String, String)>,
+    env: Vec<(String, String)>,
+}
+
+fn column(s: &str) -> &str {
+    if s == "-" {
+        ""
+    } else {
+        s
+    }
+}
+
+fn split(s: &str, sep: &str) -> Vec<String> {
+    if s.is_empty() {
+        Vec::new()
+    } else {
+        s.split(sep).map(String::from).collect()
+    }
+}
+
+fn pairs(s: &str) -> Vec<(String, String)> {
+    split(s, " ;; ")
+        .into_iter()
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p.as_str(), ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+fn table() -> Vec<Case> {
+    let text = include_str!("fixtures/bad_inputs.tsv");
+    let mut cases = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let cols: Vec<&str> = line.split('\t').collect();
+        assert!(
+            (3..=5).contains(&cols.len()),
+            "bad_inputs.tsv:{}: expected 3 to 5 tab-separated columns, got {}",
+            i + 1,
+            cols.len()
+        );
+        cases.push(Case {
+            line: i + 1,
+            rc: cols[0].parse().expect("exit code"),
+            expect: split(column(cols[1]), " && "),
+            args: column(cols[2]).to_string(),
+            files: cols.get(3).map(|c| pairs(column(c))).unwrap_or_default(),
+            env: cols.get(4).map(|c| pairs(column(c))).unwrap_or_default(),
+        });
+    }
+    cases
+}
+
+/// Text with `\n \t \\ \0 \xNN` escapes as bytes.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            match b[i + 1] {
+                b'n' => out.push(b'\n'),
+                b't' => out.push(b'\t'),
+                b'0' => out.push(0),
+                b's' => out.push(b' '),
+                b'\\' => out.push(b'\\'),
+                b'x' if i + 3 < b.len() => {
+                    let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap();
+                    out.push(u8::from_str_radix(hex, 16).expect("\\xNN"));
+                    i += 4;
+                    continue;
+                }
+                other => {
+                    out.push(b'\\');
+                    out.push(other);
+                }
+            }
+            i += 2;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn field(tag: u64, bytes: &[u8], out: &mut Vec<u8>) {
+    varint(tag << 3 | 2, out);
+    varint(bytes.len() as u64, out);
+    out.extend_from_slice(bytes);
+}
+
+/// `name=Op(in1,in2)@device;…` as GraphDef bytes (NodeDef name 1, op 2, input 3, device 4).
+fn graph(spec: &str) -> Vec<u8> {
+    let mut g = Vec::new();
+    for node in spec.split(';').filter(|n| !n.is_empty()) {
+        let (name, rest) = node.split_once('=').unwrap_or((node, ""));
+        let (rest, device) = rest.split_once('@').unwrap_or((rest, ""));
+        let (op, inputs) = match rest.split_once('(') {
+            Some((op, i)) => (op, i.trim_end_matches(')')),
+            None => (rest, ""),
+        };
+        let mut n = Vec::new();
+        field(1, name.as_bytes(), &mut n);
+        field(2, op.as_bytes(), &mut n);
+        for i in inputs.split(',').filter(|i| !i.is_empty()) {
+            field(3, i.as_bytes(), &mut n);
+        }
+        if !device.is_empty() {
+            field(4, device.as_bytes(), &mut n);
+        }
+        field(1, &n, &mut g);
+    }
+    g
+}
+
+struct Fixtures {
+    mlp: PathBuf,
+    mlp_bytes: Vec<u8>,
+    mlp_meta: Vec<u8>,
+    python: PathBuf,
+    busy: u16,
+}
+
+fn content(spec: &str, fx: &Fixtures, subst: &dyn Fn(&str) -> String) -> Vec<u8> {
+    let Some(g) = spec.strip_prefix('@') else {
+        return unescape(&subst(spec));
+    };
+    let (name, arg) = g.split_once(':').unwrap_or((g, ""));
+    let num = |s: &str| -> usize { s.parse().expect("a number in a generator") };
+    match name {
+        "mlp" => match arg.split_once('=') {
+            None => fx.mlp_bytes.clone(),
+            Some(("trunc", n)) => fx.mlp_bytes[..num(n).min(fx.mlp_bytes.len())].to_vec(),
+            Some(("xor", n)) => {
+                let mut b = fx.mlp_bytes.clone();
+                let i = num(n) % b.len();
+                b[i] ^= 0xff;
+                b
+            }
+            Some((other, _)) => panic!("unknown @mlp variant {other}"),
+        },
+        "mlp.json" => fx.mlp_meta.clone(),
+        "zeros" => vec![0; num(arg)],
+        "random" => {
+            let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+            (0..num(arg))
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        }
+        "repeat" => {
+            let (n, text) = arg.split_once(':').expect("@repeat:N:TEXT");
+            unescape(text).repeat(num(n))
+        }
+        "graph" => graph(arg),
+        "tfconfig" => {
+            let n = num(arg);
+            let mut s = String::from(r#"{"cluster": {"worker": ["#);
+            for i in 0..n {
+                if i > 0 {
+                    s.push(',');
+                }
+                s.push_str(&format!(
+                    "\"10.{}.{}.{}:2222\"",
+                    i >> 16 & 255,
+                    i >> 8 & 255,
+                    i & 255
+                ));
+            }
+            s.push_str(r#"]}, "task": {"type": "worker", "index": 0}}"#);
+            s.into_bytes()
+        }
+        other => panic!("unknown generator @{other}"),
+    }
+}
+
+struct Outcome {
+    case: usize,
+    ok: bool,
+    report: String,
+    secs: f64,
+}
+
+fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
+    let dir = root.join(format!("line{}", c.line));
+    std::fs::create_dir_all(&dir).unwrap();
+    let paths: Vec<PathBuf> = c.files.iter().map(|(n, _)| dir.join(n)).collect();
+    let subst = |s: &str| -> String {
+        let mut s = s
+            .replace("{dir}", dir.to_str().unwrap())
+            .replace("{mlp}", fx.mlp.to_str().unwrap())
+            .replace(
+                "{mlp.json}",
+                fx.mlp.with_extension("json").to_str().unwrap(),
+            )
+            .replace("{python}", fx.python.to_str().unwrap())
+            .replace("{busy}", &fx.busy.to_string());
+        for (i, p) in paths.iter().enumerate() {
+            let key = if i == 0 {
+                "{in}".to_string()
+            } else {
+                format!("{{in{}}}", i + 1)
+            };
+            s = s.replace(&key, p.to_str().unwrap());
+        }
+        s
+    };
+    for ((_, spec), path) in c.files.iter().zip(&paths) {
+        std::fs::write(path, content(spec, fx, &subst)).unwrap();
+    }
+    let args: Vec<OsString> = split(&c.args, " ")
+        .iter()
+        .map(|a| OsString::from_vec(unescape(&subst(a))))
+        .collect();
+    let mut cmd: Command = common::bin();
+    cmd.args(&args)
+        .env("RUST_LOG", "warn")
+        .env_remove("TF_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in &c.env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, OsString::from_vec(unescape(&subst(v))));
+        }
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().expect("tf-iaware starts");
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = stderr.read_to_end(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let secs = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    let lower = err.to_lowercase();
+    let mut problems = Vec::new();
+    match status {
+        None => problems.push(format!("hang: still running after {DEADLINE:?}")),
+        Some(s) => {
+            if let Some(sig) = s.signal() {
+                problems.push(format!("crash: killed by signal {sig}"));
+            } else if s.code() != Some(c.rc) {
+                problems.push(format!("exit {:?}, expected {}", s.code(), c.rc));
+            }
+        }
+    }
+    if lower.contains("panicked") {
+        problems.push("panicked".into());
+    }
+    // clap's usage errors say `error:` too, except the help shown for no subcommand.
+    let usage = c.rc == 2 && lower.contains("usage");
+    if !(lower.contains("error") || usage) {
+        problems.push("no `error` on stderr".into());
+    }
+    for e in &c.expect {
+        let e = subst(e).to_lowercase();
+        if !lower.contains(&e) {
+            problems.push(format!("stderr lacks `{e}`"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Outcome {
+        case: c.line,
+        ok: problems.is_empty(),
+        report: format!(
+            "bad_inputs.tsv:{} `tf-iaware {}`: {}\n--- stderr:\n{}",
+            c.line,
+            c.args,
+            problems.join("; "),
+            err.trim_end()
+        ),
+        secs,
+    }
+}
+
+#[test]
+fn every_bad_input_is_a_clean_error() {
+    let cases = table();
+    assert!(
+        cases.len() >= 150,
+        "the table has {} cases, fewer than 150",
+        cases.len()
+    );
+    let root = tempfile::tempdir().unwrap();
+    let mlp = common::model(root.path(), "mlp", 4);
+    let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let fx = Arc::new(Fixtures {
+        mlp_bytes: std::fs::read(&mlp).unwrap(),
+        mlp_meta: std::fs::read(mlp.with_extension("json")).unwrap(),
+        mlp,
+        python: PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/tf1_mlp_momentum.pb"
+        )),
+        busy: held.local_addr().unwrap().port(),
+    });
+    // Only the cases this filter names (`BAD_INPUTS_ONLY=12,40`): for debugging one line.
+    let only: Option<Vec<usize>> = std::env::var("BAD_INPUTS_ONLY")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect());
+    let cases: Arc<Vec<Case>> = Arc::new(
+        cases
+            .into_iter()
+            .filter(|c| only.as_ref().is_none_or(|o| o.contains(&c.line)))
+            .collect(),
+    );
+    let next = Arc::new(AtomicUsize::new(0));
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (cases, next, outcomes, fx) =
+                (cases.clone(), next.clone(), outcomes.clone(), fx.clone());
+            let root = root.path().to_path_buf();
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(c) = cases.get(i) else { break };
+                let o = run_case(c, &fx, &root);
+                outcomes.lock().unwrap().push(o);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(held);
+    let mut outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    outcomes.sort_by_key(|o| o.case);
+    let failed: Vec<&Outcome> = outcomes.iter().filter(|o| !o.ok).collect();
+    let slowest = outcomes
+        .iter()
+        .max_by(|a, b| a.secs.total_cmp(&b.secs))
+        .map_or(0.0, |o| o.secs);
+    eprintln!(
+        "bad-input table: {} cases, {} clean errors, {} failures, {:.1} s in all, slowest case {:.1} s",
+        outcomes.len(),
+        outcomes.len() - failed.len(),
+        failed.len(),
+        started.elapsed().as_secs_f64(),
+        slowest
+    );
+    let report: Vec<&str> = failed.iter().map(|o| o.report.as_str()).collect();
+    assert!(failed.is_empty(), "\n{}", report.join("\n\n"));
+}
