@@ -9,7 +9,9 @@
 //!   ps as it arrives, no barrier (`async-ps` with equal shares, `infra-aware-async` with shares
 //!   sized so that every worker's updates arrive at the same rate);
 //! - [`Mode::Backup`]: SyncReplicasOptimizer semantics — each step aggregates the first N−k
-//!   gradients of that step in `ConditionalAccumulator`s on the ps and drops the rest.
+//!   gradients of that step in `ConditionalAccumulator`s on the ps and drops the rest; workers
+//!   take tokens from one shared queue as TensorFlow's do (N − k at the start, N after each
+//!   step), so a fast worker may contribute several gradients to one step.
 //! - [`Mode::Adaptive`] (`infra-aware-async`): the infra-aware shares, trained asynchronously
 //!   only if a short asynchronous window reads clearly more images per second than a
 //!   synchronous one (on balanced workers a barrier costs little and fresh gradients win).
@@ -685,6 +687,10 @@ struct GateState {
     in_flight: usize,
     /// Steps the chief has completed (`Backup`).
     global_step: i64,
+    /// SyncReplicasOptimizer's token queue (`Backup`): a worker takes one, tagged with the
+    /// global step, before each gradient after its first; the chief adds one per worker after
+    /// each step, so a fast worker may compute several gradients of one step.
+    tokens: std::collections::VecDeque<i64>,
     error: Option<Error>,
     steps: Vec<u64>,
     samples: Vec<u64>,
@@ -1285,6 +1291,13 @@ fn train_concurrent(
     until: Option<f64>,
 ) -> Result<bool> {
     let workers = plan.replicas.len();
+    if let Mode::Backup { backups } = contender.mode {
+        // SyncReplicasOptimizer's initial tokens: one per gradient a step aggregates.
+        let mut s = gate.lock();
+        if s.global_step == 0 && s.tokens.is_empty() {
+            s.tokens.extend(std::iter::repeat_n(0, workers - backups));
+        }
+    }
     let result = std::thread::scope(|scope| -> Result<bool> {
         for (k, replica) in plan.replicas.iter().enumerate() {
             let worker_seed = seed.wrapping_add(1 + k as u64);
@@ -1319,16 +1332,16 @@ fn worker_loop(
     gate: &Gate,
 ) -> Result<()> {
     let mut sampler = Sampler::new(task.train.len(), seed);
-    let mut last_step = -1i64;
+    let backup = matches!(built.targets, Targets::Backup { .. });
+    // A backup worker's first gradient is of step 0; each later one needs a token.
+    let mut first = true;
     loop {
         // The batch is read before the step is admitted: input preparation overlaps.
         let (x, y) = batch(&task.train, &built.dims[k], &sampler.take(share))?;
         let step = {
             let mut s = gate.lock();
             loop {
-                let blocked = s.paused
-                    || matches!(built.targets, Targets::Backup { .. })
-                        && s.global_step <= last_step;
+                let blocked = s.paused || backup && !first && s.tokens.is_empty();
                 if s.stop || !blocked {
                     break;
                 }
@@ -1338,8 +1351,12 @@ fn worker_loop(
                 return Ok(());
             }
             s.in_flight += 1;
-            s.global_step
+            match (backup, first) {
+                (true, false) => s.tokens.pop_front().unwrap_or(s.global_step),
+                _ => s.global_step,
+            }
         };
+        first = false;
         let (xo, yo) = &built.inputs[k];
         let feeds = [(xo, &x), (yo, &y)];
         let outcome = match &built.targets {
@@ -1382,7 +1399,6 @@ fn worker_loop(
                 if let Targets::Async { .. } = built.targets {
                     s.updates += 1;
                 }
-                last_step = step;
             }
             Ok(Err(e)) | Err(e) => {
                 drop(s);
@@ -1442,6 +1458,8 @@ fn coordinate(
                 let mut s = gate.lock();
                 s.global_step += 1;
                 s.updates += 1;
+                let step = s.global_step;
+                s.tokens.extend(std::iter::repeat_n(step, workers));
                 drop(s);
                 gate.changed.notify_all();
             }
