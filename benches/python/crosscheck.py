@@ -31,10 +31,11 @@ import sys
 import threading
 import time
 
-MODES = ("ps", "sync", "backup")
-RUST_NAME = {"ps": "async-ps", "sync": "replica-setter", "backup": "sync-backup"}
+MODES = ("ps", "sync", "backup", "async1")
+RUST_NAME = {"ps": "async-ps", "sync": "replica-setter", "backup": "sync-backup", "async1": "async-ps"}
 RECIPE = {
     "ps": "TF2 ParameterServerStrategy + ClusterCoordinator",
+    "async1": "TF1 between-graph asynchronous replication",
     "sync": "TF1 replica_device_setter, in-graph replication",
     "backup": "TF1 SyncReplicasOptimizer, N-1 of N",
 }
@@ -431,11 +432,90 @@ def run_backup(doc, args):
     }
 
 
+# ------------------------------------------------------------------------------------ async1
+def run_async1(doc, args):
+    """TF1 between-graph asynchronous replication (the stock TF1 recipe before TF2's
+    ParameterServerStrategy): one graph and session per worker, plain momentum updates on the ps,
+    no barrier. With `--sync-master own` each worker's session is mastered by its own server."""
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    n = len(doc["cluster"]["worker"])
+    batch = args.per_worker_batch
+    container = "crosscheck-async1-%d" % os.getpid()
+    names = [name for name, _ in LAYERS]
+    built = []
+    for k in range(n):
+        graph = tf.Graph()
+        with graph.as_default(), tf.compat.v1.container(container):
+            setter = tf.compat.v1.train.replica_device_setter(ps_tasks=1, worker_device="/job:worker/task:%d" % k)
+            with tf.compat.v1.device(setter):
+                params = {
+                    name: tf.compat.v1.get_variable(
+                        name, initializer=initial_value(tf, name, shape, args.seed + i), use_resource=True
+                    )
+                    for i, (name, shape) in enumerate(LAYERS)
+                }
+                x = tf.compat.v1.placeholder(tf.float32, (batch,) + IMAGE, name="x")
+                y = tf.compat.v1.placeholder(tf.float32, (batch, CLASSES), name="y")
+                loss = loss_of(tf, params, x, y)
+                opt = tf.compat.v1.train.MomentumOptimizer(LEARNING_RATE, MOMENTUM)
+                train = opt.minimize(loss, var_list=[params[m] for m in names])
+                init = tf.compat.v1.global_variables_initializer()
+        built.append({"graph": graph, "x": x, "y": y, "loss": loss, "train": train, "init": init})
+    sessions = [
+        tf.compat.v1.Session(master_target(doc, args.sync_master, k), graph=b["graph"], config=session_config(tf, args, False))
+        for k, b in enumerate(built)
+    ]
+    sessions[0].run(built[0]["init"])
+    stop = threading.Event()
+    counting = threading.Event()
+    steps = [0] * n
+    errors = []
+
+    def worker_loop(k):
+        b = built[k]
+        bx, by = synthetic_batch(batch, args.seed + k)
+        feeds = {b["x"]: bx, b["y"]: by}
+        try:
+            for _ in range(args.warmup_steps):
+                sessions[k].run(b["train"], feeds)
+            while not stop.is_set():
+                sessions[k].run([b["train"], b["loss"]], feeds)
+                if counting.is_set():
+                    steps[k] += 1
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append("worker %d: %r" % (k, e))
+
+    threads = [threading.Thread(target=worker_loop, args=(k,), daemon=True) for k in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(5.0)  # warm-up
+    counting.set()
+    start = time.perf_counter()
+    time.sleep(args.seconds)
+    counting.clear()
+    elapsed = time.perf_counter() - start
+    stop.set()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    total = sum(steps)
+    return {
+        "steps_per_worker": steps,
+        "batch_per_worker": [batch] * n,
+        "steps": total,
+        "updates": total,
+        "seconds": elapsed,
+        "images_per_sec": total * batch / elapsed,
+        "master": master_target(doc, args.sync_master, 0),
+    }
+
+
 # ------------------------------------------------------------------------------------ driver
 def child(args):
     with open(args.cluster) as f:
         doc = json.load(f)
-    run = {"ps": run_ps, "sync": run_sync, "backup": run_backup}[args.child]
+    run = {"ps": run_ps, "sync": run_sync, "backup": run_backup, "async1": run_async1}[args.child]
     result = run(doc, args)
     result.update(mode=args.child, recipe=RECIPE[args.child], rust_contender=RUST_NAME[args.child])
     sys.stdout.write("RESULT " + json.dumps(result) + "\n")
@@ -488,7 +568,7 @@ def rust_figures(path):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cluster", required=True, help="cluster JSON of `tf-iaware emulate --chief --tf-config-out F.json`")
-    p.add_argument("--modes", default="ps,sync,backup", help="comma-separated: ps, sync, backup")
+    p.add_argument("--modes", default="ps,sync,backup", help="comma-separated: ps, sync, backup, async1")
     p.add_argument("--seconds", type=float, default=30.0, help="timed window per mode (default 30)")
     p.add_argument("--warmup-steps", type=int, default=3, help="untimed steps first (per worker for ps)")
     p.add_argument("--per-worker-batch", type=int, default=16, help="images per worker per step (default 16)")
