@@ -37,6 +37,8 @@ enum Command {
     Simulate(cmd::simulate::Args),
     /// Run one TensorFlow gRPC server (and metrics agent) of a TF_CONFIG cluster.
     Worker(cmd::worker::Args),
+    /// Start an emulated cluster for another program, print its TF_CONFIG JSON, hold it until Ctrl-C.
+    Emulate(cmd::emulate::Args),
     /// Burn a fixed amount of CPU (the co-tenant of emulated clusters).
     #[command(hide = true)]
     Hog {
@@ -60,7 +62,7 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let emulates = match &cli.command {
-        Command::Bench(_) => true,
+        Command::Bench(_) | Command::Emulate(_) => true,
         Command::Devices(a) => a.emulated(),
         Command::Place(a) => a.emulated(),
         Command::Run(a) => a.emulated(),
@@ -77,6 +79,7 @@ fn main() {
         Command::Place(a) => cmd::place::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Worker(a) => cmd::worker::run(a),
+        Command::Emulate(a) => cmd::emulate::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Monitor(a) => cmd::monitor::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),

@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod bench;
 pub mod devices;
+pub mod emulate;
 pub mod model;
 pub mod monitor;
 pub mod place;

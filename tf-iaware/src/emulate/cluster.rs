@@ -37,6 +37,8 @@ pub struct EmulatedCluster {
     cgroups: Vec<Option<CpuCgroup>>,
     proxies: Vec<LinkProxy>,
     tf_config: TfConfig,
+    /// Address reserved for a `chief` task run by an outside program, if asked for.
+    chief: Option<String>,
     dir: tempfile::TempDir,
     /// Why CPU quotas are not enforced, when they are not.
     pub quota_warning: Option<String>,
@@ -135,6 +137,18 @@ impl EmulatedCluster {
     /// [`Error::Io`] if a process or cgroup cannot be created; [`Error::TensorFlow`]-style
     /// [`Error::InvalidArgument`] naming the task whose server did not come up (with its log).
     pub fn start(scenario: &Scenario, exe: &Path) -> Result<EmulatedCluster> {
+        Self::start_with(scenario, exe, false)
+    }
+
+    /// As [`EmulatedCluster::start`]; with `chief`, also reserves a free port on 127.0.0.1 for
+    /// a `chief` task that an outside program runs (TF2's `ClusterCoordinator`) and lists it in
+    /// every task's cluster view: TensorFlow's workers must know the coordinator's job to
+    /// serve it. [`EmulatedCluster::tf_config`] leaves the chief out (tf-iaware's own sessions
+    /// do not use it); [`EmulatedCluster::chief`] gives its address.
+    ///
+    /// # Errors
+    /// As [`EmulatedCluster::start`].
+    pub fn start_with(scenario: &Scenario, exe: &Path, chief: bool) -> Result<EmulatedCluster> {
         // Several clusters may live in one process (tests): number them for unique cgroup names.
         static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -157,7 +171,9 @@ impl EmulatedCluster {
         });
         // Ports: the real ones servers bind, and what peers dial (a proxy where a link is shaped).
         let n = scenario.workers.len();
-        let ports = free_ports(2 * (n + scenario.ps))?;
+        let ports = free_ports(2 * (n + scenario.ps) + usize::from(chief))?;
+        let chief = chief.then(|| format!("127.0.0.1:{}", ports[2 * (n + scenario.ps)]));
+        let ports = &ports[..2 * (n + scenario.ps)];
         let worker_ports = ports[..n].to_vec();
         let ps_ports = ports[n..n + scenario.ps].to_vec();
         let metric_ports = ports[n + scenario.ps..2 * n + scenario.ps].to_vec();
@@ -184,10 +200,17 @@ impl EmulatedCluster {
                 "ps": ps_metric_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
             },
         });
-        let config_path = dir.path().join("tf_config.json");
-        std::fs::write(&config_path, cluster_json.to_string())
-            .map_err(|e| Error::io(&config_path, e))?;
         let tf_config = TfConfig::parse(&cluster_json.to_string(), "emulated cluster")?;
+        // What the tasks are started with: the cluster, and the outside chief if there is one.
+        let with_chief = |mut view: serde_json::Value| {
+            if let (Some(address), Some(jobs)) = (&chief, view["cluster"].as_object_mut()) {
+                jobs.insert("chief".into(), serde_json::json!([address]));
+            }
+            view
+        };
+        let config_path = dir.path().join("tf_config.json");
+        std::fs::write(&config_path, with_chief(cluster_json).to_string())
+            .map_err(|e| Error::io(&config_path, e))?;
         // A worker behind a shaped link also reaches its peers through shaped proxies, so the
         // tensors it pulls (variables from the ps) cross the slow link too: its own cluster view.
         let mut views: Vec<PathBuf> = vec![config_path.clone(); n];
@@ -207,7 +230,8 @@ impl EmulatedCluster {
             for (j, &p) in worker_ports.iter().enumerate() {
                 worker_view.push(if j == k { dial[k].clone() } else { through(p)? });
             }
-            let view = serde_json::json!({"cluster": {"worker": worker_view, "ps": ps_view}});
+            let view =
+                with_chief(serde_json::json!({"cluster": {"worker": worker_view, "ps": ps_view}}));
             let path = dir.path().join(format!("tf_config_worker{k}.json"));
             std::fs::write(&path, view.to_string()).map_err(|e| Error::io(&path, e))?;
             views[k] = path;
@@ -220,6 +244,7 @@ impl EmulatedCluster {
             cgroups: (0..n).map(|_| None).collect(),
             proxies,
             tf_config,
+            chief,
             dir,
             quota_warning,
         };
@@ -347,6 +372,11 @@ impl EmulatedCluster {
     /// The cluster as TF_CONFIG (addresses peers dial; metrics agents under `"metrics"`).
     pub fn tf_config(&self) -> &TfConfig {
         &self.tf_config
+    }
+
+    /// Address of the `chief` task reserved by [`EmulatedCluster::start_with`], if any.
+    pub fn chief(&self) -> Option<&str> {
+        self.chief.as_deref()
     }
 
     /// The task sessions should be mastered by: ps 0, which has no CPU quota, so coordinating a
