@@ -645,6 +645,7 @@ pub(crate) mod tests {
             same_process_accelerator: l,
             same_host: l,
             cross_host: l,
+            cross_rack: l,
         };
         c
     }
