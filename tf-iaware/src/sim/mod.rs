@@ -18,6 +18,7 @@
 //! [`lower_bound`] is `max(critical path with every op on its fastest device and free
 //! communication, total work / total effective capacity)`; no placement can beat it.
 
+pub mod data_parallel;
 pub mod synthetic;
 
 use std::cmp::Ordering;
