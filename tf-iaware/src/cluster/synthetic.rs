@@ -542,6 +542,21 @@ impl fmt::Display for SyntheticSpec {
     }
 }
 
+/// Written as its canonical spec string.
+impl serde::Serialize for SyntheticSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Read from a spec string.
+impl<'de> serde::Deserialize<'de> for SyntheticSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        SyntheticSpec::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
