@@ -4,6 +4,7 @@
 
 mod adapt;
 mod model_parallel;
+mod simulated;
 mod svg;
 
 use std::path::PathBuf;
@@ -73,6 +74,8 @@ pub struct Args {
     /// Drop the cached worker calibration and measure again.
     #[arg(long)]
     recalibrate: bool,
+    #[command(flatten)]
+    sim: simulated::SimFlags,
 }
 
 /// One strategy's measured run.
@@ -215,6 +218,9 @@ fn mean_std(xs: &[f64]) -> (f64, f64) {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    if args.sim.active() {
+        return simulated::run(args, &args.sim);
+    }
     if args.steps == 0 || args.repeats == 0 || args.strategies.is_empty() {
         bail!("--steps, --repeats and --strategies must be non-empty");
     }

@@ -250,6 +250,33 @@ pub fn per_op_row(
     })
 }
 
+/// Every strategy of `strategies` on one synthetic cluster: the data-parallel planners
+/// ([`DP_PLANNERS`](data_parallel::DP_PLANNERS)) for `global_batch` samples of `workload`, the
+/// others as per-op strategies placing a layered DAG of `ops` ops on all its devices — what
+/// `tf-iaware bench --simulate` prints.
+///
+/// # Errors
+/// As [`dp_row`] and [`per_op_row`].
+pub fn compare(
+    cluster: &SyntheticCluster,
+    strategies: &[String],
+    workload: &DpWorkload,
+    global_batch: usize,
+    ops: usize,
+    repeats: usize,
+) -> Result<Vec<StudyRow>> {
+    strategies
+        .iter()
+        .map(|s| {
+            if data_parallel::DP_PLANNERS.contains(&s.as_str()) {
+                dp_row(s, cluster, workload, global_batch, repeats)
+            } else {
+                per_op_row(s, cluster, ops, "ops", repeats)
+            }
+        })
+        .collect()
+}
+
 /// Runs the study, calling `progress` with each row as it is done.
 ///
 /// # Errors
