@@ -156,7 +156,7 @@ impl Distribution {
                 _ => {}
             },
             Distribution::Uniform { lo, hi } => {
-                if !(lo < hi) {
+                if lo >= hi {
                     return Err(format!("uniform({lo},{hi}) needs lo < hi"));
                 }
                 match support {
@@ -180,7 +180,7 @@ impl Distribution {
                         "lognormal({mu},{sigma}) draws values above 1; use beta(a,b) or uniform(lo,hi)"
                     ));
                 }
-                if !(sigma >= 0.0) {
+                if sigma < 0.0 {
                     return Err(format!("lognormal({mu},{sigma}) needs sigma ≥ 0"));
                 }
             }
@@ -431,7 +431,7 @@ impl SyntheticSpec {
                         "memory",
                     )
                     .map_err(|r| bad(key, value, r))?;
-                    if !(bytes >= 1.0 && bytes < 1.8e19) {
+                    if !(1.0..1.8e19).contains(&bytes) {
                         return Err(bad(key, value, "must be at least one byte".into()));
                     }
                     s.memory_bytes = bytes as u64;
