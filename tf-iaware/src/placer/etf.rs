@@ -82,6 +82,9 @@ fn best_with(
             continue;
         }
         let start = free.max(ready(d));
+        if best.is_some_and(|(bs, _, _)| start > bs) {
+            continue; // No need to price the op here.
+        }
         let finish = start + cost.op_time(i, d);
         if best.is_none_or(|(bs, bf, _)| start < bs || (start == bs && finish < bf)) {
             best = Some((start, finish, d));
@@ -529,23 +532,39 @@ mod by_op {
         ready_at: &mut [f64],
     ) -> Option<Candidate> {
         state.data_ready_all(i, ready_at);
+        let cost = state.cost;
+        let g = cost.group_of(i);
+        let placed = state.group_dev[g];
+        let kernels = cost.group_devices(g);
+        let need = cost.group_memory(g);
+        // As `best_with` over each timeline in turn, inline: the op is priced only where it
+        // could start no later than the best so far.
         let mut best: Option<Candidate> = None;
         for (t, line) in lines.iter().enumerate() {
-            let Some((start, finish, device)) =
-                best_with(state, &line.devices, line.free, i, |d| ready_at[d])
-            else {
-                continue;
-            };
-            if best.is_none_or(|b| start < b.start || (start == b.start && finish < b.finish)) {
-                best = Some(Candidate {
-                    start,
-                    rank,
-                    pos,
-                    node: i as u32,
-                    finish,
-                    device,
-                    line: t,
-                });
+            for &d in &line.devices {
+                let ok = match placed {
+                    NONE => kernels[d] && need <= state.mem_left[d],
+                    p => p as usize == d,
+                };
+                if !ok {
+                    continue;
+                }
+                let start = line.free.max(ready_at[d]);
+                if best.is_some_and(|b| start > b.start) {
+                    continue;
+                }
+                let finish = start + cost.op_time(i, d);
+                if best.is_none_or(|b| start < b.start || (start == b.start && finish < b.finish)) {
+                    best = Some(Candidate {
+                        start,
+                        rank,
+                        pos,
+                        node: i as u32,
+                        finish,
+                        device: d,
+                        line: t,
+                    });
+                }
             }
         }
         best
