@@ -180,6 +180,9 @@ fn line(r: &StudyRow) -> String {
     )
 }
 
+/// One line of a chart: its label, its colour's index and its (size, ms) points.
+type Series = (String, usize, Vec<(f64, f64)>);
+
 const PANEL_W: f64 = 420.0;
 const PANEL_H: f64 = 320.0;
 const MARGIN: f64 = 60.0;
@@ -193,13 +196,7 @@ fn decades(lo: f64, hi: f64) -> (f64, f64) {
 }
 
 /// One log-log panel at `(x0, y0)`: plan time against size, a line per planner.
-fn panel(
-    x0: f64,
-    y0: f64,
-    title: &str,
-    x_label: &str,
-    series: &[(String, usize, Vec<(f64, f64)>)],
-) -> String {
+fn panel(x0: f64, y0: f64, title: &str, x_label: &str, series: &[Series]) -> String {
     let pts = series.iter().flat_map(|s| s.2.iter());
     let (xs, ys): (Vec<f64>, Vec<f64>) = pts.cloned().unzip();
     if xs.is_empty() {
@@ -291,7 +288,7 @@ pub fn growth_chart(rows: &[StudyRow], growth: &[Growth]) -> String {
             planners.push(&r.planner);
         }
     }
-    let series = |sweeps: &[&str]| -> Vec<(String, usize, Vec<(f64, f64)>)> {
+    let series = |sweeps: &[&str]| -> Vec<Series> {
         let mut out = Vec::new();
         for (color, p) in planners.iter().enumerate() {
             for sweep in sweeps {
