@@ -41,6 +41,7 @@
 pub mod apply;
 pub mod cluster;
 pub mod cost;
+pub mod data;
 pub mod emulate;
 pub mod error;
 pub mod graph;

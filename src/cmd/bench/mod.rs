@@ -2,6 +2,7 @@
 //! stock data-parallel recipe against infra-aware — interleaved so machine drift hits all alike;
 //! for scenarios with drift, step time over steps with and without adaptation.
 
+mod accuracy;
 mod adapt;
 mod model_parallel;
 mod simulated;
@@ -74,6 +75,33 @@ pub struct Args {
     /// Drop the cached worker calibration and measure again.
     #[arg(long)]
     recalibrate: bool,
+    /// Training data: `synthetic` (a fixed random batch per worker: images/s of the model) or
+    /// `digits` (the real 8×8 handwritten digits, trained until `--target-accuracy` on a
+    /// held-out split: time to accuracy per contender).
+    #[arg(long, default_value = "synthetic")]
+    data: String,
+    /// Held-out accuracy each contender trains to (`--data digits`), 0–1.
+    #[arg(long, default_value_t = 0.9)]
+    target_accuracy: f64,
+    /// Seconds of training between evaluations (`--data digits`).
+    #[arg(long, default_value_t = 2.0)]
+    eval_every: f64,
+    /// Seconds of training after which a contender gives up (`--data digits`).
+    #[arg(long, default_value_t = 300.0)]
+    max_train_s: f64,
+    /// Share of each digit held out for evaluation (`--data digits`).
+    #[arg(long, default_value_t = 0.2)]
+    held_out: f64,
+    /// Backup workers of `sync-backup`: each step aggregates N − k gradients.
+    #[arg(long, default_value_t = 1)]
+    backup_workers: usize,
+    /// `infra-aware` traces every this many steps to measure each replica, and re-sizes its
+    /// shares when three measurements predict a step at least 10 % faster (0: never).
+    #[arg(long, default_value_t = 4)]
+    resize_every: usize,
+    /// Folder for one `epoch  seconds  accuracy` TSV per contender and round (`--data digits`).
+    #[arg(long, value_name = "DIR")]
+    tsv: Option<PathBuf>,
     #[command(flatten)]
     sim: simulated::SimFlags,
 }
@@ -186,6 +214,10 @@ fn is_data_parallel(name: &str) -> bool {
 fn check_strategy(name: &str) -> Result<()> {
     match name {
         "replica-setter" | "infra-aware" => Ok(()),
+        "async-ps" | "sync-backup" | "infra-aware-async" => bail!(
+            "`{name}` trains with real data and is measured by time to accuracy: \
+             pass --data digits (its report has images/s too)"
+        ),
         "tf-default" => bail!(
             "`tf-default` is not a benchmark strategy: replica-setter is stock TensorFlow's \
              data-parallel recipe"
@@ -217,9 +249,76 @@ fn mean_std(xs: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// Calibrates the workers (or reads the per-user cache) and returns the calibration and the
+/// capacities at each worker's availability now.
+fn calibrate(
+    args: &Args,
+    workload: &Workload,
+    devices: &tf_iaware::cluster::Cluster,
+    config: &tf_iaware::runtime::SessionConfig,
+    workers: &[String],
+    ps: &[String],
+) -> Result<(calibrate::WorkerCalibration, Vec<WorkerCapacity>)> {
+    let probe = (args.batch / workers.len()).clamp(3, 12);
+    eprintln!(
+        "calibrating {} workers with {probe}-sample steps of {}…",
+        workers.len(),
+        workload.name()
+    );
+    if args.recalibrate {
+        calibrate::invalidate_workers(workload, probe, devices, workers, &ps[0])?;
+    }
+    let calibrated = calibrate::calibrate_workers_cached(
+        workload,
+        workers,
+        &ps[0],
+        devices,
+        config,
+        probe,
+        1.0,
+        &CalibrateOptions::default(),
+    )?;
+    if calibrated.cache_hit {
+        eprintln!(
+            "calibration: cache hit ({}, {:.2} s): capabilities reused, rescaled to the live availability",
+            calibrated.path.display(),
+            calibrated.seconds
+        );
+    } else {
+        eprintln!(
+            "calibration: measured in {:.1} s{}",
+            calibrated.seconds,
+            calibrated
+                .note
+                .as_deref()
+                .map_or(String::new(), |n| format!(" ({n})"))
+        );
+    }
+    // At each worker's availability now (a cached calibration may have seen another).
+    let calibration = parallel::live_capacities(&calibrated.capacity, devices, None);
+    for c in &calibration {
+        eprintln!(
+            "  {:<45} {:>8.1} images/sec + {:.0} ms per step (availability {:.2})",
+            c.device,
+            c.samples_per_sec,
+            c.fixed_ms,
+            c.availability.unwrap_or(1.0)
+        );
+    }
+    Ok((calibrated, calibration))
+}
+
 pub fn run(args: &Args) -> Result<()> {
     if args.sim.active() {
         return simulated::run(args, &args.sim);
+    }
+    match args.data.as_str() {
+        "synthetic" => {}
+        "digits" => return accuracy::run(args),
+        other => bail!(
+            "--data {other}: unknown data set; choose one of {}",
+            tf_iaware::data::DATA_SETS.join(", ")
+        ),
     }
     if args.steps == 0 || args.repeats == 0 || args.strategies.is_empty() {
         bail!("--steps, --repeats and --strategies must be non-empty");
@@ -266,52 +365,7 @@ pub fn run(args: &Args) -> Result<()> {
     config.isolate_state = true;
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
     let vars = workload.variables()?;
-    let probe = (args.batch / workers.len()).clamp(3, 12);
-    eprintln!(
-        "calibrating {} workers with {probe}-sample steps of {}…",
-        workers.len(),
-        workload.name()
-    );
-    if args.recalibrate {
-        calibrate::invalidate_workers(&workload, probe, &devices, &workers, &ps[0])?;
-    }
-    let calibrated = calibrate::calibrate_workers_cached(
-        &workload,
-        &workers,
-        &ps[0],
-        &devices,
-        &config,
-        probe,
-        1.0,
-        &CalibrateOptions::default(),
-    )?;
-    if calibrated.cache_hit {
-        eprintln!(
-            "calibration: cache hit ({}, {:.2} s): capabilities reused, rescaled to the live availability",
-            calibrated.path.display(),
-            calibrated.seconds
-        );
-    } else {
-        eprintln!(
-            "calibration: measured in {:.1} s{}",
-            calibrated.seconds,
-            calibrated
-                .note
-                .as_deref()
-                .map_or(String::new(), |n| format!(" ({n})"))
-        );
-    }
-    // At each worker's availability now (a cached calibration may have seen another).
-    let calibration = parallel::live_capacities(&calibrated.capacity, &devices, None);
-    for c in &calibration {
-        eprintln!(
-            "  {:<45} {:>8.1} images/sec + {:.0} ms per step (availability {:.2})",
-            c.device,
-            c.samples_per_sec,
-            c.fixed_ms,
-            c.availability.unwrap_or(1.0)
-        );
-    }
+    let (calibrated, calibration) = calibrate(args, &workload, &devices, &config, &workers, &ps)?;
     let lower_bound = parallel::lower_bound_ms(args.batch, &calibration);
 
     let memory = workload

@@ -1,6 +1,8 @@
 //! Small SVG charts of benchmark results: median step time per strategy (bars with p10–p90
 //! whiskers), and step time over steps with and without adaptation.
 
+use tf_iaware::runtime::accuracy::AccuracyReport;
+
 use super::adapt::AdaptationReport;
 use super::StrategyResult;
 
@@ -9,7 +11,9 @@ const H: f64 = 360.0;
 const LEFT: f64 = 70.0;
 const BOTTOM: f64 = 50.0;
 const TOP: f64 = 40.0;
-pub(super) const COLORS: [&str; 4] = ["#888888", "#2a7ab0", "#d9822b", "#3a9a5b"];
+pub(super) const COLORS: [&str; 6] = [
+    "#888888", "#2a7ab0", "#d9822b", "#3a9a5b", "#9b59b6", "#c0392b",
+];
 
 pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -18,6 +22,10 @@ pub(super) fn escape(s: &str) -> String {
 }
 
 fn frame(title: &str, y_max: f64, body: &str) -> String {
+    frame_with(title, y_max, "step time (ms)", body)
+}
+
+fn frame_with(title: &str, y_max: f64, y_label: &str, body: &str) -> String {
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
@@ -38,9 +46,10 @@ fn frame(title: &str, y_max: f64, body: &str) -> String {
         );
     }
     s += &format!(
-        "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">step time (ms)</text>\n",
+        "<text x=\"16\" y=\"{:.1}\" transform=\"rotate(-90 16 {:.1})\" text-anchor=\"middle\">{}</text>\n",
         H / 2.0,
-        H / 2.0
+        H / 2.0,
+        escape(y_label)
     );
     s += body;
     s + "</svg>\n"
@@ -142,6 +151,57 @@ pub fn drift_chart(a: &AdaptationReport, scenario: &str) -> String {
     frame(
         &format!("emulated:{scenario} — step time over steps"),
         y_max,
+        &body,
+    )
+}
+
+/// Lines: held-out accuracy (%) against training seconds, one per contender, the target dashed.
+pub fn accuracy_chart(
+    runs: &[&AccuracyReport],
+    scenario: &str,
+    model: &str,
+    target: f64,
+) -> String {
+    let x_max = runs
+        .iter()
+        .flat_map(|r| r.curve.iter().map(|p| p.seconds))
+        .fold(1.0f64, f64::max);
+    let plot_h = H - TOP - BOTTOM;
+    let x = |t: f64| LEFT + (W - LEFT - 20.0) * t / x_max;
+    let y = |a: f64| H - BOTTOM - plot_h * a;
+    let mut body = String::new();
+    for (i, r) in runs.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let pts: Vec<String> = std::iter::once((0.0, 0.0))
+            .chain(r.curve.iter().map(|p| (p.seconds, p.accuracy)))
+            .map(|(t, a)| format!("{:.1},{:.1}", x(t), y(a)))
+            .collect();
+        body += &format!(
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" fill=\"{color}\">— {}</text>\n",
+            pts.join(" "),
+            LEFT + 10.0 + 140.0 * (i % 4) as f64,
+            H - 20.0 + 14.0 * (i / 4) as f64 - 8.0,
+            escape(&r.contender)
+        );
+    }
+    body += &format!(
+        "<line x1=\"{LEFT}\" y1=\"{0:.1}\" x2=\"{1:.1}\" y2=\"{0:.1}\" stroke=\"red\" stroke-dasharray=\"4 3\"/>\n",
+        y(target),
+        W - 20.0
+    );
+    for i in 0..=4 {
+        let t = x_max * f64::from(i) / 4.0;
+        body += &format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{t:.0} s</text>\n",
+            x(t),
+            H - BOTTOM + 16.0
+        );
+    }
+    frame_with(
+        &format!("emulated:{scenario} — {model} on digits, held-out accuracy over training time"),
+        100.0,
+        "held-out accuracy (%)",
         &body,
     )
 }

@@ -94,6 +94,10 @@ pub(crate) fn assemble(
     let x = net.placeholder("x", &image)?;
     let y = net.placeholder("y", &[b, classes])?;
     let logits = body(&mut net, x)?;
+    let named = net.op("Identity", LOGITS, std::slice::from_ref(&logits), |d| {
+        Ok(d.set_attr_type("T", tensorflow::DataType::Float)?)
+    })?;
+    debug_assert_eq!(named.name().ok().as_deref(), Some(LOGITS));
     let loss = net.softmax_xent_loss(logits, y, "loss")?;
     let tower = TowerLoss {
         loss,
@@ -121,6 +125,9 @@ pub(crate) fn assemble(
         sidecar,
     })
 }
+
+/// Name of the op that gives a zoo model's logits (`[batch, classes]`), for evaluation.
+pub const LOGITS: &str = "logits";
 
 /// Learning rate of the zoo's momentum SGD.
 pub const LEARNING_RATE: f32 = 0.01;

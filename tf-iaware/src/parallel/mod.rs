@@ -6,6 +6,7 @@ pub mod live;
 pub mod network;
 pub mod plan;
 pub mod replicate;
+pub mod updates;
 
 pub use live::{live_capacities, plan_live, ps_capacities, ReplicaMemory};
 

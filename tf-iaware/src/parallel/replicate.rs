@@ -82,11 +82,24 @@ pub struct Replication {
     pub sidecar: Sidecar,
     /// The optimizer's update ops (one per variable), by name.
     pub updates: Vec<String>,
+    /// Each update's gradient as every replica computes it, before the combination.
+    pub gradients: Vec<UpdateGradients>,
     /// Stateful ops in the tower other than the optimizer's, run once from replica 0.
     pub once: Vec<String>,
     /// The float variables (weights and optimizer slots) a checkpoint holds, with the ops added
     /// to read, restore ([`RESTORE_OP`]) and probe them; devices unset.
     pub state: Vec<StateVar>,
+}
+
+/// One optimizer update and the gradient each replica computes for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdateGradients {
+    /// The update op (shared; its `grad` input is the combination).
+    pub update: String,
+    /// Index of `grad` among the update's data inputs.
+    pub grad_input: usize,
+    /// Replica `k`'s gradient tensor (`node:port` text), in replica order.
+    pub per_replica: Vec<String>,
 }
 
 fn refuse(op: &str, reason: impl Into<String>) -> Error {
@@ -377,6 +390,7 @@ pub fn replicate(
         ..def.clone()
     };
     let mut roles = BTreeMap::new();
+    let mut gradients = Vec::new();
     // A shared op reads replica 0's copy of a replicated tensor (the loss: the combined one) and
     // waits for every replica's copy of a replicated control input.
     let shared_inputs = |i: usize, grad_of: Option<(usize, &str)>| -> Vec<String> {
@@ -481,6 +495,11 @@ pub fn replicate(
                         }
                     })
                     .collect();
+                gradients.push(UpdateGradients {
+                    update: node.name.clone(),
+                    grad_input: at,
+                    per_replica: parts.clone(),
+                });
                 push_weighted_sum(
                     &mut out,
                     &mut roles,
@@ -541,12 +560,18 @@ pub fn replicate(
             .iter()
             .map(|&(u, _)| def.node[u].name.clone())
             .collect(),
+        gradients,
         once,
         state,
     })
 }
 
-fn new_node(name: &str, op: &str, input: Vec<String>, attrs: Vec<(&str, Vec<u8>)>) -> NodeDef {
+pub(crate) fn new_node(
+    name: &str,
+    op: &str,
+    input: Vec<String>,
+    attrs: Vec<(&str, Vec<u8>)>,
+) -> NodeDef {
     let mut n = NodeDef {
         name: name.into(),
         op: op.into(),
@@ -1146,7 +1171,7 @@ fn set_batch(node: &mut NodeDef, batch: i64) -> Result<()> {
     Ok(())
 }
 
-fn type_attr(t: i32) -> Vec<u8> {
+pub(crate) fn type_attr(t: i32) -> Vec<u8> {
     AttrValue {
         r#type: Some(t),
         ..AttrValue::default()

@@ -150,8 +150,29 @@ pub fn prepare_run(
         built.replication.sidecar,
         built.replication.state,
     );
-    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
-    // Only the tasks the plan uses take part: a lost worker outside it cannot stall the session.
+    let session = plan_session(plan, &analyzed, &placement, cluster, config)?;
+    let trainer = Trainer::new(session, &sidecar, None, seed)?;
+    Ok(Prepared {
+        trainer,
+        placement,
+        op_graph: analyzed.op_graph,
+        state,
+    })
+}
+
+/// A session over a replicated graph placed for `plan` (device strings applied), restricted
+/// to the tasks the plan uses: a lost worker outside it cannot stall the session.
+///
+/// # Errors
+/// The errors of [`apply::apply`] and [`PlacedSession::new`].
+pub fn plan_session(
+    plan: &DataParallelPlan,
+    analyzed: &crate::graph::analyze::Analyzed,
+    placement: &crate::placer::Placement,
+    cluster: &Cluster,
+    config: &SessionConfig,
+) -> Result<PlacedSession> {
+    let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, placement)?;
     let mut tasks: Vec<String> = plan
         .replicas
         .iter()
@@ -166,14 +187,7 @@ pub fn prepare_run(
         device_filters: tasks,
         ..config.clone()
     };
-    let session = PlacedSession::new(placed.graph, &config)?;
-    let trainer = Trainer::new(session, &sidecar, None, seed)?;
-    Ok(Prepared {
-        trainer,
-        placement,
-        op_graph: analyzed.op_graph,
-        state,
-    })
+    PlacedSession::new(placed.graph, &config)
 }
 
 /// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables

@@ -1,6 +1,7 @@
 //! Running graphs through the TensorFlow C API: session configuration, placed sessions with
 //! deadlines and step stats, the sidecar, and synthetic-data training.
 
+pub mod accuracy;
 pub mod adapt;
 pub mod calibrate;
 pub mod checkpoint;

@@ -213,14 +213,28 @@ pub struct ReplicatedGraph {
 /// The errors of [`replicate`]; [`Error::Replication`] naming the op when TensorFlow rejects the
 /// replicated graph (a batch size baked into a constant shape fails shape inference here).
 pub fn build(workload: &GraphWorkload, plan: &DataParallelPlan) -> Result<ReplicatedGraph> {
+    build_with(workload, plan, |_| Ok(())).map(|(g, ())| g)
+}
+
+/// As [`build`], with `extend` adding ops to the replication before TensorFlow sees it (the
+/// asynchronous or backup-worker updates of [`parallel::updates`](crate::parallel::updates)).
+///
+/// # Errors
+/// As [`build`]; the errors of `extend`.
+pub fn build_with<T>(
+    workload: &GraphWorkload,
+    plan: &DataParallelPlan,
+    extend: impl FnOnce(&mut Replication) -> Result<T>,
+) -> Result<(ReplicatedGraph, T)> {
     let single = &workload.analyzed;
-    let replication = replicate(
+    let mut replication = replicate(
         &single.graph_def,
         &single.signatures,
         &workload.sidecar,
         plan,
         workload.data,
     )?;
+    let extended = extend(&mut replication)?;
     let bytes = replication.graph_def.encode_to_vec();
     let analyzed = analyze_bytes(&bytes, "the replicated graph").map_err(|e| match e {
         Error::TensorFlow { message, .. } => Error::Replication {
@@ -233,15 +247,17 @@ pub fn build(workload: &GraphWorkload, plan: &DataParallelPlan) -> Result<Replic
         other => other,
     })?;
     let placement = place(&analyzed.op_graph, &replication, plan);
-    let mut replication = replication;
     for v in &mut replication.state {
         v.device = placement.device_of(&v.name).map(str::to_string);
     }
-    Ok(ReplicatedGraph {
-        analyzed,
-        replication,
-        placement,
-    })
+    Ok((
+        ReplicatedGraph {
+            analyzed,
+            replication,
+            placement,
+        },
+        extended,
+    ))
 }
 
 /// The node a TensorFlow error message names (`{{node NAME}}` or `node 'NAME'`).

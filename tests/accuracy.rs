@@ -1,0 +1,159 @@
+//! Training to a held-out accuracy on the real digits with every data-parallel contender, on a
+//! two-worker emulated cluster (real TensorFlow worker processes on 127.0.0.1): asynchronous
+//! workers step at their own pace, backup workers let a step go without the slowest gradient,
+//! and accuracy rises above chance. Structure is asserted, never time.
+
+use std::path::Path;
+
+use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware::models::replicated;
+use tf_iaware::parallel;
+use tf_iaware::runtime::accuracy::{
+    train_to_accuracy, AccuracyOptions, AccuracyReport, Contender, Feedback, LabelledTask, Mode,
+};
+use tf_iaware::runtime::data_parallel;
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tf-iaware"))
+}
+
+fn summary(r: &AccuracyReport) -> String {
+    format!(
+        "{}: {} updates, accuracy {:.3}, workers {:?}, dropped {}",
+        r.contender,
+        r.updates,
+        r.final_accuracy,
+        r.workers
+            .iter()
+            .map(|w| (w.batch, w.steps))
+            .collect::<Vec<_>>(),
+        r.dropped_gradients
+    )
+}
+
+#[test]
+fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
+    // Worker 1 gets a twelfth of worker 0's CPU (where cgroups are writable).
+    let scenario = Scenario::parse("workers=0.6,0.05").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let limited = cluster.quota_warning.is_none();
+    if let Some(why) = &cluster.quota_warning {
+        eprintln!("note: {why}");
+    }
+    let (devices, mut config) = cluster.connect().unwrap();
+    config.isolate_state = true;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let vars = replicated::variables("mlp").unwrap();
+    let equal = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
+    let task = LabelledTask::digits("mlp", 0.2, 1).unwrap();
+    assert_eq!(task.train.len() + task.test.len(), 1797);
+    // A target nobody reaches: each contender trains for its whole time.
+    let options = AccuracyOptions {
+        target: 1.0,
+        eval_every_s: 2.0,
+        max_train_s: 8.0,
+        seed: 3,
+    };
+    let run_with = |name: &str, mode: Mode, feedback: Option<Feedback>| {
+        let contender = Contender {
+            name: name.into(),
+            plan: equal.clone(),
+            mode,
+            feedback,
+        };
+        let r = train_to_accuracy(&contender, &task, &devices, &config, &options).unwrap();
+        eprintln!("{}", summary(&r));
+        assert!(!r.curve.is_empty(), "evaluated at least once");
+        assert!(r.eval_seconds > 0.0);
+        assert!(
+            r.final_accuracy > 0.3,
+            "held-out accuracy above chance (0.1): {}",
+            summary(&r)
+        );
+        r
+    };
+    let run = |name: &str, mode: Mode| run_with(name, mode, None);
+
+    let sync = run("replica-setter", Mode::Sync);
+    // Every synchronous step uses both workers.
+    assert!(sync.workers.iter().all(|w| w.steps == sync.updates));
+
+    let asynchronous = run("async-ps", Mode::Async);
+    let (fast, slow) = (&asynchronous.workers[0], &asynchronous.workers[1]);
+    // Every step of either worker is one update; nobody waits for anybody.
+    assert_eq!(fast.steps + slow.steps, asynchronous.updates);
+    if limited {
+        assert!(
+            fast.steps > slow.steps,
+            "the faster worker runs more steps: {}",
+            summary(&asynchronous)
+        );
+    }
+
+    let backup = run("sync-backup", Mode::Backup { backups: 1 });
+    // Each step aggregated one gradient of two: the chief did not wait for both.
+    let computed: u64 = backup.workers.iter().map(|w| w.steps).sum();
+    assert!(backup.updates > 0);
+    assert!(
+        computed >= backup.updates,
+        "every update is made of a gradient: {}",
+        summary(&backup)
+    );
+    if limited {
+        assert!(
+            backup.workers[1].steps < backup.updates,
+            "steps went on without the slow worker's gradient: {}",
+            summary(&backup)
+        );
+    }
+
+    // Adaptive: a synchronous and an asynchronous window measured, one chosen.
+    let adaptive = run("infra-aware-async", Mode::Adaptive);
+    let choice = adaptive.chosen.as_ref().expect("the probe is reported");
+    assert!(choice.sync_images_per_sec > 0.0, "{choice:?}");
+    assert!(
+        choice.async_images_per_sec.is_some_and(|a| a > 0.0),
+        "{choice:?}"
+    );
+
+    // LB-BSP feedback: every re-size keeps the global batch.
+    let calibration: Vec<_> = workers
+        .iter()
+        .map(|w| parallel::WorkerCapacity {
+            device: w.clone(),
+            samples_per_sec: 1000.0,
+            fixed_ms: 5.0,
+            availability: None,
+            max_batch: None,
+        })
+        .collect();
+    let feedback = Feedback {
+        every: 2,
+        capacity: calibration,
+        ps: vec![(ps[0].clone(), 1.0)],
+        vars: vars.clone(),
+        options: parallel::InfraAwareOptions::default(),
+    };
+    let lbbsp = run_with("infra-aware", Mode::Sync, Some(feedback));
+    for shares in &lbbsp.resized {
+        assert_eq!(shares.iter().sum::<usize>(), 32, "{:?}", lbbsp.resized);
+    }
+    assert_eq!(lbbsp.plan.global_batch(), 32);
+    if limited {
+        // Calibrated as equals, measured unequal: the shares follow the measurement.
+        let share = |k: usize| {
+            lbbsp
+                .plan
+                .replicas
+                .iter()
+                .find(|r| r.device == workers[k])
+                .map_or(0, |r| r.batch)
+        };
+        assert!(
+            share(0) > share(1),
+            "{}: {:?}",
+            summary(&lbbsp),
+            lbbsp.resized
+        );
+    }
+}

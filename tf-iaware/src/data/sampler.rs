@@ -1,0 +1,70 @@
+//! Which training images each step reads: a reshuffle of the whole training split every epoch,
+//! drawn from a seed, as `Dataset.shuffle(n).repeat()` gives a TensorFlow input pipeline.
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+/// An endless, seeded stream of indices into a training split of `n` images: every epoch a new
+/// permutation, so each image is read once per epoch.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    order: Vec<usize>,
+    next: usize,
+    rng: StdRng,
+    /// Images handed out so far.
+    pub taken: u64,
+}
+
+impl Sampler {
+    /// A stream over `n` images drawn with `seed`. `n` must be at least 1.
+    pub fn new(n: usize, seed: u64) -> Sampler {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut order: Vec<usize> = (0..n.max(1)).collect();
+        order.shuffle(&mut rng);
+        Sampler {
+            order,
+            next: 0,
+            rng,
+            taken: 0,
+        }
+    }
+
+    /// The next `k` indices.
+    pub fn take(&mut self, k: usize) -> Vec<usize> {
+        let mut out = Vec::with_capacity(k);
+        while out.len() < k {
+            if self.next == self.order.len() {
+                self.order.shuffle(&mut self.rng);
+                self.next = 0;
+            }
+            out.push(self.order[self.next]);
+            self.next += 1;
+        }
+        self.taken += k as u64;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_epoch_is_a_permutation_and_the_seed_fixes_it() {
+        let mut a = Sampler::new(10, 3);
+        let mut b = Sampler::new(10, 3);
+        let first = a.take(10);
+        let mut sorted = first.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+        assert_eq!(first, b.take(10));
+        let second = a.take(10);
+        assert_ne!(first, second);
+        let mut s = second.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..10).collect::<Vec<_>>());
+        assert_eq!(a.taken, 20);
+        assert_ne!(Sampler::new(10, 4).take(10), first);
+    }
+}

@@ -1,0 +1,290 @@
+//! Ways the replicas' gradients reach the variables other than the synchronous in-graph sum of
+//! [`replicate`](super::replicate::replicate), added to a [`Replication`] as extra ops beside it:
+//!
+//! - **asynchronous** ([`add_async_updates`]): every replica gets its own copy of each optimizer
+//!   update, fed by its own gradient, and its own train target — ParameterServerStrategy's (and
+//!   TF1 between-graph replication's) semantics: a worker's step reads the variables as they are,
+//!   applies its gradient when it is ready, and waits for no one;
+//! - **backup workers** ([`add_backup_accumulators`]): SyncReplicasOptimizer's semantics. Each
+//!   update gets a `ConditionalAccumulator` on the variable's ps; a replica's `push` applies its
+//!   gradients to them tagged with the step it read; the chief's `train` takes the mean of the
+//!   first `num_required` gradients of the current step (`AccumulatorTakeGradient` blocks until
+//!   they are there, and drops stale ones) and applies it.
+//!
+//! Pure: the replicated GraphDef in, the same with the new ops out.
+
+use crate::error::{Error, Result};
+use crate::proto::{AttrValue, NodeDef, TensorShapeProto};
+
+use super::replicate::{new_node, replica_name, type_attr, Replication, Role};
+
+const DT_FLOAT: i32 = 1;
+const DT_INT32: i32 = 3;
+const DT_INT64: i32 = 9;
+
+/// Each replica's asynchronous train target and loss.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AsyncTargets {
+    /// Replica `k`'s train op: its own updates of every variable.
+    pub train: Vec<String>,
+    /// Replica `k`'s loss (its copy of the original loss).
+    pub loss: Vec<String>,
+}
+
+/// The ops of SyncReplicasOptimizer-style training with backup workers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackupTargets {
+    /// Replica `k`'s op that pushes its gradients into the accumulators.
+    pub push: Vec<String>,
+    /// Replica `k`'s int64 scalar placeholder: the global step its gradients belong to.
+    pub local_step: Vec<String>,
+    /// Replica `k`'s loss.
+    pub loss: Vec<String>,
+    /// The chief's op: takes the mean of `num_required` gradients per variable and applies it.
+    pub train: String,
+    /// The chief's int32 scalar placeholder: how many gradients a step aggregates.
+    pub num_required: String,
+}
+
+/// Prefix of the ops [`add_async_updates`] adds.
+pub const ASYNC_PREFIX: &str = "tf_iaware_async";
+/// Prefix of the ops [`add_backup_accumulators`] adds.
+pub const BACKUP_PREFIX: &str = "tf_iaware_backup";
+
+/// The update `name`'s node in the replicated graph.
+fn update_node<'a>(rep: &'a Replication, name: &str) -> Result<&'a NodeDef> {
+    rep.graph_def
+        .node
+        .iter()
+        .find(|n| n.name == name)
+        .ok_or_else(|| Error::Replication {
+            op: name.into(),
+            reason: "the optimizer update is missing from the replicated graph".into(),
+        })
+}
+
+/// `inputs` with data input `at` replaced by `tensor`.
+fn with_data_input(inputs: &[String], at: usize, tensor: &str) -> Result<Vec<String>> {
+    let mut data = 0;
+    let mut replaced = false;
+    let out = inputs
+        .iter()
+        .map(|i| {
+            if i.starts_with('^') {
+                return i.clone();
+            }
+            let this = data;
+            data += 1;
+            if this == at {
+                replaced = true;
+                tensor.to_string()
+            } else {
+                i.clone()
+            }
+        })
+        .collect();
+    if replaced {
+        Ok(out)
+    } else {
+        Err(Error::Replication {
+            op: tensor.into(),
+            reason: format!("the update has no data input {at} to feed this gradient"),
+        })
+    }
+}
+
+/// The loss tensor of every replica (`replica_k/<loss>`).
+fn replica_losses(rep: &Replication) -> Vec<String> {
+    (0..rep.replicas.len())
+        .map(|k| replica_name(k, &rep.sidecar.loss))
+        .collect()
+}
+
+/// Adds asynchronous per-replica updates and train targets to `rep` (see the module docs).
+///
+/// # Errors
+/// [`Error::Replication`] if the replication's record of gradients does not match its graph.
+pub fn add_async_updates(rep: &mut Replication) -> Result<AsyncTargets> {
+    let replicas = rep.replicas.len();
+    let mut nodes = Vec::new();
+    let mut train = Vec::with_capacity(replicas);
+    for k in 0..replicas {
+        let mut updates = Vec::new();
+        for g in &rep.gradients {
+            let base = update_node(rep, &g.update)?;
+            let mut copy = base.clone();
+            copy.name = replica_name(k, &format!("{ASYNC_PREFIX}/{}", g.update));
+            copy.input = with_data_input(&base.input, g.grad_input, &g.per_replica[k])?;
+            updates.push(format!("^{}", copy.name));
+            nodes.push((
+                copy,
+                Role::Combine {
+                    update: g.update.clone(),
+                },
+            ));
+        }
+        let name = replica_name(k, &format!("{ASYNC_PREFIX}/train"));
+        nodes.push((new_node(&name, "NoOp", updates, vec![]), Role::Replica(k)));
+        train.push(name);
+    }
+    for (node, role) in nodes {
+        rep.roles.insert(node.name.clone(), role);
+        rep.graph_def.node.push(node);
+    }
+    Ok(AsyncTargets {
+        train,
+        loss: replica_losses(rep),
+    })
+}
+
+fn string_attr(s: &str) -> Vec<u8> {
+    prost::Message::encode_to_vec(&AttrValue {
+        s: Some(s.as_bytes().to_vec()),
+        ..AttrValue::default()
+    })
+}
+
+fn shape_attr(shape: TensorShapeProto) -> Vec<u8> {
+    prost::Message::encode_to_vec(&AttrValue {
+        shape: Some(shape),
+        ..AttrValue::default()
+    })
+}
+
+/// The float type (`T`) of an update op.
+fn update_type(node: &NodeDef) -> i32 {
+    node.attr
+        .get("T")
+        .and_then(|v| <AttrValue as prost::Message>::decode(v.as_slice()).ok())
+        .and_then(|a| a.r#type)
+        .unwrap_or(DT_FLOAT)
+}
+
+/// Adds accumulators, pushes and the chief's aggregating train op to `rep` (see the module
+/// docs). `shared_prefix` makes the accumulators' `shared_name`s unique to this graph, so two
+/// sessions on one cluster do not share them.
+///
+/// # Errors
+/// [`Error::Replication`] if the replication's record of gradients does not match its graph.
+pub fn add_backup_accumulators(
+    rep: &mut Replication,
+    shared_prefix: &str,
+) -> Result<BackupTargets> {
+    let replicas = rep.replicas.len();
+    let scalar = |dtype: i32| {
+        vec![
+            ("dtype", type_attr(dtype)),
+            ("shape", shape_attr(TensorShapeProto::default())),
+        ]
+    };
+    let num_required = format!("{BACKUP_PREFIX}/num_required");
+    let mut nodes = vec![(
+        new_node(&num_required, "Placeholder", vec![], scalar(DT_INT32)),
+        Role::Shared,
+    )];
+    let local_step: Vec<String> = (0..replicas)
+        .map(|k| replica_name(k, &format!("{BACKUP_PREFIX}/local_step")))
+        .collect();
+    for (k, name) in local_step.iter().enumerate() {
+        nodes.push((
+            new_node(name, "Placeholder", vec![], scalar(DT_INT64)),
+            Role::Replica(k),
+        ));
+    }
+    let mut pushes: Vec<Vec<String>> = vec![Vec::new(); replicas];
+    let mut applied = Vec::new();
+    for g in &rep.gradients {
+        let base = update_node(rep, &g.update)?;
+        let dtype = update_type(base);
+        let role = || Role::Combine {
+            update: g.update.clone(),
+        };
+        let acc = format!("{BACKUP_PREFIX}/{}/accumulator", g.update);
+        nodes.push((
+            new_node(
+                &acc,
+                "ConditionalAccumulator",
+                vec![],
+                vec![
+                    ("dtype", type_attr(dtype)),
+                    (
+                        "shape",
+                        shape_attr(TensorShapeProto {
+                            dim: vec![],
+                            unknown_rank: true,
+                        }),
+                    ),
+                    (
+                        "shared_name",
+                        string_attr(&format!("{shared_prefix}/{acc}")),
+                    ),
+                    ("reduction_type", string_attr("MEAN")),
+                ],
+            ),
+            role(),
+        ));
+        for (k, grad) in g.per_replica.iter().enumerate() {
+            let push = replica_name(k, &format!("{BACKUP_PREFIX}/{}/push", g.update));
+            nodes.push((
+                new_node(
+                    &push,
+                    "AccumulatorApplyGradient",
+                    vec![acc.clone(), local_step[k].clone(), grad.clone()],
+                    vec![("dtype", type_attr(dtype))],
+                ),
+                role(),
+            ));
+            pushes[k].push(format!("^{push}"));
+        }
+        let take = format!("{BACKUP_PREFIX}/{}/take", g.update);
+        nodes.push((
+            new_node(
+                &take,
+                "AccumulatorTakeGradient",
+                vec![acc.clone(), num_required.clone()],
+                vec![("dtype", type_attr(dtype))],
+            ),
+            role(),
+        ));
+        let mut copy = base.clone();
+        copy.name = format!("{BACKUP_PREFIX}/{}", g.update);
+        copy.input = with_data_input(&base.input, g.grad_input, &take)?;
+        applied.push(format!("^{}", copy.name));
+        nodes.push((copy, role()));
+    }
+    let mut push = Vec::with_capacity(replicas);
+    for (k, deps) in pushes.into_iter().enumerate() {
+        let name = replica_name(k, &format!("{BACKUP_PREFIX}/push"));
+        nodes.push((new_node(&name, "NoOp", deps, vec![]), Role::Replica(k)));
+        push.push(name);
+    }
+    let train = format!("{BACKUP_PREFIX}/train");
+    nodes.push((new_node(&train, "NoOp", applied, vec![]), Role::Shared));
+    for (node, role) in nodes {
+        rep.roles.insert(node.name.clone(), role);
+        rep.graph_def.node.push(node);
+    }
+    Ok(BackupTargets {
+        push,
+        local_step,
+        loss: replica_losses(rep),
+        train,
+        num_required,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_input_replacement_skips_control_inputs() {
+        let inputs: Vec<String> = ["var", "^ctl", "lr", "grad:1", "m"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let out = with_data_input(&inputs, 2, "replica_1/g").unwrap();
+        assert_eq!(out, ["var", "^ctl", "lr", "replica_1/g", "m"]);
+        assert!(with_data_input(&inputs, 9, "x").is_err());
+    }
+}
