@@ -11,8 +11,9 @@
 //! workers' summed throughput (or the cheapest fixed cost): no plan under this model beats it.
 //!
 //! The planners that run here are listed in [`DP_PLANNERS`]; [`plan`] is the one place that maps
-//! a name to a planner (the asynchronous and backup-worker contenders join there, with their
-//! own step model in [`simulate_step`], once they exist).
+//! a name to a planner. The asynchronous and backup-worker contenders (`async-ps`,
+//! `sync-backup`, `infra-aware-async`) train for real (`bench --data digits`) but have no
+//! simulated step yet: they join there, with their own step model in [`simulate_step`].
 
 use std::collections::HashMap;
 
@@ -158,8 +159,9 @@ pub fn plan(
             &ps_network(cluster),
             Sharding::Balanced,
         ),
-        // Extension point: `sync-backup`, `async-ps`, `infra-aware-async` (DESIGN.md §8) plan
-        // here and need their own step model in `simulate_step`.
+        // Extension point: `sync-backup` (the step waits for the fastest N − k replicas),
+        // `async-ps` and `infra-aware-async` (no barrier: throughput, not a step) plan here and
+        // need their own step model in `simulate_step`.
         other => Err(Error::InvalidArgument {
             what: format!("data-parallel planner `{other}`"),
             reason: format!("the simulator knows {}", DP_PLANNERS.join(", ")),
