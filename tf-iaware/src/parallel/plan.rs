@@ -425,10 +425,16 @@ fn balance_prefix(
         used.iter()
             .fold(0usize, |a, &i| a.saturating_add(fits_within(workers[i], t)))
     };
+    // Padded: `(step_ms(b) - fixed) × rate` can round to just under `b`.
     let mut hi = used
         .iter()
         .map(|&i| workers[i].step_ms(workers[i].cap().min(total)))
-        .fold(0.0, f64::max);
+        .fold(0.0, f64::max)
+        * (1.0 + 1e-9)
+        + 1e-9;
+    if sum_at(hi) < total {
+        return None; // Figures that are not finite.
+    }
     let mut lo = 0.0f64;
     for _ in 0..200 {
         if hi - lo <= hi.abs() * 1e-12 {
@@ -810,6 +816,37 @@ mod tests {
                 && msg.contains("/job:worker/task:1 holds at most 0"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn one_usable_worker_takes_the_whole_batch_whatever_its_figures() {
+        // Its step time at the whole batch, taken back to samples, can round to one short.
+        let ps = vec![("ps0".to_string(), 1.0)];
+        for rate in [3.3, 7.7, 19.2, 27.3, 45.9, 1e3 / 7.0] {
+            for fixed_ms in [0.0, 98.0, 287.3, 1112.7] {
+                for total in [1usize, 7, 32, 64, 1000] {
+                    let fast = WorkerCapacity {
+                        fixed_ms,
+                        ..w(0, rate)
+                    };
+                    // The second is below 5 % of the first: not eligible.
+                    let slow = w(1, rate / 100.0);
+                    let p = infra_aware(
+                        &[fast, slow],
+                        &ps,
+                        &vars(),
+                        total,
+                        &InfraAwareOptions::default(),
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        p.replicas.iter().map(|r| r.batch).collect::<Vec<_>>(),
+                        vec![total],
+                        "rate {rate}, fixed {fixed_ms} ms, {total} samples"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
