@@ -46,7 +46,8 @@ pub fn connect(spec: &str) -> Result<Connection> {
 /// The flags of every command that places a GraphDef.
 #[derive(clap::Args)]
 pub struct PlaceFlags {
-    /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO.
+    /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO, synthetic:workers=N:…
+    /// (drawn for place and simulate only; README, Cluster specs).
     #[arg(long, default_value = "local")]
     pub cluster: String,
     /// Placement strategy (tf-default keeps the graph's devices and lets TensorFlow decide the

@@ -2,6 +2,7 @@
 
 pub mod alloc;
 pub mod placement;
+pub mod scale;
 pub mod simulator;
 
 use tf_iaware::cluster::Cluster;

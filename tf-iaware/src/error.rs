@@ -83,6 +83,15 @@ pub enum Error {
     /// A TF_CONFIG document that is not what TensorFlow accepts.
     #[error("bad TF_CONFIG ({origin}): {reason}")]
     TfConfig { origin: String, reason: String },
+    /// A field of a `synthetic:` cluster spec that does not parse or is out of range: `field` is
+    /// its key (`workers`, `avail`, `cap`, `net`, …), `value` the text given for it.
+    #[error("bad synthetic cluster spec `{spec}`: field `{field}` = `{value}`: {reason}")]
+    SyntheticSpec {
+        spec: String,
+        field: String,
+        value: String,
+        reason: String,
+    },
 
     // ----- TensorFlow and running ---------------------------------------------------------------
     /// A TensorFlow C API call failed.

@@ -6,6 +6,7 @@ mod accuracy;
 mod adapt;
 mod bounds;
 mod model_parallel;
+mod simulated;
 mod svg;
 
 use std::path::PathBuf;
@@ -102,6 +103,8 @@ pub struct Args {
     /// Folder for one `epoch  seconds  accuracy` TSV per contender and round (`--data digits`).
     #[arg(long, value_name = "DIR")]
     tsv: Option<PathBuf>,
+    #[command(flatten)]
+    sim: simulated::SimFlags,
 }
 
 /// One strategy's measured run.
@@ -307,6 +310,9 @@ fn calibrate(
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    if args.sim.active() {
+        return simulated::run(args, &args.sim);
+    }
     bounds::check(args)?;
     match args.data.as_str() {
         "synthetic" => {}

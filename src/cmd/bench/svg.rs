@@ -11,11 +11,11 @@ const H: f64 = 360.0;
 const LEFT: f64 = 70.0;
 const BOTTOM: f64 = 50.0;
 const TOP: f64 = 40.0;
-const COLORS: [&str; 6] = [
+pub(super) const COLORS: [&str; 6] = [
     "#888888", "#2a7ab0", "#d9822b", "#3a9a5b", "#9b59b6", "#c0392b",
 ];
 
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

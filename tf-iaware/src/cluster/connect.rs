@@ -35,7 +35,8 @@ pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
 
 /// Devices of the cluster `spec` names, read live: `local`/`local:cpu=N` through an in-process
 /// sampler, `tf-config…` through each task's metrics agent (TF_CONFIG's `"metrics"` key, see
-/// [`feed`](super::feed)). Unreachable agents are warnings, not errors.
+/// [`feed`](super::feed)); `synthetic:…` is drawn from its spec (no metrics, sessions on it
+/// cannot reach its devices). Unreachable agents are warnings, not errors.
 ///
 /// # Errors
 /// [`Error::ClusterSpec`] for cluster kinds this build cannot reach; [`Error::TensorFlow`] if
@@ -50,6 +51,15 @@ pub fn connect_live(spec: &ClusterSpec, options: &LiveOptions) -> Result<LiveCon
                 None => TfConfig::from_env()?,
             };
             return connect_tf_config_live(&tf_config, &tf_config.master(), options);
+        }
+        ClusterSpec::Synthetic(text) => {
+            let drawn = super::SyntheticSpec::parse(text)?.build();
+            return Ok(LiveConnection {
+                cluster: drawn.cluster,
+                config: SessionConfig::default(),
+                metrics: MetricsFeed::off(),
+                warnings: Vec::new(),
+            });
         }
         ClusterSpec::Emulated(_) => {
             return Err(Error::ClusterSpec {

@@ -6,6 +6,7 @@ pub mod live;
 pub mod local;
 pub mod model;
 pub mod spec;
+pub mod synthetic;
 pub mod tf_config;
 
 pub use connect::{connect, connect_live, LiveConnection};
@@ -13,3 +14,4 @@ pub use feed::{LiveOptions, LiveWarning, MetricsFeed};
 pub use live::{LiveSource, LiveStatus};
 pub use model::{Cluster, Device};
 pub use spec::ClusterSpec;
+pub use synthetic::{SyntheticCluster, SyntheticSpec};

@@ -74,6 +74,10 @@ pub struct Device {
     /// why they are not current (see [`live`](super::live)).
     #[serde(default)]
     pub live: LiveStatus,
+    /// Rack of the machine (`None`: unknown); two machines in different racks use the
+    /// [`LinkDefaults::cross_rack`] link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 impl Device {
@@ -108,6 +112,7 @@ impl Device {
                 .eq_ignore_ascii_case("CPU")
                 .then(|| host.to_string()),
             live: LiveStatus::default(),
+            rack: None,
         }
     }
 
@@ -209,6 +214,8 @@ pub enum Locality {
     SameHost,
     /// Two machines: gRPC over the network.
     CrossHost,
+    /// Two machines in different racks (both [`Device::rack`]s known and different).
+    CrossRack,
 }
 
 /// Default links by [`Locality`], used for every device pair without an explicit [`LinkSpec`].
@@ -222,6 +229,13 @@ pub struct LinkDefaults {
     pub same_host: Link,
     /// Two machines (gRPC over 10 GbE; ≈ 150 µs, 1.1 GB/s).
     pub cross_host: Link,
+    /// Two machines in different racks (by default as [`LinkDefaults::cross_host`]).
+    #[serde(default = "default_cross_rack")]
+    pub cross_rack: Link,
+}
+
+fn default_cross_rack() -> Link {
+    LinkDefaults::default().cross_host
 }
 
 impl Default for LinkDefaults {
@@ -231,6 +245,7 @@ impl Default for LinkDefaults {
             same_process_accelerator: Link::new(1e-5, 1.2e10),
             same_host: Link::new(5e-5, 2e9),
             cross_host: Link::new(1.5e-4, 1.1e9),
+            cross_rack: Link::new(1.5e-4, 1.1e9),
         }
     }
 }
@@ -244,6 +259,7 @@ impl LinkDefaults {
             Locality::SameProcessAccelerator => Some(self.same_process_accelerator),
             Locality::SameHost => Some(self.same_host),
             Locality::CrossHost => Some(self.cross_host),
+            Locality::CrossRack => Some(self.cross_rack),
         }
     }
 }
@@ -317,6 +333,51 @@ fn machine(host: &str) -> &str {
     }
 }
 
+/// What [`Cluster::locality`] compares of a device: its machine, host string, task, type and
+/// rack.
+struct Place<'a> {
+    machine: &'a str,
+    host: &'a str,
+    /// (job, replica, task) when the name parses.
+    task: Option<(Option<String>, Option<u32>, Option<u32>)>,
+    cpu: bool,
+    rack: Option<&'a str>,
+}
+
+impl<'a> Place<'a> {
+    fn of(d: &'a Device) -> Self {
+        Place {
+            machine: machine(&d.host),
+            host: &d.host,
+            task: d.parsed_name().ok().map(|n| (n.job, n.replica, n.task)),
+            cpu: d.device_type.eq_ignore_ascii_case("CPU"),
+            rack: d.rack.as_deref(),
+        }
+    }
+
+    /// Locality of two distinct devices. Devices share a process when they share the machine
+    /// and their names agree on job, replica and task; they share a machine when their host
+    /// strings agree once a `:port` suffix is dropped; machines in two known, different racks
+    /// are [`Locality::CrossRack`].
+    fn locality(&self, other: &Place) -> Locality {
+        if self.machine != other.machine {
+            return match (self.rack, other.rack) {
+                (Some(a), Some(b)) if a != b => Locality::CrossRack,
+                _ => Locality::CrossHost,
+            };
+        }
+        let same_task = matches!((&self.task, &other.task), (Some(a), Some(b)) if a == b);
+        if !same_task || self.host != other.host {
+            return Locality::SameHost;
+        }
+        if self.cpu && other.cpu {
+            Locality::SameProcess
+        } else {
+            Locality::SameProcessAccelerator
+        }
+    }
+}
+
 impl Cluster {
     /// A cluster of `devices` with default links.
     pub fn new(devices: Vec<Device>) -> Self {
@@ -375,23 +436,7 @@ impl Cluster {
         if a == b {
             return Locality::SameDevice;
         }
-        let (da, db) = (&self.devices[a], &self.devices[b]);
-        if machine(&da.host) != machine(&db.host) {
-            return Locality::CrossHost;
-        }
-        let same_task = match (da.parsed_name(), db.parsed_name()) {
-            (Ok(na), Ok(nb)) => na.job == nb.job && na.replica == nb.replica && na.task == nb.task,
-            _ => false,
-        };
-        if !same_task || da.host != db.host {
-            return Locality::SameHost;
-        }
-        let cpu = |d: &Device| d.device_type.eq_ignore_ascii_case("CPU");
-        if cpu(da) && cpu(db) {
-            Locality::SameProcess
-        } else {
-            Locality::SameProcessAccelerator
-        }
+        Place::of(&self.devices[a]).locality(&Place::of(&self.devices[b]))
     }
 
     /// The link from device `a` to device `b` (indices): an explicit [`LinkSpec`] if there is
@@ -424,10 +469,18 @@ impl Cluster {
             .enumerate()
             .map(|(i, d)| (d.name.as_str(), i))
             .collect();
+        // Each device's name parsed once (not once per pair: thousands of devices make
+        // millions of pairs).
+        let places: Vec<Place> = self.devices.iter().map(Place::of).collect();
         let mut m = Vec::with_capacity(n * n);
-        for a in 0..n {
-            for b in 0..n {
-                m.push(match self.link_defaults.for_locality(self.locality(a, b)) {
+        for (a, pa) in places.iter().enumerate() {
+            for (b, pb) in places.iter().enumerate() {
+                let locality = if a == b {
+                    Locality::SameDevice
+                } else {
+                    pa.locality(pb)
+                };
+                m.push(match self.link_defaults.for_locality(locality) {
                     Some(l) => l,
                     None => Link::new(0.0, f64::INFINITY),
                 });

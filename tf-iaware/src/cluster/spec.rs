@@ -1,5 +1,6 @@
 //! `--cluster` spec strings (DESIGN.md §5): `local`, `local:cpu=N`, `tf-config`,
-//! `tf-config:PATH`, `emulated:SCENARIO`.
+//! `tf-config:PATH`, `emulated:SCENARIO`, `synthetic:workers=N:…` (see
+//! [`synthetic`](super::synthetic)).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -21,6 +22,10 @@ pub enum ClusterSpec {
     TfConfig(Option<PathBuf>),
     /// Local worker processes with unequal, shaped capacity; the scenario text.
     Emulated(String),
+    /// Many heterogeneous workers drawn from distributions, for the simulator and the planners
+    /// only (nothing runs); the text after `synthetic:`, checked by
+    /// [`SyntheticSpec::parse`](super::SyntheticSpec::parse).
+    Synthetic(String),
 }
 
 impl ClusterSpec {
@@ -59,11 +64,19 @@ impl ClusterSpec {
             }
             ("tf-config", Some(path)) => Ok(ClusterSpec::TfConfig(Some(PathBuf::from(path)))),
             ("emulated", Some(s)) if !s.is_empty() => Ok(ClusterSpec::Emulated(s.into())),
+            ("synthetic", Some(s)) => {
+                super::SyntheticSpec::parse(spec)?;
+                Ok(ClusterSpec::Synthetic(s.into()))
+            }
+            ("synthetic", None) => Err(bad(
+                "`synthetic` needs fields, e.g. synthetic:workers=1000:ps=16:avail=beta(2,2)".into(),
+            )),
             ("emulated", _) => Err(bad(
                 "`emulated:` needs a scenario name or an inline description".into(),
             )),
             _ => Err(bad(
-                "expected one of local, local:cpu=N, tf-config, tf-config:PATH, emulated:SCENARIO"
+                "expected one of local, local:cpu=N, tf-config, tf-config:PATH, emulated:SCENARIO, \
+                 synthetic:workers=N:…"
                     .into(),
             )),
         }
@@ -85,6 +98,7 @@ impl fmt::Display for ClusterSpec {
             ClusterSpec::TfConfig(None) => write!(f, "tf-config"),
             ClusterSpec::TfConfig(Some(p)) => write!(f, "tf-config:{}", p.display()),
             ClusterSpec::Emulated(s) => write!(f, "emulated:{s}"),
+            ClusterSpec::Synthetic(s) => write!(f, "synthetic:{s}"),
         }
     }
 }
@@ -101,6 +115,7 @@ mod tests {
             "tf-config",
             "tf-config:/tmp/tf.json",
             "emulated:paper",
+            "synthetic:workers=8:ps=2:avail=beta(2,2)",
         ] {
             assert_eq!(ClusterSpec::parse(s).unwrap().to_string(), s);
         }
@@ -118,6 +133,8 @@ mod tests {
             ("local:gpu=1", "local:cpu=N"),
             ("tf-config:", "file path"),
             ("emulated", "scenario"),
+            ("synthetic", "needs fields"),
+            ("synthetic:workers=8:cap=normal(1,1)", "field `cap`"),
             ("cloud", "expected one of"),
             ("", "expected one of"),
         ] {

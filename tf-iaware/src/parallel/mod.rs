@@ -3,13 +3,15 @@
 //! TensorFlow's stock `replica-setter` recipe and `infra-aware`.
 
 pub mod live;
+pub mod network;
 pub mod plan;
 pub mod replicate;
 pub mod updates;
 
 pub use live::{live_capacities, plan_live, ps_capacities, ReplicaMemory};
 
+pub use network::{place_variables, PsNetwork, Sharding, VariableShard};
 pub use plan::{
-    infra_aware, lower_bound_ms, replica_setter, DataParallelPlan, InfraAwareOptions, Replica,
-    VarInfo, WorkerCapacity,
+    infra_aware, infra_aware_networked, lower_bound_ms, replica_setter, DataParallelPlan,
+    InfraAwareOptions, Replica, VarInfo, WorkerCapacity,
 };

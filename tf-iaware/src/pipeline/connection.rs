@@ -26,7 +26,7 @@ pub struct Connection {
 }
 
 /// Connects to the cluster `spec` names (`local`, `local:cpu=N`, `tf-config`,
-/// `tf-config:PATH`; DESIGN.md §5): lists its devices, reads their live metrics (an in-process
+/// `tf-config:PATH`, `synthetic:…` — drawn for planning and simulation only; DESIGN.md §5): lists its devices, reads their live metrics (an in-process
 /// sampler for local devices, each task's agent for TF_CONFIG clusters; an agent that does not
 /// answer is a [`Connection::warnings`] entry, not an error) and applies the cached calibration
 /// of their capability, if a fresh one exists for this hardware (`tf-iaware devices
@@ -55,6 +55,25 @@ impl Connection {
     /// # Errors
     /// As [`connect`].
     pub fn open(spec: &ClusterSpec) -> Result<Connection> {
+        if let ClusterSpec::Synthetic(_) = spec {
+            // Drawn, not discovered: no metrics to read, no calibration that could describe it.
+            let live = connect_live(spec, &LiveOptions::default())?;
+            return Ok(Connection {
+                spec: spec.to_string(),
+                cluster: live.cluster,
+                config: live.config,
+                tf_config: None,
+                cache: CacheStatus {
+                    hit: false,
+                    path: std::path::PathBuf::new(),
+                    reason: Some("synthetic cluster: its figures are drawn, not calibrated".into()),
+                    created_unix_s: None,
+                },
+                metrics: live.metrics,
+                warnings: live.warnings,
+                emulated: None,
+            });
+        }
         let live = connect_live(spec, &LiveOptions::default())?;
         let tf_config = match spec {
             ClusterSpec::TfConfig(Some(path)) => Some(TfConfig::from_file(path)?),

@@ -18,6 +18,8 @@
 //! [`lower_bound`] is `max(critical path with every op on its fastest device and free
 //! communication, total work / total effective capacity)`; no placement can beat it.
 
+pub mod data_parallel;
+pub mod scale;
 pub mod synthetic;
 
 use std::cmp::Ordering;
@@ -645,6 +647,7 @@ pub(crate) mod tests {
             same_process_accelerator: l,
             same_host: l,
             cross_host: l,
+            cross_rack: l,
         };
         c
     }

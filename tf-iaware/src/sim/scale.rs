@@ -1,0 +1,467 @@
+//! The scale study: how the planners' cost and quality grow with the cluster and the graph, by
+//! simulation only (synthetic clusters, synthetic layered DAGs; no TensorFlow, no workers).
+//!
+//! - Data-parallel planners ([`DP_PLANNERS`](super::data_parallel::DP_PLANNERS)) over
+//!   synthetic clusters of each worker count: time to plan, the simulated step
+//!   ([`simulate_step`](super::data_parallel::simulate_step)), its lower bound and the share of
+//!   workers given a replica.
+//! - Per-op strategies (HEFT, ETF, …) over layered DAGs of each op count on a fixed number of
+//!   devices, and over a fixed graph on each device count: time to place, the simulated step
+//!   ([`simulate`](super::simulate)), its [`lower_bound`](super::lower_bound) and the share of
+//!   devices given an op.
+//!
+//! [`growth`] fits `time ∝ size^e` to each planner's sweep (least squares on logs).
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::data_parallel::{self, DpWorkload};
+use super::synthetic::LayeredDag;
+use crate::cluster::{SyntheticCluster, SyntheticSpec};
+use crate::cost::CostModel;
+use crate::error::{Error, Result};
+use crate::placer::{self, resolve};
+
+/// What the study sweeps.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StudyOptions {
+    /// Worker counts of the data-parallel sweep and device counts of the per-op device sweep.
+    pub workers: Vec<usize>,
+    /// Op counts of the per-op graph sweep.
+    pub ops: Vec<usize>,
+    /// Data-parallel planners.
+    pub dp_planners: Vec<String>,
+    /// Per-op strategies.
+    pub per_op: Vec<String>,
+    /// Devices of the per-op graph sweep.
+    pub per_op_devices: usize,
+    /// Ops of the graph of the per-op device sweep.
+    pub per_op_ops: usize,
+    /// The clusters' distributions, links and seed (its `workers` and `ps` are set per point).
+    pub base: SyntheticSpec,
+    /// Workers per ps task (`ps = ⌈workers ÷ this⌉`, at most the base spec's `ps` when that is
+    /// larger than 1).
+    pub workers_per_ps: usize,
+    /// Global batch per worker of the data-parallel sweep.
+    pub batch_per_worker: usize,
+    /// The data-parallel model.
+    pub workload: DpWorkload,
+    /// Timed runs of each planner per point (the least time is reported).
+    pub repeats: usize,
+}
+
+impl Default for StudyOptions {
+    /// Workers 4 → 1,000 and ops 1k → 100k; `replica-setter` and `infra-aware`; HEFT and ETF on
+    /// 64 devices and on 10k ops; `avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us`, 64
+    /// workers per ps, 32 samples per worker, ResNet-20, best of 3.
+    fn default() -> Self {
+        StudyOptions {
+            workers: vec![4, 16, 64, 256, 1000],
+            ops: vec![1_000, 3_000, 10_000, 30_000, 100_000],
+            dp_planners: data_parallel::DP_PLANNERS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            per_op: vec!["heft".into(), "etf".into()],
+            per_op_devices: 64,
+            per_op_ops: 10_000,
+            base: SyntheticSpec::parse(
+                "synthetic:workers=4:avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us",
+            )
+            .unwrap_or_default(),
+            workers_per_ps: 64,
+            batch_per_worker: 32,
+            workload: DpWorkload::resnet20(),
+            repeats: 3,
+        }
+    }
+}
+
+/// One planner at one size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StudyRow {
+    /// Planner or strategy name.
+    pub planner: String,
+    /// `data-parallel` or `per-op`.
+    pub kind: String,
+    /// What this row's sweep varies: `workers` (data-parallel), `ops` or `devices` (per-op).
+    pub sweep: String,
+    /// Workers (data-parallel) or devices (per-op) of the cluster.
+    pub workers: usize,
+    /// ps tasks of the cluster.
+    pub ps: usize,
+    /// Ops of the graph (per-op rows).
+    pub ops: Option<usize>,
+    /// Global batch (data-parallel rows).
+    pub global_batch: Option<usize>,
+    /// The size the sweep varies (`workers` or `ops`).
+    pub size: usize,
+    /// Least wall time of the planner over the repeats, ms.
+    pub plan_ms: f64,
+    /// Simulated step of its plan, ms.
+    pub predicted_step_ms: f64,
+    /// Lower bound of any plan's step, ms.
+    pub lower_bound_ms: f64,
+    /// `predicted_step_ms ÷ lower_bound_ms`.
+    pub ratio_to_lower_bound: f64,
+    /// Workers given a replica (data-parallel) or devices given an op (per-op).
+    pub workers_used: usize,
+    /// `workers_used ÷ workers` (devices for per-op rows).
+    pub share_used: f64,
+}
+
+/// A fitted growth `plan_ms ∝ size^exponent` of one planner's sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Growth {
+    /// Planner name.
+    pub planner: String,
+    /// The sweep (`workers`, `ops`, `devices`).
+    pub sweep: String,
+    /// Fitted exponent.
+    pub exponent: f64,
+    /// Points fitted.
+    pub points: usize,
+}
+
+/// What [`run`] returns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Study {
+    /// The options it ran with.
+    pub options: StudyOptions,
+    /// One row per (planner, sweep, size).
+    pub rows: Vec<StudyRow>,
+    /// Growth exponents of plan time per (planner, sweep).
+    pub growth: Vec<Growth>,
+}
+
+fn invalid(what: &str, reason: String) -> Error {
+    Error::InvalidArgument {
+        what: what.into(),
+        reason,
+    }
+}
+
+/// Least time of `repeats` runs of `f`, ms, and the last result.
+fn timed<T>(repeats: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> {
+    let mut best = f64::INFINITY;
+    let mut out = None;
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        let r = f()?;
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+        out = Some(r);
+    }
+    match out {
+        Some(r) => Ok((best, r)),
+        None => Err(invalid("timed run", "no run".into())),
+    }
+}
+
+/// The synthetic cluster of `workers` workers and `ps` ps tasks with `base`'s distributions.
+pub fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> SyntheticCluster {
+    SyntheticSpec {
+        workers,
+        ps,
+        ..base.clone()
+    }
+    .build()
+}
+
+/// A data-parallel planner's row on `cluster` for `global_batch` samples of `workload`.
+///
+/// # Errors
+/// As [`data_parallel::plan`] and [`data_parallel::simulate_step`].
+pub fn dp_row(
+    planner: &str,
+    cluster: &SyntheticCluster,
+    workload: &DpWorkload,
+    global_batch: usize,
+    repeats: usize,
+) -> Result<StudyRow> {
+    let caps = data_parallel::worker_capacities(cluster, workload);
+    let net = data_parallel::ps_network(cluster);
+    let (plan_ms, plan) = timed(repeats, || {
+        data_parallel::plan(planner, cluster, &caps, workload, global_batch)
+    })?;
+    let step = data_parallel::simulate_step(&plan, &caps, &workload.variables, &cluster.ps, &net)?;
+    let bound = data_parallel::lower_bound(global_batch, &caps, &net, workload.variable_bytes());
+    let workers = cluster.workers.len();
+    Ok(StudyRow {
+        planner: planner.into(),
+        kind: "data-parallel".into(),
+        sweep: "workers".into(),
+        workers,
+        ps: cluster.ps.len(),
+        ops: None,
+        global_batch: Some(global_batch),
+        size: workers,
+        plan_ms,
+        predicted_step_ms: step.step_ms,
+        lower_bound_ms: bound.ms,
+        ratio_to_lower_bound: step.step_ms / bound.ms,
+        workers_used: step.replicas,
+        share_used: step.replicas as f64 / workers as f64,
+    })
+}
+
+/// A per-op strategy's row: `strategy` placing a layered DAG of `ops` ops on every device of
+/// `cluster` (workers and ps), simulated.
+///
+/// # Errors
+/// [`Error::UnknownStrategy`](crate::Error::UnknownStrategy) and the strategy's own errors.
+pub fn per_op_row(
+    strategy: &str,
+    cluster: &SyntheticCluster,
+    ops: usize,
+    sweep: &str,
+    repeats: usize,
+) -> Result<StudyRow> {
+    let width = ((ops as f64).sqrt().round() as usize).max(1);
+    let graph = LayeredDag::new(ops, width).build()?;
+    let c = &cluster.cluster;
+    let cost = CostModel::new(&graph, c)?;
+    let s = placer::by_name(strategy)?;
+    let (plan_ms, placement) = timed(repeats, || s.place_with_cost(&graph, c, &cost))?;
+    let assignment = resolve::assignment(&graph, c, &placement)?;
+    let sim = super::simulate(&cost, &assignment)?;
+    let bound = super::lower_bound(&cost).value();
+    let devices = c.devices.len();
+    let mut used = vec![false; devices];
+    for &d in &assignment {
+        used[d] = true;
+    }
+    let workers_used = used.iter().filter(|&&u| u).count();
+    Ok(StudyRow {
+        planner: strategy.into(),
+        kind: "per-op".into(),
+        sweep: sweep.into(),
+        workers: devices,
+        ps: cluster.ps.len(),
+        ops: Some(ops),
+        global_batch: None,
+        size: if sweep == "ops" { ops } else { devices },
+        plan_ms,
+        predicted_step_ms: sim.step_time * 1e3,
+        lower_bound_ms: bound * 1e3,
+        ratio_to_lower_bound: sim.step_time / bound,
+        workers_used,
+        share_used: workers_used as f64 / devices as f64,
+    })
+}
+
+/// Every strategy of `strategies` on one synthetic cluster: the data-parallel planners
+/// ([`DP_PLANNERS`](data_parallel::DP_PLANNERS)) for `global_batch` samples of `workload`, the
+/// others as per-op strategies placing a layered DAG of `ops` ops on all its devices — what
+/// `tf-iaware bench --simulate` prints.
+///
+/// # Errors
+/// As [`dp_row`] and [`per_op_row`].
+pub fn compare(
+    cluster: &SyntheticCluster,
+    strategies: &[String],
+    workload: &DpWorkload,
+    global_batch: usize,
+    ops: usize,
+    repeats: usize,
+) -> Result<Vec<StudyRow>> {
+    strategies
+        .iter()
+        .map(|s| {
+            if data_parallel::DP_PLANNERS.contains(&s.as_str()) {
+                dp_row(s, cluster, workload, global_batch, repeats)
+            } else {
+                per_op_row(s, cluster, ops, "ops", repeats)
+            }
+        })
+        .collect()
+}
+
+/// Runs the study, calling `progress` with each row as it is done.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for empty sweeps or zero sizes; a planner's error.
+pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Result<Study> {
+    if options.workers.is_empty() && options.ops.is_empty() {
+        return Err(invalid("scale study", "nothing to sweep".into()));
+    }
+    if options.workers.iter().chain(&options.ops).any(|&n| n == 0)
+        || options.workers_per_ps == 0
+        || options.batch_per_worker == 0
+        || options.per_op_devices == 0
+        || options.per_op_ops == 0
+    {
+        return Err(invalid(
+            "scale study",
+            "worker counts, op counts, workers per ps, batch per worker and per-op sizes must be positive"
+                .into(),
+        ));
+    }
+    let ps_for = |workers: usize| {
+        let ps = workers.div_ceil(options.workers_per_ps).max(1);
+        if options.base.ps > 1 {
+            ps.min(options.base.ps)
+        } else {
+            ps
+        }
+    };
+    let mut rows = Vec::new();
+    let mut push = |row: StudyRow, rows: &mut Vec<StudyRow>| {
+        progress(&row);
+        rows.push(row);
+    };
+    for &w in &options.workers {
+        let cluster = cluster_of(&options.base, w, ps_for(w));
+        for p in &options.dp_planners {
+            let row = dp_row(
+                p,
+                &cluster,
+                &options.workload,
+                w * options.batch_per_worker,
+                options.repeats,
+            )?;
+            push(row, &mut rows);
+        }
+    }
+    if !options.per_op.is_empty() {
+        let fixed = cluster_of(&options.base, options.per_op_devices, 1);
+        for &ops in &options.ops {
+            for s in &options.per_op {
+                push(
+                    per_op_row(s, &fixed, ops, "ops", options.repeats)?,
+                    &mut rows,
+                );
+            }
+        }
+        for &w in &options.workers {
+            let cluster = cluster_of(&options.base, w, 1);
+            for s in &options.per_op {
+                let row = per_op_row(s, &cluster, options.per_op_ops, "devices", options.repeats)?;
+                push(row, &mut rows);
+            }
+        }
+    }
+    let growth = growth(&rows);
+    Ok(Study {
+        options: options.clone(),
+        rows,
+        growth,
+    })
+}
+
+/// Least-squares exponent of `plan_ms ∝ size^e` per (planner, sweep) with at least two
+/// distinct sizes.
+pub fn growth(rows: &[StudyRow]) -> Vec<Growth> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for r in rows {
+        let k = (r.planner.clone(), r.sweep.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.into_iter()
+        .filter_map(|(planner, sweep)| {
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.planner == planner && r.sweep == sweep && r.plan_ms > 0.0)
+                .map(|r| ((r.size as f64).ln(), r.plan_ms.ln()))
+                .collect();
+            let exponent = log_slope(&pts)?;
+            Some(Growth {
+                planner,
+                sweep,
+                exponent,
+                points: pts.len(),
+            })
+        })
+        .collect()
+}
+
+/// Least-squares slope of `points`; `None` with fewer than two distinct x.
+fn log_slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_study_has_one_row_per_planner_and_size() {
+        let options = StudyOptions {
+            workers: vec![4, 8, 16],
+            ops: vec![200, 400],
+            per_op_devices: 4,
+            per_op_ops: 200,
+            repeats: 1,
+            ..StudyOptions::default()
+        };
+        let mut seen = 0;
+        let study = run(&options, &mut |_| seen += 1).unwrap();
+        // 2 planners × 3 worker counts + 2 strategies × (2 op counts + 3 device counts).
+        assert_eq!(study.rows.len(), 6 + 10);
+        assert_eq!(seen, study.rows.len());
+        let mut keys: Vec<(String, String, usize)> = study
+            .rows
+            .iter()
+            .map(|r| (r.planner.clone(), r.sweep.clone(), r.size))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            study.rows.len(),
+            "one row per (planner, sweep, size)"
+        );
+        for r in &study.rows {
+            assert!(r.ratio_to_lower_bound >= 1.0 - 1e-9, "{r:?}");
+            assert!(r.share_used > 0.0 && r.share_used <= 1.0, "{r:?}");
+        }
+        // A growth fit per (planner, sweep): 2 dp + 2 × 2 per-op.
+        assert_eq!(study.growth.len(), 6);
+        let json = serde_json::to_value(&study).unwrap();
+        assert_eq!(json["rows"].as_array().unwrap().len(), 16);
+        assert!(run(
+            &StudyOptions {
+                workers: vec![0],
+                ..options
+            },
+            &mut |_| {}
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn exponents_are_least_squares_slopes_on_logs() {
+        let row = |size: usize, ms: f64| StudyRow {
+            planner: "p".into(),
+            kind: "per-op".into(),
+            sweep: "ops".into(),
+            workers: 1,
+            ps: 1,
+            ops: Some(size),
+            global_batch: None,
+            size,
+            plan_ms: ms,
+            predicted_step_ms: 1.0,
+            lower_bound_ms: 1.0,
+            ratio_to_lower_bound: 1.0,
+            workers_used: 1,
+            share_used: 1.0,
+        };
+        // ms = size² / 100.
+        let rows = [row(10, 1.0), row(100, 100.0), row(1000, 10_000.0)];
+        let g = growth(&rows);
+        assert_eq!(g.len(), 1);
+        assert!((g[0].exponent - 2.0).abs() < 1e-9, "{g:?}");
+        assert!(growth(&rows[..1]).is_empty());
+    }
+}
