@@ -180,8 +180,9 @@ pub fn accuracy_chart(
             "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>\n\
              <text x=\"{:.1}\" y=\"{:.1}\" fill=\"{color}\">— {}</text>\n",
             pts.join(" "),
-            LEFT + 10.0 + 140.0 * (i % 4) as f64,
-            H - 20.0 + 14.0 * (i / 4) as f64 - 8.0,
+            // The legend sits bottom right, where late low accuracy never is.
+            W - 190.0,
+            H - BOTTOM - 10.0 - 16.0 * (runs.len() - 1 - i) as f64,
             escape(&r.contender)
         );
     }
