@@ -141,6 +141,10 @@ impl PlacedSession {
         };
         args.set_run_options(&options.encode_to_vec());
         args.set_request_metadata(trace);
+        // TensorFlow allows one profiling session per process: a FULL_TRACE run while another
+        // is in flight fails with "Another profiling session active". Traced runs of every
+        // session in this process take turns.
+        let _one_trace = trace.then(|| TRACED_RUN.lock());
         let start = Instant::now();
         self.session.run(args).map_err(|e| Error::tf(describe, e))?;
         let wall = start.elapsed();
@@ -157,6 +161,9 @@ impl PlacedSession {
         Ok((wall, step_stats))
     }
 }
+
+/// Held by the traced run in flight (see [`PlacedSession::run_args`]).
+static TRACED_RUN: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 impl Drop for PlacedSession {
     fn drop(&mut self) {
