@@ -467,14 +467,11 @@ impl Evaluator {
         let x = session.op(&replica_name(0, &image_input(sidecar)?), "evaluation")?;
         let logits = rep.sidecar.logits.as_deref().unwrap_or_default();
         let logits = session.op(logits, "sidecar `logits`")?;
-        let dims: Vec<u64> = std::iter::once(test.len() as u64)
-            .chain(test.shape.iter().map(|&d| d as u64))
+        // The replica's placeholder shape, its batch the held-out set (as training feeds it).
+        let dims: Vec<u64> = rep.sidecar.inputs[&replica_name(0, &image_input(sidecar)?)]
+            .iter()
+            .map(|&d| d.max(0) as u64)
             .collect();
-        let dims = match sidecar.inputs.get(&image_input(sidecar)?) {
-            // A flat input (`mlp`): [batch, H·W·C].
-            Some(s) if s.len() == 2 => vec![test.len() as u64, test.image_len() as u64],
-            _ => dims,
-        };
         let images = Tensor::<f32>::new(&dims)
             .with_values(&test.pixels)
             .map_err(|e| Error::tf("the held-out images", e))?;
