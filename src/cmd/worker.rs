@@ -43,7 +43,7 @@ fn termination_set() -> libc::sigset_t {
     }
 }
 
-/// Set once the server is up and the task line printed: from then on a signal is the main
+/// Set once the server is up, just before the task line is printed: from then on a signal is the main
 /// thread's to act on (an orderly shutdown); before, the signal thread ends the process itself.
 static UP: AtomicBool = AtomicBool::new(false);
 
@@ -150,13 +150,15 @@ pub fn run(args: &Args) -> Result<()> {
     let metrics_url = agent
         .as_ref()
         .map_or_else(|| "none".to_string(), Agent::metrics_url);
+    // Up before the task line is printed: whoever reads that line may signal at once, and the
+    // signal must then be the orderly shutdown's, not start-up's.
+    UP.store(true, Ordering::SeqCst);
     println!(
         "task={}:{} target={} metrics={metrics_url}",
         task.job,
         task.index,
         server.target()
     );
-    UP.store(true, Ordering::SeqCst);
     let sig = signals.recv().unwrap_or(libc::SIGTERM);
     log::info!("signal {sig}: shutting down {}:{}", task.job, task.index);
     // TensorFlow's gRPC server cannot stop in-process (see `tf::Server`); exiting releases it.
