@@ -40,22 +40,17 @@
 
 pub mod apply;
 pub mod cluster;
-pub mod cost;
 pub mod data;
 pub mod emulate;
-pub mod error;
 pub mod graph;
-pub mod io;
 pub mod models;
 pub mod monitor;
-pub mod parallel;
 pub mod pipeline;
-pub mod placer;
-pub mod proto;
-pub mod report;
 pub mod runtime;
-pub mod sim;
 pub mod tf;
+
+/// The pure stages, [`tf_iaware_core`]'s, at the paths they have always had here.
+pub use tf_iaware_core::{cost, error, io, parallel, placer, proto, report, sim};
 
 /// The `tensorflow` crate tf-iaware is built on, for building graphs without a second
 /// dependency (and so without a second version of it).

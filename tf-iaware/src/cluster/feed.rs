@@ -544,7 +544,8 @@ mod tests {
     #[test]
     fn dcgm_pages_map_onto_tensorflow_gpus() {
         let dcgm = serve(Arc::new(crate::monitor::agent::StaticPage(
-            include_str!("../../tests/fixtures/monitor/dcgm_exporter.prom").to_string(),
+            include_str!("../../../tf-iaware-core/tests/fixtures/monitor/dcgm_exporter.prom")
+                .to_string(),
         )));
         let mut scraper = Scraper::new(
             vec![Target::new(&dcgm.metrics_url())],

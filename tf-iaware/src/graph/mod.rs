@@ -1,15 +1,8 @@
-//! Graphs: the pure [`OpGraph`] model, colocation, device names, and analysis of a real
-//! TensorFlow graph into an `OpGraph`.
+//! Graphs: the plain-data model of [`tf_iaware_core::graph`] (re-exported here), and the analysis
+//! of a real TensorFlow graph into it ([`analyze`]), with op signatures from TensorFlow's
+//! registry ([`signature`]).
+
+pub use tf_iaware_core::graph::*;
 
 pub mod analyze;
-pub mod colocation;
-pub mod device_name;
-pub mod dtype;
-pub mod model;
 pub mod signature;
-
-pub use device_name::DeviceName;
-pub use dtype::DType;
-pub use model::{
-    Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpGraphBuilder, OpNode, TensorInfo,
-};

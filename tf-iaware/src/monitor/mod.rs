@@ -11,27 +11,20 @@
 //!   unreachable or old ones stale.
 //!
 //! Pure parsing and arithmetic ([`proc`], [`cgroup`], [`derive`](mod@derive), [`smoothing`],
-//! [`exposition`], [`metrics`]) are separate from the thin I/O around them.
+//! [`exposition`], [`metrics`]) are [`tf_iaware_core::monitor`]'s, re-exported here; this crate
+//! adds the thin I/O around them.
 
 #![warn(missing_docs)]
 
+pub use tf_iaware_core::monitor::*;
+
 pub mod agent;
 pub mod cgroup;
-pub mod derive;
-pub mod exposition;
 pub mod gpu;
-pub mod metrics;
 pub mod proc;
 pub mod sampler;
 pub mod scrape;
-pub mod smoothing;
-pub mod snapshot;
 
 pub use agent::{Agent, AgentConfig, MetricsSource};
-pub use exposition::Exposition;
 pub use sampler::{sample_once, Monitor, MonitorConfig};
 pub use scrape::{scrape_many, ScrapeOptions, ScrapeReport, Scraper, Target};
-pub use snapshot::{
-    CgroupSnapshot, CoreSnapshot, CpuModeSeconds, CpuSnapshot, DeviceAvailability, DeviceKind,
-    GpuSnapshot, LoadAverage, MemorySnapshot, NetworkInterface, Smoothed, Snapshot,
-};

@@ -10,11 +10,10 @@ pub mod data_parallel;
 pub mod liveness;
 pub mod replicated;
 pub mod session;
-pub mod sidecar;
 pub mod stats;
 pub mod train;
 
 pub use config::SessionConfig;
 pub use session::{PlacedSession, RunOutcome};
-pub use sidecar::Sidecar;
+pub use tf_iaware_core::graph::sidecar::{self, Sidecar};
 pub use train::{StepTimes, TrainReport, Trainer};

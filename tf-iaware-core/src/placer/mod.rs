@@ -14,10 +14,10 @@
 //! | `heft` | HEFT (upward rank, insertion-based earliest finish) |
 //!
 //! ```
-//! use tf_iaware::cluster::{Cluster, Device};
-//! use tf_iaware::cost::CostModel;
-//! use tf_iaware::placer::{self, PlaceOptions};
-//! use tf_iaware::sim::synthetic::LayeredDag;
+//! use tf_iaware_core::cluster::{Cluster, Device};
+//! use tf_iaware_core::cost::CostModel;
+//! use tf_iaware_core::placer::{self, PlaceOptions};
+//! use tf_iaware_core::sim::synthetic::LayeredDag;
 //!
 //! let graph = LayeredDag::new(200, 10).build().unwrap();
 //! let cluster = Cluster::new(

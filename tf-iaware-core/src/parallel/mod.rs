@@ -2,6 +2,7 @@
 //! share of the global batch, which ps holds which variable) and the strategies that make it —
 //! TensorFlow's stock `replica-setter` recipe and `infra-aware`.
 
+pub mod checkpoint;
 pub mod live;
 pub mod network;
 pub mod plan;

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::graph::{DeviceName, OpGraph, OpNode};
 
 /// `Ok` if `device`'s type has a kernel for `node`, else [`Error::NoKernel`] naming both.
-pub(crate) fn check_kernel(node: &OpNode, device: &Device) -> Result<()> {
+pub fn check_kernel(node: &OpNode, device: &Device) -> Result<()> {
     if node.has_kernel_for(&device.device_type) {
         return Ok(());
     }
@@ -24,7 +24,7 @@ pub(crate) fn check_kernel(node: &OpNode, device: &Device) -> Result<()> {
 }
 
 /// [`Error::SplitColocation`]: `op` of `group` on `device`, while `other_op` is on `other_device`.
-pub(crate) fn split_colocation(
+pub fn split_colocation(
     group: &str,
     (op, device): (&str, &str),
     (other_op, other_device): (&str, &str),

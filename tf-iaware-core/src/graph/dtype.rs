@@ -83,35 +83,3 @@ impl DType {
         }
     }
 }
-
-impl From<tensorflow::DataType> for DType {
-    fn from(t: tensorflow::DataType) -> DType {
-        use tensorflow::DataType as T;
-        DType(match t {
-            T::Float => 1,
-            T::Double => 2,
-            T::Int32 => 3,
-            T::UInt8 => 4,
-            T::Int16 => 5,
-            T::Int8 => 6,
-            T::String => 7,
-            T::Complex64 => 8,
-            T::Int64 => 9,
-            T::Bool => 10,
-            T::QInt8 => 11,
-            T::QUInt8 => 12,
-            T::QInt32 => 13,
-            T::BFloat16 => 14,
-            T::QInt16 => 15,
-            T::QUInt16 => 16,
-            T::UInt16 => 17,
-            T::Complex128 => 18,
-            T::Half => 19,
-            T::Resource => 20,
-            T::Variant => 21,
-            T::UInt32 => 22,
-            T::UInt64 => 23,
-            T::UnrecognizedEnumValue(c) => c as i32,
-        })
-    }
-}

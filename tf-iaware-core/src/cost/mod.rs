@@ -13,9 +13,9 @@
 //! `latency + b / bandwidth` of their [`Link`].
 //!
 //! ```
-//! use tf_iaware::cluster::{Cluster, Device};
-//! use tf_iaware::cost::CostModel;
-//! use tf_iaware::graph::{DType, OpGraphBuilder};
+//! use tf_iaware_core::cluster::{Cluster, Device};
+//! use tf_iaware_core::cost::CostModel;
+//! use tf_iaware_core::graph::{DType, OpGraphBuilder};
 //!
 //! let mut b = OpGraphBuilder::new();
 //! let x = b.add("x", "Placeholder").unwrap();

@@ -16,12 +16,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use prost::Message;
 
+use super::checkpoint::{initialized_op, restore_value_op, StateVar, RESTORE_OP};
 use crate::error::{Error, Result};
-use crate::graph::analyze::parse_input;
+use crate::graph::graph_def::parse_input;
 use crate::graph::signature::OpSignature;
+use crate::graph::Sidecar;
 use crate::proto::{AttrValue, GraphDef, NodeDef, TensorAttr, TensorProto, TensorShapeProto};
-use crate::runtime::checkpoint::{initialized_op, restore_value_op, StateVar, RESTORE_OP};
-use crate::runtime::Sidecar;
 
 use super::plan::{DataParallelPlan, Replica};
 

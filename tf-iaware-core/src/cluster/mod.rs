@@ -1,0 +1,13 @@
+//! Clusters as plain data: the devices a graph can be placed on and their live figures, the
+//! `--cluster` specs (synthetic ones included) and TF_CONFIG.
+
+pub mod live;
+pub mod model;
+pub mod spec;
+pub mod synthetic;
+pub mod tf_config;
+
+pub use live::{LiveSource, LiveStatus};
+pub use model::{Cluster, Device};
+pub use spec::ClusterSpec;
+pub use synthetic::{SyntheticCluster, SyntheticSpec};

@@ -1,0 +1,18 @@
+//! Graphs as plain data: the [`OpGraph`] model, colocation, device names, dtypes, op
+//! signatures, a GraphDef's structure without TensorFlow, and the sidecar that names a graph's
+//! training step.
+
+pub mod colocation;
+pub mod device_name;
+pub mod dtype;
+pub mod graph_def;
+pub mod model;
+pub mod sidecar;
+pub mod signature;
+
+pub use device_name::DeviceName;
+pub use dtype::DType;
+pub use model::{
+    Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpGraphBuilder, OpNode, TensorInfo,
+};
+pub use sidecar::Sidecar;

@@ -1,0 +1,445 @@
+//! Host and process readings from `/proc`: pure parsers over the files' text and arithmetic over
+//! two readings, then `ProcSource` in `tf-iaware`, the thin layer that reads the live files.
+//!
+//! `procfs` parses the process files, load averages, interface counters and mount tables. Two
+//! files are parsed here instead: `/proc/stat`, because procfs drops the CPU numbers of the
+//! `cpuN` lines (they are not contiguous when CPUs are offline, and node_exporter's `cpu` label
+//! needs them), and `/proc/meminfo`, because procfs requires twenty-odd fields that virtualised
+//! meminfo files (LXCFS, gVisor) omit while we need three.
+
+use std::path::Path;
+
+use procfs_core::FromRead;
+
+use crate::error::{Error, Result};
+use crate::monitor::snapshot::{CpuModeSeconds, LoadAverage};
+
+/// Ticks spent in each mode since boot by one CPU or by all (`/proc/stat`), in USER_HZ ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    /// User mode (includes `guest`).
+    pub user: u64,
+    /// Niced user mode (includes `guest_nice`).
+    pub nice: u64,
+    /// Kernel mode.
+    pub system: u64,
+    /// Idle.
+    pub idle: u64,
+    /// Waiting for I/O (Linux ≥ 2.5.41).
+    pub iowait: Option<u64>,
+    /// Hard interrupts (Linux ≥ 2.6.0).
+    pub irq: Option<u64>,
+    /// Soft interrupts (Linux ≥ 2.6.0).
+    pub softirq: Option<u64>,
+    /// Stolen by the hypervisor (Linux ≥ 2.6.11).
+    pub steal: Option<u64>,
+    /// Guest virtual CPU (part of `user`; Linux ≥ 2.6.24).
+    pub guest: Option<u64>,
+    /// Niced guest virtual CPU (part of `nice`; Linux ≥ 2.6.33).
+    pub guest_nice: Option<u64>,
+}
+
+impl CpuTicks {
+    /// The same counters in seconds, given the kernel's ticks per second (USER_HZ).
+    pub fn to_seconds(&self, ticks_per_second: u64) -> CpuModeSeconds {
+        let tps = ticks_per_second.max(1) as f64;
+        let s = |t: u64| t as f64 / tps;
+        CpuModeSeconds {
+            user: s(self.user),
+            nice: s(self.nice),
+            system: s(self.system),
+            idle: s(self.idle),
+            iowait: self.iowait.map(s),
+            irq: self.irq.map(s),
+            softirq: self.softirq.map(s),
+            steal: self.steal.map(s),
+            guest: self.guest.map(s),
+            guest_nice: self.guest_nice.map(s),
+        }
+    }
+}
+
+/// The CPU lines of `/proc/stat`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatCpus {
+    /// The `cpu` line: all CPUs together.
+    pub total: CpuTicks,
+    /// The `cpuN` lines, as (N, ticks), in file order.
+    pub cores: Vec<(u32, CpuTicks)>,
+}
+
+/// Parses the `cpu` and `cpuN` lines of `/proc/stat` (other lines are ignored).
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if there is no `cpu` line, or a CPU line has fewer than
+/// four counters or a counter that is not an unsigned integer.
+pub fn parse_stat_cpus(text: &str, path: &Path) -> Result<StatCpus> {
+    let mut total = None;
+    let mut cores = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut fields = line.split_ascii_whitespace();
+        let Some(label) = fields.next() else { continue };
+        let Some(suffix) = label.strip_prefix("cpu") else {
+            continue;
+        };
+        let bad = |reason: String| Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: format!("line {}: {reason}", n + 1),
+        };
+        let mut values = Vec::with_capacity(10);
+        for f in fields.take(10) {
+            values.push(
+                f.parse::<u64>()
+                    .map_err(|_| bad(format!("`{f}` in the {label} line is not a tick count")))?,
+            );
+        }
+        if values.len() < 4 {
+            return Err(bad(format!(
+                "the {label} line has {} counters, expected at least 4",
+                values.len()
+            )));
+        }
+        let get = |i: usize| values.get(i).copied();
+        let ticks = CpuTicks {
+            user: values[0],
+            nice: values[1],
+            system: values[2],
+            idle: values[3],
+            iowait: get(4),
+            irq: get(5),
+            softirq: get(6),
+            steal: get(7),
+            guest: get(8),
+            guest_nice: get(9),
+        };
+        if suffix.is_empty() {
+            total = Some(ticks);
+        } else {
+            let id = suffix
+                .parse::<u32>()
+                .map_err(|_| bad(format!("`{label}` is not a CPU label")))?;
+            cores.push((id, ticks));
+        }
+    }
+    let total = total.ok_or_else(|| Error::ProcFormat {
+        path: path.to_path_buf(),
+        reason: "no `cpu` line".into(),
+    })?;
+    Ok(StatCpus { total, cores })
+}
+
+/// Busy share of a CPU between two readings, 0–1: Δ(busy) / Δ(total), where busy excludes
+/// idle and iowait and guest time is not counted twice.
+///
+/// `None` when no time elapsed or a counter went backwards (CPU hot-plugged, counters reset).
+pub fn utilisation(prev: &CpuModeSeconds, cur: &CpuModeSeconds) -> Option<f64> {
+    let total = cur.total() - prev.total();
+    let busy = cur.busy() - prev.busy();
+    if total.is_nan() || total <= 0.0 || busy < -1e-9 || cur.idle < prev.idle {
+        return None;
+    }
+    Some((busy / total).clamp(0.0, 1.0))
+}
+
+/// Rate of a monotonically increasing counter, units per second; `None` if `dt_s` is not
+/// positive or the counter went backwards (reset, wrap).
+pub fn counter_rate(prev: f64, cur: f64, dt_s: f64) -> Option<f64> {
+    if dt_s.is_nan() || dt_s <= 0.0 || cur < prev {
+        return None;
+    }
+    Some((cur - prev) / dt_s)
+}
+
+/// The three `/proc/meminfo` fields the monitor uses, bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemInfo {
+    /// `MemTotal`, bytes.
+    pub total_bytes: u64,
+    /// `MemFree`, bytes.
+    pub free_bytes: u64,
+    /// `MemAvailable`, bytes (Linux ≥ 3.14).
+    pub available_bytes: Option<u64>,
+}
+
+/// Parses `MemTotal`, `MemFree` and `MemAvailable` out of `/proc/meminfo` (values in kB).
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if `MemTotal` or `MemFree` is missing or a value of
+/// those fields is not a number.
+pub fn parse_meminfo(text: &str, path: &Path) -> Result<MemInfo> {
+    let mut total = None;
+    let mut free = None;
+    let mut available = None;
+    for line in text.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let (Some(key), Some(value)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let slot = match key {
+            "MemTotal:" => &mut total,
+            "MemFree:" => &mut free,
+            "MemAvailable:" => &mut available,
+            _ => continue,
+        };
+        let number = value.parse::<u64>().map_err(|_| Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: format!("`{key}` has value `{value}`, not a number"),
+        })?;
+        let scale = match fields.next() {
+            None | Some("B") => 1,
+            Some("kB") | Some("KiB") | Some("KB") => 1024,
+            Some("MB") | Some("MiB") => 1024 * 1024,
+            Some(unit) => {
+                return Err(Error::ProcFormat {
+                    path: path.to_path_buf(),
+                    reason: format!("`{key}` has unknown unit `{unit}`"),
+                })
+            }
+        };
+        *slot = Some(number.saturating_mul(scale));
+    }
+    let missing = |field: &str| Error::ProcFormat {
+        path: path.to_path_buf(),
+        reason: format!("no `{field}` line"),
+    };
+    Ok(MemInfo {
+        total_bytes: total.ok_or_else(|| missing("MemTotal"))?,
+        free_bytes: free.ok_or_else(|| missing("MemFree"))?,
+        available_bytes: available,
+    })
+}
+
+/// Parses `/proc/loadavg`.
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if the text is not a load-average line.
+pub fn parse_loadavg(text: &str, path: &Path) -> Result<LoadAverage> {
+    let l =
+        procfs_core::LoadAverage::from_read(text.as_bytes()).map_err(|e| Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    Ok(LoadAverage {
+        one: f64::from(l.one),
+        five: f64::from(l.five),
+        fifteen: f64::from(l.fifteen),
+    })
+}
+
+/// Byte counters of one network interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetCounters {
+    /// Interface name.
+    pub name: String,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+}
+
+/// Parses `/proc/net/dev` into per-interface byte counters, sorted by name.
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if an interface line does not parse.
+pub fn parse_net_dev(text: &str, path: &Path) -> Result<Vec<NetCounters>> {
+    let status =
+        procfs_core::net::InterfaceDeviceStatus::from_read(text.as_bytes()).map_err(|e| {
+            Error::ProcFormat {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }
+        })?;
+    let mut out: Vec<NetCounters> = status
+        .0
+        .into_values()
+        .map(|d| NetCounters {
+            name: d.name,
+            rx_bytes: d.recv_bytes,
+            tx_bytes: d.sent_bytes,
+        })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// CPU time of a process (user + system, all threads, living and exited) from its
+/// `/proc/<pid>/stat`, in ticks.
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if the text is not a process stat line.
+pub fn parse_process_ticks(text: &str, path: &Path) -> Result<u64> {
+    let stat =
+        procfs_core::process::Stat::from_read(text.as_bytes()).map_err(|e| Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    Ok(stat.utime.saturating_add(stat.stime))
+}
+
+/// CPUs a process may run on (`Cpus_allowed_list` of `/proc/<pid>/status`: affinity ∩ cpuset),
+/// ascending; `None` if the kernel does not report it.
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if the text is not a process status file.
+pub fn parse_cpus_allowed(text: &str, path: &Path) -> Result<Option<Vec<u32>>> {
+    let status = procfs_core::process::Status::from_read(text.as_bytes()).map_err(|e| {
+        Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        }
+    })?;
+    Ok(status.cpus_allowed_list.map(|ranges| {
+        let mut cpus: Vec<u32> = ranges.iter().flat_map(|&(a, b)| a..=b).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus
+    }))
+}
+
+/// Everything read from `/proc` at one instant. Each optional part carries the reason it is
+/// missing (`path: error`).
+#[derive(Clone, Debug)]
+pub struct ProcReading {
+    /// CPU counters (the one part without which there is nothing to monitor).
+    pub cpus: StatCpus,
+    /// Host memory.
+    pub memory: std::result::Result<MemInfo, String>,
+    /// Load averages.
+    pub load: std::result::Result<LoadAverage, String>,
+    /// Network interfaces.
+    pub net: std::result::Result<Vec<NetCounters>, String>,
+    /// CPU ticks used by the observed process.
+    pub process_ticks: std::result::Result<u64, String>,
+    /// CPUs the observed process may run on.
+    pub allowed_cpus: std::result::Result<Option<Vec<u32>>, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  10132153 290696 3084719 46828483 16683 0 25195 0 175628 0\n\
+cpu0 1393280 32966 572056 13343292 6130 0 17875 0 23933 0\n\
+cpu2 1393280 32966 572056 13343292 6130 0 17875 0 23933 0\n\
+intr 1462898 0 0 0\n\
+ctxt 115315\n\
+btime 769041601\n\
+processes 86031\n\
+procs_running 6\n\
+procs_blocked 2\n\
+softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240672\n";
+
+    fn p() -> &'static Path {
+        Path::new("/proc/stat")
+    }
+
+    #[test]
+    fn stat_keeps_cpu_numbers() {
+        let s = parse_stat_cpus(STAT, p()).unwrap();
+        assert_eq!(s.total.user, 10132153);
+        assert_eq!(s.total.guest, Some(175628));
+        assert_eq!(
+            s.cores.iter().map(|c| c.0).collect::<Vec<_>>(),
+            vec![0, 2],
+            "offline cpu1 must not shift cpu2's number"
+        );
+    }
+
+    #[test]
+    fn stat_old_kernel_has_optional_fields() {
+        let s = parse_stat_cpus("cpu 1 2 3 4\ncpu0 1 2 3 4\n", p()).unwrap();
+        assert_eq!(s.total.iowait, None);
+        assert_eq!(s.cores[0].1.steal, None);
+    }
+
+    #[test]
+    fn stat_rejects_garbage() {
+        for bad in [
+            "",
+            "intr 1 2\n",
+            "cpu 1 2 x 4\n",
+            "cpu 1 2\n",
+            "cpu 1 2 3 4\ncpuX 1 2 3 4\n",
+            "cpu 1 2 3 99999999999999999999999\n",
+        ] {
+            let err = parse_stat_cpus(bad, p()).unwrap_err();
+            assert!(err.to_string().contains("/proc/stat"), "{err}");
+        }
+    }
+
+    #[test]
+    fn utilisation_is_delta_and_ignores_guest_double_count() {
+        let tps = 100;
+        let a = CpuTicks {
+            user: 1000,
+            nice: 0,
+            system: 500,
+            idle: 8000,
+            iowait: Some(500),
+            guest: Some(0),
+            ..Default::default()
+        }
+        .to_seconds(tps);
+        // 100 ticks elapse: 30 user (of which 20 guest), 10 system, 50 idle, 10 iowait.
+        let b = CpuTicks {
+            user: 1030,
+            nice: 0,
+            system: 510,
+            idle: 8050,
+            iowait: Some(510),
+            guest: Some(20),
+            ..Default::default()
+        }
+        .to_seconds(tps);
+        let u = utilisation(&a, &b).unwrap();
+        assert!((u - 0.4).abs() < 1e-12, "{u}");
+        assert_eq!(utilisation(&a, &a), None);
+        assert_eq!(utilisation(&b, &a), None, "counters going backwards");
+    }
+
+    #[test]
+    fn counter_rates() {
+        assert_eq!(counter_rate(100.0, 300.0, 2.0), Some(100.0));
+        assert_eq!(counter_rate(300.0, 100.0, 2.0), None);
+        assert_eq!(counter_rate(1.0, 2.0, 0.0), None);
+    }
+
+    #[test]
+    fn meminfo() {
+        let text = "MemTotal:       24568324 kB\nMemFree:        23001000 kB\nMemAvailable:   23500000 kB\nBuffers:  1 kB\n";
+        let m = parse_meminfo(text, Path::new("/proc/meminfo")).unwrap();
+        assert_eq!(m.total_bytes, 24568324 * 1024);
+        assert_eq!(m.available_bytes, Some(23500000 * 1024));
+        let old = parse_meminfo("MemTotal: 10 kB\nMemFree: 5 kB\n", Path::new("m")).unwrap();
+        assert_eq!(old.available_bytes, None);
+        assert!(parse_meminfo("MemFree: 5 kB\n", Path::new("m")).is_err());
+        assert!(parse_meminfo("MemTotal: x kB\nMemFree: 5 kB\n", Path::new("m")).is_err());
+        assert!(parse_meminfo("MemTotal: 1 parsecs\nMemFree: 5 kB\n", Path::new("m")).is_err());
+    }
+
+    #[test]
+    fn loadavg_and_net_dev() {
+        let l = parse_loadavg("0.52 0.58 0.59 2/345 12345\n", Path::new("l")).unwrap();
+        assert_eq!(l.one, f64::from(0.52f32));
+        assert!(parse_loadavg("garbage\n", Path::new("l")).is_err());
+        let dev = "Inter-|   Receive                                                |  Transmit\n face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    lo:  123456     100    0    0    0     0          0         0   123456     100    0    0    0     0       0          0\n  eth0: 987654321  5000    0    0    0     0          0         0 12345678    4000    0    0    0     0       0          0\n";
+        let n = parse_net_dev(dev, Path::new("d")).unwrap();
+        assert_eq!(n[0].name, "eth0");
+        assert_eq!(n[0].rx_bytes, 987654321);
+        assert_eq!(n[0].tx_bytes, 12345678);
+        assert_eq!(n[1].name, "lo");
+        assert!(parse_net_dev("h\nh\n  eth0: 1 2\n", Path::new("d")).is_err());
+    }
+
+    #[test]
+    fn process_files() {
+        let stat = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194304 94 0 0 0 150 50 0 0 20 0 1 0 201288208 5738496 225 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 4 0 0 0 0 0 0 0 0 0 0 0 0 0";
+        assert_eq!(parse_process_ticks(stat, Path::new("s")).unwrap(), 200);
+        assert!(parse_process_ticks("nonsense", Path::new("s")).is_err());
+        let status = "Name:\tx\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t1\nNgid:\t0\nPid:\t1\nPPid:\t0\nTracerPid:\t0\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nFDSize:\t64\nGroups:\t\nNStgid:\t1\nNSpid:\t1\nNSpgid:\t1\nNSsid:\t1\nThreads:\t1\nSigQ:\t0/1\nSigPnd:\t0\nShdPnd:\t0\nSigBlk:\t0\nSigIgn:\t0\nSigCgt:\t0\nCapInh:\t0\nCapPrm:\t0\nCapEff:\t0\nCapBnd:\t0\nCapAmb:\t0\nCpus_allowed:\t3b\nCpus_allowed_list:\t0-1,3-5\n";
+        assert_eq!(
+            parse_cpus_allowed(status, Path::new("s")).unwrap(),
+            Some(vec![0, 1, 3, 4, 5])
+        );
+    }
+}
