@@ -254,8 +254,10 @@ fn cgroup_quota_is_reported_in_cores() {
     assert!(available.last <= 0.5 + 1e-9, "{available:?}");
     // Usage of the whole cgroup is known (cpuacct, cpu.stat, or its processes summed).
     assert!(cg.cpu_usage_cores.is_some(), "{:?}", s.notes);
-    // The child spins: the quota holds it back — when the machine gives it that much at all.
-    if got >= 0.4 {
+    // The child spins: the quota holds it back — when the machine gives it the whole quota.
+    // A child that got less than its quota in every period (0.41 of 0.5 cores on a loaded
+    // machine, seen in a full test run) is never throttled.
+    if got >= 0.49 {
         assert!(cg.throttled_periods_total.unwrap_or(0) > 0, "{cg:?}");
     } else {
         eprintln!("the child got only {got:.2} cores: too busy a machine to see throttling");
