@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cluster::ClusterSpec;
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::Analyzed;
 use tf_iaware::pipeline::{self, Connection, Plan, PlanOptions, Step};
 use tf_iaware::runtime::Sidecar;
@@ -36,9 +36,7 @@ pub fn connect(spec: &str) -> Result<Connection> {
     if let ClusterSpec::Emulated(text) = &parsed {
         let scenario = Scenario::parse(text)?;
         let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
-        return Ok(Connection::from_emulated(EmulatedCluster::start(
-            &scenario, &exe,
-        )?)?);
+        return Ok(EmulatedCluster::start(&scenario, &exe)?.into_connection()?);
     }
     Ok(Connection::open(&parsed)?)
 }

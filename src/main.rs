@@ -71,7 +71,7 @@ fn main() {
     };
     if emulates {
         // Ctrl-C tears down the emulated cluster's processes and cgroups.
-        tf_iaware::emulate::cleanup_on_signal();
+        tf_iaware_emulate::cleanup_on_signal();
     }
     let result = match &cli.command {
         Command::Devices(a) => cmd::devices::run(a),
@@ -84,7 +84,7 @@ fn main() {
         Command::Monitor(a) => cmd::monitor::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Agent(a) => cmd::agent::run(a),
-        Command::Hog { cores } => tf_iaware::emulate::hog::burn(*cores),
+        Command::Hog { cores } => tf_iaware_emulate::hog::burn(*cores),
     };
     if let Err(e) = result {
         eprintln!("error: {}", describe(&e));

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::analyze_bytes;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;

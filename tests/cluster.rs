@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions};
 use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};

@@ -4,7 +4,7 @@
 
 mod common;
 
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::pipeline::{Connection, TrainOptions};
 use tf_iaware::{Error, Run, Step};
 
@@ -20,7 +20,9 @@ fn data_parallel_plans_and_training_come_through_the_connection() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,1").unwrap();
     let connection =
-        Connection::from_emulated(EmulatedCluster::start(&scenario, &common::exe()).unwrap())
+        EmulatedCluster::start(&scenario, &common::exe())
+            .unwrap()
+            .into_connection()
             .unwrap();
     assert!(connection.tf_config().is_some());
     assert!(connection.spec().starts_with("emulated:"));
@@ -77,7 +79,9 @@ fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,1").unwrap();
     let connection =
-        Connection::from_emulated(EmulatedCluster::start(&scenario, &common::exe()).unwrap())
+        EmulatedCluster::start(&scenario, &common::exe())
+            .unwrap()
+            .into_connection()
             .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = common::model(dir.path(), "mlp", 16);
@@ -242,7 +246,9 @@ fn a_python_graph_trains_data_parallel_through_the_connection() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,0.3").unwrap();
     let connection =
-        Connection::from_emulated(EmulatedCluster::start(&scenario, &common::exe()).unwrap())
+        EmulatedCluster::start(&scenario, &common::exe())
+            .unwrap()
+            .into_connection()
             .unwrap();
     let planned = connection
         .plan_data_parallel(python_workload("tf1_cnn_adam"), "replica-setter", None)
@@ -444,7 +450,9 @@ fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,0.5").unwrap();
     let mut connection =
-        Connection::from_emulated(EmulatedCluster::start(&scenario, &common::exe()).unwrap())
+        EmulatedCluster::start(&scenario, &common::exe())
+            .unwrap()
+            .into_connection()
             .unwrap();
     // Live figures are read on connecting and again on refresh.
     assert!(connection

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tf_iaware::cluster::tf_config::TfConfig;
 use tf_iaware::cluster::{self, LiveOptions, LiveSource};
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::runtime::data_parallel;

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use tf_iaware::cluster::tf_config::TfConfig;
 use tf_iaware::cluster::ClusterSpec;
-use tf_iaware::emulate::Scenario;
+use tf_iaware_emulate::Scenario;
 use tf_iaware::graph::DeviceName;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,13 +1,13 @@
 //! `tf-iaware emulate`: starts an emulated cluster for an outside program (Python TensorFlow, a
 //! second `tf-iaware`), writes and prints its TF_CONFIG-style cluster JSON, and holds it until
 //! SIGINT or SIGTERM, when the library's signal handler kills its processes and removes its
-//! cgroups and folder (`tf_iaware::emulate::cleanup_on_signal`, set up in `main`).
+//! cgroups and folder (`tf_iaware_emulate::cleanup_on_signal`, set up in `main`).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -41,7 +41,6 @@
 pub mod apply;
 pub mod cluster;
 pub mod data;
-pub mod emulate;
 pub mod graph;
 pub mod models;
 pub mod monitor;

@@ -1,6 +1,6 @@
 //! Property tests of every parser of user input, on stable Rust (the cargo-fuzz targets in
-//! fuzz/ need nightly): GraphDef decoding and import, `--cluster` specs, device names, emulated
-//! scenarios, TF_CONFIG, Prometheus exposition pages and sidecars. Arbitrary input is an error
+//! fuzz/ need nightly): GraphDef decoding and import, `--cluster` specs, device names,
+//! TF_CONFIG, Prometheus exposition pages and sidecars. Arbitrary input is an error
 //! or a value, never a panic; generated valid input parses to what was generated; generated
 //! broken input is refused.
 
@@ -10,7 +10,6 @@ use proptest::prelude::*;
 use prost::Message;
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
 use tf_iaware::cluster::ClusterSpec;
-use tf_iaware::emulate::Scenario;
 use tf_iaware::graph::analyze::{analyze_bytes, decode_graph_def, structure};
 use tf_iaware::graph::DeviceName;
 use tf_iaware::monitor::exposition::Exposition;
@@ -121,12 +120,11 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_text_is_a_cluster_spec_device_scenario_or_an_error(text in textish()) {
+    fn arbitrary_text_is_a_cluster_spec_device_or_an_error(text in textish()) {
         if let Ok(spec) = ClusterSpec::parse(&text) {
             prop_assert_eq!(ClusterSpec::parse(&spec.to_string()).ok(), Some(spec));
         }
         let _ = DeviceName::parse(&text);
-        let _ = Scenario::parse(&text);
         let _ = TfConfig::parse(&text, "proptest");
         let _ = Exposition::parse(&text);
         let _ = Sidecar::parse(&text, Path::new("proptest.json"));
@@ -155,16 +153,6 @@ proptest! {
         let d = DeviceName::parse(&text).unwrap();
         prop_assert!(d.is_full());
         prop_assert_eq!(d.to_string(), text);
-    }
-
-    #[test]
-    fn inline_scenarios_parse_to_their_workers(cpus in proptest::collection::vec(1u32..=400, 1..8)) {
-        let text = format!(
-            "workers={}",
-            cpus.iter().map(|c| format!("{}", f64::from(*c) / 100.0)).collect::<Vec<_>>().join(",")
-        );
-        let s = Scenario::parse(&text).unwrap();
-        prop_assert_eq!(s.workers.len(), cpus.len());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::runtime::accuracy::{
     check_backups, contender, contender_mode, train_to_accuracy, AccuracyModel, AccuracyOptions,
     AccuracyReport, LabelledTask, Planning, CONTENDERS,

@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 use tf_iaware::cluster::connect::connect_tf_config_live;
 use tf_iaware::cluster::{Cluster, LiveOptions};
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };

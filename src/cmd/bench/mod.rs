@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };

@@ -64,7 +64,7 @@ pub fn connect_live(spec: &ClusterSpec, options: &LiveOptions) -> Result<LiveCon
         ClusterSpec::Emulated(_) => {
             return Err(Error::ClusterSpec {
                 spec: spec.to_string(),
-                reason: "emulated clusters are started with `tf-iaware bench`/`tf_iaware::emulate`, not connected to".into(),
+                reason: "emulated clusters are started with `tf-iaware bench`/`tf_iaware_emulate`, not connected to".into(),
             })
         }
     };

@@ -3,17 +3,19 @@
 //! cluster's metrics when it connects, and again on [`Connection::refresh`]) — and the session
 //! configuration that reaches them.
 
+use std::any::Any;
+
 use crate::cluster::connect::{connect_live, connect_tf_config_live};
-use crate::cluster::tf_config::TfConfig;
+use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::{Cluster, ClusterSpec, LiveOptions, LiveWarning, MetricsFeed};
-use crate::emulate::EmulatedCluster;
 use crate::error::Result;
 use crate::runtime::calibrate::{self, CacheStatus, CalibrateOptions, CalibrationOutcome};
 use crate::runtime::SessionConfig;
 
 /// A connected cluster: its devices with live figures, how to open sessions on it, its
-/// TF_CONFIG (for `tf-config` and emulated clusters), the feed that keeps reading its metrics
-/// and, for an emulated cluster, the local processes, which live as long as the connection.
+/// TF_CONFIG (for `tf-config` and running clusters), the feed that keeps reading its metrics
+/// and, for a cluster started by the caller, what keeps its processes alive, for as long as the
+/// connection lives.
 pub struct Connection {
     spec: String,
     cluster: Cluster,
@@ -22,7 +24,9 @@ pub struct Connection {
     cache: CacheStatus,
     metrics: MetricsFeed,
     warnings: Vec<LiveWarning>,
-    emulated: Option<EmulatedCluster>,
+    /// Dropped with the connection, after everything else: the processes of a cluster handed
+    /// over with [`Connection::from_running`].
+    owner: Option<Box<dyn Any + Send>>,
 }
 
 /// Connects to the cluster `spec` names (`local`, `local:cpu=N`, `tf-config`,
@@ -40,8 +44,8 @@ pub struct Connection {
 ///
 /// # Errors
 /// [`Error::ClusterSpec`](crate::Error::ClusterSpec) for a spec that does not parse or names an
-/// emulated cluster (start it with [`EmulatedCluster::start`] and use
-/// [`Connection::from_emulated`]); [`Error::TfConfig`](crate::Error::TfConfig) for a bad
+/// emulated cluster (start it with `tf_iaware_emulate::EmulatedCluster::start` and use its
+/// `into_connection`, or [`Connection::from_running`]); [`Error::TfConfig`](crate::Error::TfConfig) for a bad
 /// TF_CONFIG; [`Error::TensorFlow`](crate::Error::TensorFlow) if the devices cannot be listed
 /// (an unreachable master, say); [`Error::Json`](crate::Error::Json) for a corrupt calibration
 /// cache file.
@@ -71,7 +75,7 @@ impl Connection {
                 },
                 metrics: live.metrics,
                 warnings: live.warnings,
-                emulated: None,
+                owner: None,
             });
         }
         let live = connect_live(spec, &LiveOptions::default())?;
@@ -83,27 +87,29 @@ impl Connection {
         Connection::finish(spec.to_string(), live, tf_config, None)
     }
 
-    /// Connects to an emulated cluster that is already running; the connection owns it (its
-    /// processes end when the connection is dropped).
+    /// Connects to a TF_CONFIG cluster that is already running, through task `master`, and
+    /// keeps `owner` — whatever keeps its processes alive (an emulated cluster, a test
+    /// harness) — until the connection is dropped. `name` is the connection's spec in reports
+    /// (`emulated:paper`, say).
     ///
     /// # Errors
-    /// As [`connect`].
-    pub fn from_emulated(emulated: EmulatedCluster) -> Result<Connection> {
-        let live = connect_tf_config_live(
-            emulated.tf_config(),
-            &emulated.master(),
-            &LiveOptions::default(),
-        )?;
-        let spec = format!("emulated:{}", emulated.scenario().name);
-        let tf_config = Some(emulated.tf_config().clone());
-        Connection::finish(spec, live, tf_config, Some(emulated))
+    /// As [`connect`]; [`Error::TfConfig`](crate::Error::TfConfig) if `master` is not a task of
+    /// `tf_config`.
+    pub fn from_running(
+        name: &str,
+        tf_config: TfConfig,
+        master: &TaskId,
+        owner: Box<dyn Any + Send>,
+    ) -> Result<Connection> {
+        let live = connect_tf_config_live(&tf_config, master, &LiveOptions::default())?;
+        Connection::finish(name.to_string(), live, Some(tf_config), Some(owner))
     }
 
     fn finish(
         spec: String,
         live: crate::cluster::LiveConnection,
         tf_config: Option<TfConfig>,
-        emulated: Option<EmulatedCluster>,
+        owner: Option<Box<dyn Any + Send>>,
     ) -> Result<Connection> {
         let mut cluster = live.cluster;
         let cache = calibrate::apply_cached_status(&mut cluster)?;
@@ -122,7 +128,7 @@ impl Connection {
             cache,
             metrics: live.metrics,
             warnings: live.warnings,
-            emulated,
+            owner,
         })
     }
 
@@ -210,11 +216,5 @@ impl Connection {
     /// The calibration cache file applied to the devices, if one was.
     pub fn calibration(&self) -> Option<&std::path::Path> {
         self.cache.hit.then_some(self.cache.path.as_path())
-    }
-
-    /// The emulated cluster this connection owns, if any (to change co-tenant loads, kill or
-    /// restart tasks).
-    pub fn emulated_mut(&mut self) -> Option<&mut EmulatedCluster> {
-        self.emulated.as_mut()
     }
 }

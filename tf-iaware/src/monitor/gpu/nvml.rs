@@ -1,9 +1,4 @@
-//! [`GpuSource`]: NVIDIA GPUs read through NVML (`nvml-wrapper`); the readings' types and their
-//! pure mapping to snapshots are [`tf_iaware_core::monitor::gpu`]'s, re-exported here.
-//!
-//! NVML is loaded at run time (`libnvidia-ml.so.1`); one handle is initialised on first use and
-//! shared by every monitor in the process. Its absence is a normal state, reported once in the
-//! log and in every snapshot as `GPU metrics unavailable: <reason>`.
+//! The NVML source, through `nvml-wrapper` (the `gpu` feature).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -12,7 +7,7 @@ use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSen
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-pub use tf_iaware_core::monitor::gpu::*;
+use tf_iaware_core::monitor::gpu::{Field, NvmlDeviceReading, NvmlMemory};
 
 /// The NVML library NVML-wrapper loads.
 pub const NVML_LIBRARY: &str = "libnvidia-ml.so.1";

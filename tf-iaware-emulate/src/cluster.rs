@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use super::cgroup::{self, CpuCgroup, Hierarchy};
 use super::proxy::LinkProxy;
 use super::scenario::Scenario;
-use crate::cluster::tf_config::{TaskId, TfConfig};
-use crate::error::{Error, Result};
+use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
+use tf_iaware::error::{Error, Result};
 
 /// One task process: what it was started with, so it can be started again the same way.
 struct Task {
@@ -393,8 +393,21 @@ impl EmulatedCluster {
     ///
     /// # Errors
     /// [`Error::TensorFlow`] if the master cannot be reached.
-    pub fn connect(&self) -> Result<(crate::cluster::Cluster, crate::runtime::SessionConfig)> {
-        crate::cluster::connect::connect_tf_config_at(&self.tf_config, &self.master())
+    pub fn connect(&self) -> Result<(tf_iaware::cluster::Cluster, tf_iaware::runtime::SessionConfig)> {
+        tf_iaware::cluster::connect::connect_tf_config_at(&self.tf_config, &self.master())
+    }
+
+    /// The library's entry point on this cluster: a [`tf_iaware::Connection`] through
+    /// [`EmulatedCluster::master`], reading every task's metrics agent, that owns the cluster
+    /// (its processes end when the connection is dropped).
+    ///
+    /// # Errors
+    /// As [`tf_iaware::Connection::from_running`].
+    pub fn into_connection(self) -> Result<tf_iaware::Connection> {
+        let name = format!("emulated:{}", self.scenario.name);
+        let tf_config = self.tf_config.clone();
+        let master = self.master();
+        tf_iaware::Connection::from_running(&name, tf_config, &master, Box::new(self))
     }
 
     /// The scenario, with co-tenant loads as currently set.

@@ -1,8 +1,8 @@
 //! Starts an emulated scenario, lists its devices, trains a few data-parallel steps with both
-//! strategies and tears everything down: `cargo run -p tf-iaware --example emulated_smoke -- \
+//! strategies and tears everything down: `cargo run -p tf-iaware-emulate --example emulated_smoke -- \
 //! /path/to/tf-iaware paper mlp`.
 use tf_iaware::cluster::connect::connect_tf_config;
-use tf_iaware::emulate::{EmulatedCluster, Scenario};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;
 use tf_iaware::runtime::data_parallel;
