@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tf_iaware::cluster::connect::connect_tf_config_live;
 use tf_iaware::cluster::{Cluster, LiveOptions};
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::runtime::calibrate::{self, CalibrateOptions};
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 const STEPS: usize = 8;
 

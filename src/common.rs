@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cluster::ClusterSpec;
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::Analyzed;
 use tf_iaware::pipeline::{self, Connection, Plan, PlanOptions, Step};
 use tf_iaware::runtime::Sidecar;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 /// Reads and analyses a GraphDef file.
 pub fn load_graph(path: &Path) -> Result<Analyzed> {

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::graph::analyze::analyze_bytes;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;
@@ -15,6 +14,7 @@ use tf_iaware::runtime::accuracy::{
 };
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::Sidecar;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_tf-iaware"))

@@ -6,12 +6,12 @@ mod common;
 
 use std::path::Path;
 
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions};
 use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
 use tf_iaware::runtime::liveness::HangDetection;
 use tf_iaware::runtime::stats::executed_nodes;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 /// Cluster tests start several TensorFlow processes each: one at a time on a 2-core machine.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());

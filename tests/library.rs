@@ -4,9 +4,9 @@
 
 mod common;
 
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
-use tf_iaware::pipeline::{Connection, TrainOptions};
+use tf_iaware::pipeline::TrainOptions;
 use tf_iaware::{Error, Run, Step};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 /// Cluster tests start several TensorFlow processes each: one at a time on a 2-core machine.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -19,11 +19,10 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn data_parallel_plans_and_training_come_through_the_connection() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,1").unwrap();
-    let connection =
-        EmulatedCluster::start(&scenario, &common::exe())
-            .unwrap()
-            .into_connection()
-            .unwrap();
+    let connection = EmulatedCluster::start(&scenario, &common::exe())
+        .unwrap()
+        .into_connection()
+        .unwrap();
     assert!(connection.tf_config().is_some());
     assert!(connection.spec().starts_with("emulated:"));
 
@@ -78,11 +77,10 @@ fn checkpoints_need_a_tf_config_cluster() {
 fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,1").unwrap();
-    let connection =
-        EmulatedCluster::start(&scenario, &common::exe())
-            .unwrap()
-            .into_connection()
-            .unwrap();
+    let connection = EmulatedCluster::start(&scenario, &common::exe())
+        .unwrap()
+        .into_connection()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = common::model(dir.path(), "mlp", 16);
     let analyzed = tf_iaware::pipeline::load_graph(&path).unwrap();
@@ -245,11 +243,10 @@ fn a_python_graph_restores_every_variable_and_slot_after_losing_the_ps() {
 fn a_python_graph_trains_data_parallel_through_the_connection() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,0.3").unwrap();
-    let connection =
-        EmulatedCluster::start(&scenario, &common::exe())
-            .unwrap()
-            .into_connection()
-            .unwrap();
+    let connection = EmulatedCluster::start(&scenario, &common::exe())
+        .unwrap()
+        .into_connection()
+        .unwrap();
     let planned = connection
         .plan_data_parallel(python_workload("tf1_cnn_adam"), "replica-setter", None)
         .unwrap();
@@ -449,11 +446,10 @@ fn bench_compares_strategies_on_a_python_graph() {
 fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
     let _one = serial();
     let scenario = Scenario::parse("workers=1,0.5").unwrap();
-    let mut connection =
-        EmulatedCluster::start(&scenario, &common::exe())
-            .unwrap()
-            .into_connection()
-            .unwrap();
+    let mut connection = EmulatedCluster::start(&scenario, &common::exe())
+        .unwrap()
+        .into_connection()
+        .unwrap();
     // Live figures are read on connecting and again on refresh.
     assert!(connection
         .cluster()

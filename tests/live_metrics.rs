@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde_json::Value;
 use tf_iaware::cluster::tf_config::TfConfig;
 use tf_iaware::cluster::{self, LiveOptions, LiveSource};
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::runtime::data_parallel;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

@@ -2,10 +2,10 @@
 //! strategies and tears everything down: `cargo run -p tf-iaware-emulate --example emulated_smoke -- \
 //! /path/to/tf-iaware paper mlp`.
 use tf_iaware::cluster::connect::connect_tf_config;
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;
 use tf_iaware::runtime::data_parallel;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();

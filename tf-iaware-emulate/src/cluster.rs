@@ -393,7 +393,12 @@ impl EmulatedCluster {
     ///
     /// # Errors
     /// [`Error::TensorFlow`] if the master cannot be reached.
-    pub fn connect(&self) -> Result<(tf_iaware::cluster::Cluster, tf_iaware::runtime::SessionConfig)> {
+    pub fn connect(
+        &self,
+    ) -> Result<(
+        tf_iaware::cluster::Cluster,
+        tf_iaware::runtime::SessionConfig,
+    )> {
         tf_iaware::cluster::connect::connect_tf_config_at(&self.tf_config, &self.master())
     }
 

@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::runtime::accuracy::{
     check_backups, contender, contender_mode, train_to_accuracy, AccuracyModel, AccuracyOptions,
     AccuracyReport, LabelledTask, Planning, CONTENDERS,
 };
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::replicated::Workload;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 use super::{calibrate, svg, Args, OVERHEAD_MS};
 

@@ -7,13 +7,13 @@ use anyhow::Result;
 use serde::Serialize;
 use tf_iaware::cluster::connect::connect_tf_config_live;
 use tf_iaware::cluster::{Cluster, LiveOptions};
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
 use tf_iaware::runtime::adapt::{AdaptOptions, AdaptiveTrainer, ReplanRecord, Trigger};
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 use super::OVERHEAD_MS;
 

@@ -15,13 +15,13 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
 use tf_iaware::runtime::calibrate::{self, CalibrateOptions};
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 /// Per-replica synchronisation cost assumed by predictions, ms.
 const OVERHEAD_MS: f64 = 5.0;

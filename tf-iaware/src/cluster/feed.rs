@@ -208,22 +208,20 @@ impl MetricsFeed {
         if !options.enabled {
             return Ok(Self::off());
         }
-        #[cfg(not(feature = "scrape"))]
-        {
+        match Self::remote(tf_config, options) {
             // No scraper in this build: the devices stay nominal, as with an agent that does not
             // answer, and the log says why.
-            let _ = tf_config;
-            log::warn!(
-                "live metrics of TF_CONFIG tasks: {}",
-                crate::monitor::scrape::NOT_COMPILED
-            );
-            Ok(Self::off())
+            #[cfg(not(feature = "scrape"))]
+            Err(crate::Error::Scrape { reason, .. })
+                if reason == crate::monitor::scrape::NOT_COMPILED =>
+            {
+                log::warn!("live metrics of TF_CONFIG tasks: {reason}");
+                Ok(Self::off())
+            }
+            other => other,
         }
-        #[cfg(feature = "scrape")]
-        Self::remote(tf_config, options)
     }
 
-    #[cfg(feature = "scrape")]
     fn remote(tf_config: &TfConfig, options: &LiveOptions) -> Result<Self> {
         let mut endpoints: Vec<Endpoint> = Vec::new();
         let mut unread = Vec::new();

@@ -26,7 +26,7 @@ pub struct Connection {
     warnings: Vec<LiveWarning>,
     /// Dropped with the connection, after everything else: the processes of a cluster handed
     /// over with [`Connection::from_running`].
-    owner: Option<Box<dyn Any + Send>>,
+    _owner: Option<Box<dyn Any + Send>>,
 }
 
 /// Connects to the cluster `spec` names (`local`, `local:cpu=N`, `tf-config`,
@@ -75,7 +75,7 @@ impl Connection {
                 },
                 metrics: live.metrics,
                 warnings: live.warnings,
-                owner: None,
+                _owner: None,
             });
         }
         let live = connect_live(spec, &LiveOptions::default())?;
@@ -128,7 +128,7 @@ impl Connection {
             cache,
             metrics: live.metrics,
             warnings: live.warnings,
-            owner,
+            _owner: owner,
         })
     }
 

@@ -18,9 +18,6 @@ use tokio::sync::{watch, Notify, Semaphore};
 use super::{AgentConfig, MetricsSource};
 use crate::error::{Error, Result};
 use crate::monitor::exposition::CONTENT_TYPE as METRICS_CONTENT_TYPE;
-use crate::monitor::metrics;
-use crate::monitor::sampler::Monitor;
-use crate::monitor::snapshot::Snapshot;
 
 /// A running metrics server. Stopped by [`Agent::stop`] or when dropped.
 pub struct Agent {
@@ -278,6 +275,7 @@ fn respond(req: &Request<Incoming>, source: &dyn MetricsSource) -> Response<Full
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::agent::StaticPage;
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::time::Instant;

@@ -448,10 +448,10 @@ mod tests {
     #[test]
     fn node_exporter_target_gets_rates_on_second_scrape() {
         let node = serve(include_str!(
-            "../../../tf-iaware-core/tests/fixtures/monitor/node_exporter.prom"
+            "../../../../tf-iaware-core/tests/fixtures/monitor/node_exporter.prom"
         ));
         let dcgm = serve(include_str!(
-            "../../../tf-iaware-core/tests/fixtures/monitor/dcgm_exporter.prom"
+            "../../../../tf-iaware-core/tests/fixtures/monitor/dcgm_exporter.prom"
         ));
         let target = Target::with_urls(
             "worker-3",
