@@ -11,18 +11,24 @@
 
 mod discover;
 mod fetch;
+mod plan;
 mod vars;
 
+use std::path::PathBuf;
+
 use discover::Found;
+use plan::{Plan, Step, Switches};
 
 fn main() {
     println!("cargo:rerun-if-changed=build");
-    if vars::flag(vars::NO_LINK) || vars::get(vars::DOCS_RS).is_some() {
+    let plan = plan::plan(&switches());
+    if plan == Plan::NotLinked {
         return not_linked();
     }
     let mut notes = Vec::new();
-    let found = match find(&mut notes) {
-        Ok(found) => found,
+    let found = match find(&plan, &mut notes) {
+        Ok(Some(found)) => found,
+        Ok(None) => fail(&nothing_found(&plan), &notes),
         Err(reason) => fail(&reason, &notes),
     };
     let dir = found.dir.display();
@@ -62,17 +68,59 @@ fn not_linked() {
     );
 }
 
-fn find(notes: &mut Vec<String>) -> Result<Found, String> {
-    if let Some(found) = discover::explicit_dir()? {
-        return Ok(found);
+/// Reads every switch the plan depends on (each registered with `cargo:rerun-if-env-changed`).
+fn switches() -> Switches {
+    Switches {
+        no_link: vars::flag(vars::NO_LINK),
+        docs_rs: vars::get(vars::DOCS_RS).is_some(),
+        no_pkg_config: vars::flag(vars::NO_PKG_CONFIG),
+        no_python: vars::flag(vars::NO_PYTHON),
+        local_wheel: vars::get(vars::WHEEL).is_some(),
+        download_feature: true,
+        offline: vars::flag(vars::OFFLINE),
+        cargo_offline: vars::flag(vars::CARGO_NET_OFFLINE),
     }
-    if let Some(found) = discover::pkg_config(notes) {
-        return Ok(found);
+}
+
+/// Runs the planned steps in order and notes the skipped ones in their place; the first hit wins,
+/// `None` when every step found nothing. A step that goes wrong (as opposed to finding nothing)
+/// ends the search with its error: the user asked for that library or that download.
+fn find(plan: &Plan, notes: &mut Vec<String>) -> Result<Option<Found>, String> {
+    let Plan::Search { steps, skipped } = plan else {
+        return Ok(None);
+    };
+    for step in Step::ALL {
+        for &(_, why) in skipped.iter().filter(|(s, _)| *s == step) {
+            notes.push(plan::skip_note(step, why));
+        }
+        if !steps.contains(&step) {
+            continue;
+        }
+        let hit = match step {
+            Step::LibDir => discover::explicit_dir()?,
+            Step::PkgConfig => discover::pkg_config(notes),
+            Step::Python => discover::python_package(fetch::TF_VERSION, notes),
+            Step::Cache => fetch::Cache::locate()?.cached(notes),
+            Step::LocalWheel => {
+                let wheel = vars::get(vars::WHEEL)
+                    .map(PathBuf::from)
+                    .ok_or_else(|| format!("{} is unset", vars::WHEEL))?;
+                Some(fetch::Cache::locate()?.install(Some(&wheel))?)
+            }
+            Step::Download => Some(fetch::Cache::locate()?.install(None)?),
+        };
+        if hit.is_some() {
+            return Ok(hit);
+        }
     }
-    if let Some(found) = discover::python_package(fetch::TF_VERSION, notes) {
-        return Ok(found);
-    }
-    fetch::cached_or_fetch(notes)
+    Ok(None)
+}
+
+/// The reason when every planned step found nothing (the download, which either finds or fails,
+/// was then left out).
+fn nothing_found(plan: &Plan) -> String {
+    let blocked: Vec<String> = plan.download_blocked().iter().map(|w| w.reason()).collect();
+    format!("nothing found, and no download: {}", blocked.join("; "))
 }
 
 fn fail(reason: &str, notes: &[String]) -> ! {
