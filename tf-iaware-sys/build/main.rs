@@ -4,7 +4,8 @@
 //! 1. `TF_IAWARE_LIB_DIR` — a directory with `libtensorflow_cc.so.2` or `libtensorflow.so.2`;
 //! 2. pkg-config `tensorflow`;
 //! 3. an installed Python `tensorflow`/`tensorflow-cpu` 2.21.0 package (found without importing it);
-//! 4. the pinned, checksummed `tensorflow-cpu==2.21.0` wheel, cached per user (not with `--offline`).
+//! 4. the pinned, checksummed `tensorflow-cpu==2.21.0` wheel, cached per user; downloaded only with
+//!    the `download` feature (default) and not offline (`TF_IAWARE_OFFLINE`, `--offline`).
 //!
 //! Outputs: link lines for every dependent's final link, `DEP_TF_IAWARE_LIBDIR` for crates that add
 //! an rpath, and `TF_IAWARE_LIBDIR`/`TF_IAWARE_LIB_SOURCE` compiled into the crate.
@@ -76,7 +77,7 @@ fn switches() -> Switches {
         no_pkg_config: vars::flag(vars::NO_PKG_CONFIG),
         no_python: vars::flag(vars::NO_PYTHON),
         local_wheel: vars::get(vars::WHEEL).is_some(),
-        download_feature: true,
+        download_feature: vars::cargo_set(vars::FEATURE_DOWNLOAD),
         offline: vars::flag(vars::OFFLINE),
         cargo_offline: vars::flag(vars::CARGO_NET_OFFLINE),
     }
@@ -131,7 +132,7 @@ fn fail(reason: &str, notes: &[String]) -> ! {
          - set {lib}=/path/to/dir holding libtensorflow_cc.so.2 or libtensorflow.so.2 (version {v});\n  \
          - install a pkg-config file `tensorflow.pc` for libtensorflow {v};\n  \
          - `python3 -m pip install tensorflow-cpu=={v}` (or point {py} at a Python that has it);\n  \
-         - allow the download (unset {off}, no `--offline`) so the pinned wheel is fetched with pip;\n  \
+         - allow the download (the `download` feature, unset {off}, no `--offline`) so the pinned wheel is fetched with pip;\n  \
          - set {wheel}=/path/to/tensorflow_cpu-{v}-cp311-cp311-manylinux_2_27_x86_64.whl.\n",
         v = fetch::TF_VERSION,
         tried = notes.iter().map(|n| format!("  - {n}\n")).collect::<String>(),

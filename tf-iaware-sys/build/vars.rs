@@ -26,6 +26,8 @@ pub const WHEEL_SHA256: &str = "TF_IAWARE_WHEEL_SHA256";
 pub const NO_LINK: &str = "TF_IAWARE_NO_LINK";
 /// Set by docs.rs builds: treated as [`NO_LINK`].
 pub const DOCS_RS: &str = "DOCS_RS";
+/// Set by cargo when the crate's `download` feature is on (read with [`cargo_set`]).
+pub const FEATURE_DOWNLOAD: &str = "CARGO_FEATURE_DOWNLOAD";
 /// Standard locations the cache default is derived from.
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 pub const HOME: &str = "HOME";
@@ -34,6 +36,12 @@ pub const HOME: &str = "HOME";
 pub fn get(name: &str) -> Option<String> {
     println!("cargo:rerun-if-env-changed={name}");
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Whether cargo set `name` for this run (features, cfgs): no rerun line, since cargo reruns the
+/// script itself when they change.
+pub fn cargo_set(name: &str) -> bool {
+    std::env::var_os(name).is_some()
 }
 
 /// Reads a switch: set and not `0`/`false`/`no`.
