@@ -64,6 +64,11 @@ fn cache_root() -> Result<PathBuf, String> {
         .ok_or_else(|| format!("no cache directory: set {} or HOME", vars::CACHE_DIR))
 }
 
+/// File name of the pinned wheel, e.g. `tensorflow_cpu-2.21.0-cp311-cp311-manylinux_2_27_x86_64.whl`.
+pub fn wheel_file_name() -> String {
+    format!("tensorflow_cpu-{TF_VERSION}-{ABI}-{ABI}-{PLATFORM}.whl")
+}
+
 /// The per-user cache entry of the selected variant: where steps 4a–4c look and extract.
 pub struct Cache {
     variant: Variant,
@@ -82,6 +87,11 @@ impl Cache {
             root,
             entry,
         })
+    }
+
+    /// The file written last into a finished entry: absent until a fetch or extract completes.
+    pub fn complete_marker(&self) -> PathBuf {
+        self.entry.join(COMPLETE)
     }
 
     fn source(&self) -> String {

@@ -28,6 +28,8 @@ pub const NO_LINK: &str = "TF_IAWARE_NO_LINK";
 pub const DOCS_RS: &str = "DOCS_RS";
 /// Set by cargo when the crate's `download` feature is on (read with [`cargo_set`]).
 pub const FEATURE_DOWNLOAD: &str = "CARGO_FEATURE_DOWNLOAD";
+/// Set by cargo: this script's output folder (the deferred link error's explanation goes there).
+pub const OUT_DIR: &str = "OUT_DIR";
 /// Standard locations the cache default is derived from.
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 pub const HOME: &str = "HOME";
@@ -42,6 +44,11 @@ pub fn get(name: &str) -> Option<String> {
 /// script itself when they change.
 pub fn cargo_set(name: &str) -> bool {
     std::env::var_os(name).is_some()
+}
+
+/// A folder cargo set for this run (`OUT_DIR`); no rerun line.
+pub fn cargo_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(name).map(Into::into)
 }
 
 /// Reads a switch: set and not `0`/`false`/`no`.
