@@ -95,8 +95,8 @@ pub fn explanation(f: &Facts) -> String {
          - `python3 -m pip install tensorflow-cpu=={v}`, or point {py} at a Python that has it (and \
          leave {no_py} unset);\n  \
          - allow the download, so the pinned wheel is fetched with pip once per user: keep the \
-         `download` feature (on by default; off with `--no-default-features`), leave {off} unset \
-         and drop `--offline`;\n  \
+         `download` feature (on by default; off with `--no-default-features`) and leave {off} and \
+         {cargo_off} unset;\n  \
          - set {wheel}=/path/to/{wheel_file} (a wheel you already have: checksummed, no network);\n  \
          - only checking or documenting: set {no_link}=1 and nothing is looked for (links still fail).\n\
          {rerun}\n",
@@ -106,6 +106,7 @@ pub fn explanation(f: &Facts) -> String {
         py = vars::PYTHON,
         no_py = vars::NO_PYTHON,
         off = vars::OFFLINE,
+        cargo_off = vars::CARGO_NET_OFFLINE,
         wheel = vars::WHEEL,
         wheel_file = f.wheel_file,
         no_link = vars::NO_LINK,
@@ -122,7 +123,7 @@ pub fn link_name(version: &str, cause: &Cause) -> String {
                 .map(|w| match w {
                     Skip::FeatureOff => "enable-feature-download",
                     Skip::Offline => "unset-TF_IAWARE_OFFLINE",
-                    Skip::CargoOffline => "drop-cargo-offline",
+                    Skip::CargoOffline => "unset-CARGO_NET_OFFLINE",
                     Skip::NoPkgConfig | Skip::NoPython => "",
                 })
                 .filter(|h| !h.is_empty())
@@ -185,7 +186,7 @@ mod tests {
             "`download` feature",
             "--no-default-features",
             "TF_IAWARE_OFFLINE",
-            "--offline",
+            "CARGO_NET_OFFLINE",
             WHEEL,
             "TF_IAWARE_NO_LINK=1",
         ] {
@@ -225,7 +226,7 @@ mod tests {
              --every-way-out-in-the-txt-file-above"
         );
         assert!(name(vec![Skip::Offline, Skip::CargoOffline])
-            .contains("--or-unset-TF_IAWARE_OFFLINE-and-drop-cargo-offline--"));
+            .contains("--or-unset-TF_IAWARE_OFFLINE-and-unset-CARGO_NET_OFFLINE--"));
         assert!(name(vec![]).contains("--or-install-tensorflow-cpu-2.21.0--"));
         let failed = link_name("2.21.0", &Cause::Failed("x".into()));
         assert!(failed.contains("--the-error-is--every-way-out-in-the-txt-file-above"));

@@ -5,7 +5,7 @@
 //! 2. pkg-config `tensorflow`;
 //! 3. an installed Python `tensorflow`/`tensorflow-cpu` 2.21.0 package (found without importing it);
 //! 4. the pinned, checksummed `tensorflow-cpu==2.21.0` wheel, cached per user; downloaded only with
-//!    the `download` feature (default) and not offline (`TF_IAWARE_OFFLINE`, `--offline`).
+//!    the `download` feature (default) and not offline (`TF_IAWARE_OFFLINE`, `CARGO_NET_OFFLINE`).
 //!
 //! Outputs: link lines for every dependent's final link, `DEP_TF_IAWARE_LIBDIR` for crates that add
 //! an rpath, and `TF_IAWARE_LIBDIR`/`TF_IAWARE_LIB_SOURCE` compiled into the crate. When nothing is

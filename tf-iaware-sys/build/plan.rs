@@ -20,7 +20,7 @@ pub struct Switches {
     pub download_feature: bool,
     /// `TF_IAWARE_OFFLINE`.
     pub offline: bool,
-    /// Cargo's `--offline` / `net.offline` (`CARGO_NET_OFFLINE`).
+    /// `CARGO_NET_OFFLINE` (cargo's `net.offline` set in the environment).
     pub cargo_offline: bool,
 }
 
@@ -52,7 +52,7 @@ pub enum Skip {
     FeatureOff,
     /// `TF_IAWARE_OFFLINE` is set.
     Offline,
-    /// Cargo runs offline.
+    /// `CARGO_NET_OFFLINE` is set.
     CargoOffline,
 }
 
@@ -115,10 +115,7 @@ impl Skip {
             Skip::NoPython => format!("{} is set", vars::NO_PYTHON),
             Skip::FeatureOff => "the `download` feature of tf-iaware-sys is off".into(),
             Skip::Offline => format!("{} is set", vars::OFFLINE),
-            Skip::CargoOffline => format!(
-                "cargo runs offline (`--offline`, `net.offline` or {})",
-                vars::CARGO_NET_OFFLINE
-            ),
+            Skip::CargoOffline => format!("{} is set", vars::CARGO_NET_OFFLINE),
         }
     }
 }

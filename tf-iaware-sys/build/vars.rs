@@ -13,7 +13,9 @@ pub const PYTHON: &str = "TF_IAWARE_PYTHON";
 pub const CACHE_DIR: &str = "TF_IAWARE_CACHE_DIR";
 /// Any value but `0`/`false`: never download (step 4 only reuses the cache or a local wheel).
 pub const OFFLINE: &str = "TF_IAWARE_OFFLINE";
-/// Cargo's own offline switch (`--offline`, `net.offline`), honoured like [`OFFLINE`].
+/// Cargo's offline setting (`net.offline`) when given in the environment, honoured like [`OFFLINE`].
+/// Cargo does not pass its `--offline` flag or a config-file `net.offline` to build scripts, so
+/// only this variable (or [`OFFLINE`]) reaches the script.
 pub const CARGO_NET_OFFLINE: &str = "CARGO_NET_OFFLINE";
 /// Path to an already downloaded wheel to extract instead of downloading (still checksummed).
 pub const WHEEL: &str = "TF_IAWARE_WHEEL";
