@@ -65,13 +65,6 @@ pub fn explicit_dir() -> Result<Option<Found>, String> {
 
 /// Step 2: pkg-config package `tensorflow`.
 pub fn pkg_config(notes: &mut Vec<String>) -> Option<Found> {
-    if vars::flag(vars::NO_PKG_CONFIG) {
-        notes.push(format!(
-            "pkg-config: skipped ({} is set)",
-            vars::NO_PKG_CONFIG
-        ));
-        return None;
-    }
     match pkg_config::Config::new()
         .cargo_metadata(false)
         .env_metadata(true)
@@ -91,7 +84,9 @@ pub fn pkg_config(notes: &mut Vec<String>) -> Option<Found> {
             found
         }
         Err(e) => {
-            let first = e.to_string().lines().next().unwrap_or_default().to_string();
+            let text = e.to_string();
+            let first = text.lines().map(str::trim).find(|l| !l.is_empty());
+            let first = first.unwrap_or("no message");
             notes.push(format!("pkg-config: no `tensorflow` package ({first})"));
             None
         }
@@ -102,10 +97,6 @@ pub fn pkg_config(notes: &mut Vec<String>) -> Option<Found> {
 /// `importlib.util.find_spec` (which finds a top-level package without importing it) and accepted
 /// only at the version the code expects (read from its `.dist-info`).
 pub fn python_package(expected_version: &str, notes: &mut Vec<String>) -> Option<Found> {
-    if vars::flag(vars::NO_PYTHON) {
-        notes.push(format!("python: skipped ({} is set)", vars::NO_PYTHON));
-        return None;
-    }
     let python = vars::get(vars::PYTHON).unwrap_or_else(|| "python3".into());
     let script = "import importlib.util as u\n\
                   s = u.find_spec('tensorflow')\n\

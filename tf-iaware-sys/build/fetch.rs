@@ -64,64 +64,100 @@ fn cache_root() -> Result<PathBuf, String> {
         .ok_or_else(|| format!("no cache directory: set {} or HOME", vars::CACHE_DIR))
 }
 
-/// Returns the cached library, fetching and extracting it first when allowed.
-pub fn cached_or_fetch(notes: &mut Vec<String>) -> Result<Found, String> {
-    let variant = variant()?;
-    let root = cache_root()?;
-    let entry = root.join(format!("libtensorflow-{}-{TF_VERSION}", variant.name));
-    let source = format!("cached {} wheel in {}", variant.package, entry.display());
-    if entry.join(COMPLETE).is_file() {
-        if let Some(found) = discover::in_dir(&entry, source.clone()) {
-            return Ok(found);
-        }
+/// File name of the pinned wheel, e.g. `tensorflow_cpu-2.21.0-cp311-cp311-manylinux_2_27_x86_64.whl`.
+pub fn wheel_file_name() -> String {
+    format!("tensorflow_cpu-{TF_VERSION}-{ABI}-{ABI}-{PLATFORM}.whl")
+}
+
+/// The per-user cache entry of the selected variant: where steps 4a–4c look and extract.
+pub struct Cache {
+    variant: Variant,
+    root: PathBuf,
+    entry: PathBuf,
+}
+
+impl Cache {
+    /// Reads the variant and the cache location from the environment.
+    pub fn locate() -> Result<Cache, String> {
+        let variant = variant()?;
+        let root = cache_root()?;
+        let entry = root.join(format!("libtensorflow-{}-{TF_VERSION}", variant.name));
+        Ok(Cache {
+            variant,
+            root,
+            entry,
+        })
     }
-    let local_wheel = vars::get(vars::WHEEL).map(PathBuf::from);
-    let offline = vars::flag(vars::OFFLINE) || vars::flag(vars::CARGO_NET_OFFLINE);
-    if local_wheel.is_none() && offline {
-        notes.push(format!(
-            "wheel: not downloaded: offline ({} or CARGO_NET_OFFLINE) and nothing cached in {}",
-            vars::OFFLINE,
-            entry.display()
-        ));
-        return Err("offline".into());
+
+    /// The file written last into a finished entry: absent until a fetch or extract completes.
+    pub fn complete_marker(&self) -> PathBuf {
+        self.entry.join(COMPLETE)
     }
-    let Some(sha256) = variant.sha256.clone() else {
-        return Err(format!(
-            "the `{}` variant is not pinned: set {} to the SHA-256 of the wheel you trust",
-            variant.name,
-            vars::WHEEL_SHA256
-        ));
-    };
-    fs::create_dir_all(&root)
-        .map_err(|e| format!("cannot create cache {}: {e}", root.display()))?;
-    let work = tempdir_in(&root)?;
-    let result = (|| {
-        let wheel = match &local_wheel {
-            Some(w) => w.clone(),
-            None => download(&variant, &work)?,
-        };
-        verify(&wheel, &sha256)?;
-        let staged = work.join("lib");
-        extract(&wheel, &staged)?;
-        File::create(staged.join(COMPLETE))
-            .and_then(|mut f| writeln!(f, "{sha256}"))
-            .map_err(|e| format!("cannot write {}: {e}", staged.display()))?;
-        // Atomic publish: a concurrent build may have won the race; its copy is as good as ours.
-        if let Err(e) = fs::rename(&staged, &entry) {
-            if !entry.join(COMPLETE).is_file() {
-                return Err(format!(
-                    "cannot move {} to {}: {e}",
-                    staged.display(),
-                    entry.display()
-                ));
+
+    fn source(&self) -> String {
+        format!(
+            "cached {} wheel in {}",
+            self.variant.package,
+            self.entry.display()
+        )
+    }
+
+    /// Step 4a: a finished extract (no network, no checksum: it was verified when it was made).
+    pub fn cached(&self, notes: &mut Vec<String>) -> Option<Found> {
+        if self.entry.join(COMPLETE).is_file() {
+            if let Some(found) = discover::in_dir(&self.entry, self.source()) {
+                return Some(found);
             }
         }
-        Ok(())
-    })();
-    let _ = fs::remove_dir_all(&work);
-    result?;
-    discover::in_dir(&entry, source)
-        .ok_or_else(|| format!("extracted cache {} lacks {:?}", entry.display(), MEMBERS))
+        notes.push(format!(
+            "cache: no finished extract in {}",
+            self.entry.display()
+        ));
+        None
+    }
+
+    /// Step 4b (`wheel` given) or 4c (`None`: fetched with pip): verifies the wheel, extracts its
+    /// two shared objects into a temporary folder and renames it into place.
+    pub fn install(&self, wheel: Option<&Path>) -> Result<Found, String> {
+        let Some(sha256) = self.variant.sha256.clone() else {
+            return Err(format!(
+                "the `{}` variant is not pinned: set {} to the SHA-256 of the wheel you trust",
+                self.variant.name,
+                vars::WHEEL_SHA256
+            ));
+        };
+        let (root, entry) = (&self.root, &self.entry);
+        fs::create_dir_all(root)
+            .map_err(|e| format!("cannot create cache {}: {e}", root.display()))?;
+        let work = tempdir_in(root)?;
+        let result = (|| {
+            let wheel = match wheel {
+                Some(w) => w.to_path_buf(),
+                None => download(&self.variant, &work)?,
+            };
+            verify(&wheel, &sha256)?;
+            let staged = work.join("lib");
+            extract(&wheel, &staged)?;
+            File::create(staged.join(COMPLETE))
+                .and_then(|mut f| writeln!(f, "{sha256}"))
+                .map_err(|e| format!("cannot write {}: {e}", staged.display()))?;
+            // Atomic publish: a concurrent build may have won the race; its copy is as good as ours.
+            if let Err(e) = fs::rename(&staged, entry) {
+                if !entry.join(COMPLETE).is_file() {
+                    return Err(format!(
+                        "cannot move {} to {}: {e}",
+                        staged.display(),
+                        entry.display()
+                    ));
+                }
+            }
+            Ok(())
+        })();
+        let _ = fs::remove_dir_all(&work);
+        result?;
+        discover::in_dir(entry, self.source())
+            .ok_or_else(|| format!("extracted cache {} lacks {:?}", entry.display(), MEMBERS))
+    }
 }
 
 fn tempdir_in(root: &Path) -> Result<PathBuf, String> {

@@ -13,7 +13,9 @@ pub const PYTHON: &str = "TF_IAWARE_PYTHON";
 pub const CACHE_DIR: &str = "TF_IAWARE_CACHE_DIR";
 /// Any value but `0`/`false`: never download (step 4 only reuses the cache or a local wheel).
 pub const OFFLINE: &str = "TF_IAWARE_OFFLINE";
-/// Cargo's own offline switch (`--offline`, `net.offline`), honoured like [`OFFLINE`].
+/// Cargo's offline setting (`net.offline`) when given in the environment, honoured like [`OFFLINE`].
+/// Cargo does not pass its `--offline` flag or a config-file `net.offline` to build scripts, so
+/// only this variable (or [`OFFLINE`]) reaches the script.
 pub const CARGO_NET_OFFLINE: &str = "CARGO_NET_OFFLINE";
 /// Path to an already downloaded wheel to extract instead of downloading (still checksummed).
 pub const WHEEL: &str = "TF_IAWARE_WHEEL";
@@ -26,6 +28,10 @@ pub const WHEEL_SHA256: &str = "TF_IAWARE_WHEEL_SHA256";
 pub const NO_LINK: &str = "TF_IAWARE_NO_LINK";
 /// Set by docs.rs builds: treated as [`NO_LINK`].
 pub const DOCS_RS: &str = "DOCS_RS";
+/// Set by cargo when the crate's `download` feature is on (read with [`cargo_set`]).
+pub const FEATURE_DOWNLOAD: &str = "CARGO_FEATURE_DOWNLOAD";
+/// Set by cargo: this script's output folder (the deferred link error's explanation goes there).
+pub const OUT_DIR: &str = "OUT_DIR";
 /// Standard locations the cache default is derived from.
 pub const XDG_CACHE_HOME: &str = "XDG_CACHE_HOME";
 pub const HOME: &str = "HOME";
@@ -34,6 +40,17 @@ pub const HOME: &str = "HOME";
 pub fn get(name: &str) -> Option<String> {
     println!("cargo:rerun-if-env-changed={name}");
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Whether cargo set `name` for this run (features, cfgs): no rerun line, since cargo reruns the
+/// script itself when they change.
+pub fn cargo_set(name: &str) -> bool {
+    std::env::var_os(name).is_some()
+}
+
+/// A folder cargo set for this run (`OUT_DIR`); no rerun line.
+pub fn cargo_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os(name).map(Into::into)
 }
 
 /// Reads a switch: set and not `0`/`false`/`no`.

@@ -10,11 +10,12 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-/// Directory of the linked libtensorflow (also the rpath of the workspace's binaries).
+/// Directory of the linked libtensorflow (also the rpath of the workspace's binaries); empty when
+/// nothing was linked (`cargo check`/`cargo doc` without the library — see [`LIB_SOURCE`]).
 pub const LIB_DIR: &str = env!("TF_IAWARE_LIBDIR");
-/// File name of the linked shared object, e.g. `libtensorflow_cc.so.2`.
+/// File name of the linked shared object, e.g. `libtensorflow_cc.so.2`; empty when nothing was linked.
 pub const LIB_FILE: &str = env!("TF_IAWARE_LIB_FILE");
-/// Which discovery step supplied the library.
+/// Which discovery step supplied the library, or `not linked (…)` / `not found: <reason>`.
 pub const LIB_SOURCE: &str = env!("TF_IAWARE_LIB_SOURCE");
 /// The TensorFlow release this code is written against; compare with [`TF_Version`].
 pub const EXPECTED_VERSION: &str = env!("TF_IAWARE_EXPECTED_VERSION");
