@@ -32,7 +32,7 @@
 //! A reading of 0 free cores therefore never makes a device look 1000× slower (the old 0.001
 //! floor made predictions 40× too slow on a busy machine): only a hard quota, which the
 //! process really cannot exceed, takes availability below ½. The cost model's own floor
-//! ([`MIN_AVAILABILITY`](crate::cost::MIN_AVAILABILITY)) only guards hand-written figures. For a
+//! ([`MIN_AVAILABILITY`](crate::cluster::model::MIN_AVAILABILITY)) only guards hand-written figures. For a
 //! GPU, `f` is 1 − the utilisation by other processes, and the same formula applies
 //! (time-slicing shares a busy GPU between contexts).
 

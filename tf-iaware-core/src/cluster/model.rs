@@ -777,11 +777,17 @@ pub struct LinkCalibration {
     pub samples: usize,
 }
 
+/// Availability below which a device counts as this share, so that a hand-written 0 does not
+/// make a device look thousands of times slower. Live readings only go below ½ for a hard
+/// quota the process cannot exceed; contention is floored at the fair share a contended
+/// device still gets (½, see [`cluster::live`](crate::cluster::live)).
+pub const MIN_AVAILABILITY: f64 = 0.01;
+
 /// Capability from a rate `measured` (FLOP/s, bytes/s, …) at availability `availability`
-/// (0–1, floored at [`MIN_AVAILABILITY`](crate::cost::MIN_AVAILABILITY)): `measured /
+/// (0–1, floored at [`MIN_AVAILABILITY`]): `measured /
 /// availability`, what the device does with its whole allotment.
 pub fn capability(measured: f64, availability: f64) -> f64 {
-    measured / availability.clamp(crate::cost::MIN_AVAILABILITY, 1.0)
+    measured / availability.clamp(MIN_AVAILABILITY, 1.0)
 }
 
 /// Version of the [`CalibrationProfile`] format: 2 stores capabilities normalised by the

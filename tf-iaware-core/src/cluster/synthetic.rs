@@ -29,8 +29,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Beta, Distribution as _, LogNormal, Uniform};
 
-use super::model::{Cluster, Device, Link, LinkDefaults, NOMINAL_CPU_FLOPS};
-use crate::cost::MIN_AVAILABILITY;
+use super::model::{Cluster, Device, Link, LinkDefaults, MIN_AVAILABILITY, NOMINAL_CPU_FLOPS};
 use crate::error::{Error, Result};
 
 /// Most workers a synthetic spec may ask for.

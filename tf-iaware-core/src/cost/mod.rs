@@ -48,16 +48,10 @@ pub use dag::{Dag, Edge, CONTROL};
 pub use fit::OpCostFitter;
 pub use measured::{Measurements, OpSample};
 
-use crate::cluster::model::{Link, OpTypeCost};
+use crate::cluster::model::{Link, OpTypeCost, MIN_AVAILABILITY};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::graph::{GroupId, NodeId, OpGraph};
-
-/// Availability below which a device counts as this share, so that a hand-written 0 does not
-/// make a device look thousands of times slower. Live readings only go below ½ for a hard
-/// quota the process cannot exceed; contention is floored at the fair share a contended
-/// device still gets (½, see [`cluster::live`](crate::cluster::live)).
-pub const MIN_AVAILABILITY: f64 = 0.01;
 
 /// Per-device figures in the form the hot loops want.
 #[derive(Clone, Debug)]

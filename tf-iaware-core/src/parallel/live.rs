@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::WorkerCapacity;
+use crate::cluster::model::MIN_AVAILABILITY;
 use crate::cluster::Cluster;
-use crate::cost::MIN_AVAILABILITY;
 use crate::graph::OpGraph;
 
 /// Memory one replica needs on its worker: `fixed_bytes + batch × per_sample_bytes`.

@@ -103,7 +103,7 @@ pub fn worker_capacities(cluster: &SyntheticCluster, workload: &DpWorkload) -> V
     c.devices[..cluster.workers.len()]
         .iter()
         .map(|d| {
-            let a = d.availability.max(crate::cost::MIN_AVAILABILITY);
+            let a = d.availability.max(crate::cluster::model::MIN_AVAILABILITY);
             WorkerCapacity {
                 device: d.name.clone(),
                 samples_per_sec: d.effective_flops() / workload.flops_per_sample,

@@ -74,7 +74,7 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
         // Capability: what was measured, divided by the share of the device we had.
         let a = device
             .availability
-            .clamp(crate::cost::MIN_AVAILABILITY, 1.0);
+            .clamp(crate::cluster::model::MIN_AVAILABILITY, 1.0);
         if let Some(d) = profile.devices.iter_mut().find(|d| d.name == device.name) {
             d.peak_flops = d.peak_flops.map(|f| capability(f, a));
             d.availability = Some(a);
