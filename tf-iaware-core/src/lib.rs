@@ -7,7 +7,8 @@
 //! Beside it: [`cluster`] (devices and their live figures, cluster specs, TF_CONFIG), [`monitor`]
 //! (snapshots of a machine, the parsers of its `/proc`, cgroup and NVML readings, the Prometheus
 //! page both ways), [`parallel`] (data-parallel plans and the replication of a training graph),
-//! [`proto`] (the TensorFlow protos as plain structs) and the one [`Error`] type.
+//! [`scale`] (the scale study: the planners on synthetic clusters, by simulation), [`proto`] (the
+//! TensorFlow protos as plain structs) and the one [`Error`] type.
 //!
 //! The `tf-iaware` crate adds TensorFlow and the OS at the edges: importing a real graph, writing
 //! device strings onto it, sessions, the live sources, the agent and the scraper.
@@ -22,6 +23,7 @@ pub mod parallel;
 pub mod placer;
 pub mod proto;
 pub mod report;
+pub mod scale;
 pub mod sim;
 
 pub use error::{Error, Result};

@@ -1,12 +1,12 @@
 //! `bench --simulate` and `bench --scale-study`: the planners on synthetic clusters, by
 //! simulation only (no TensorFlow session, no worker processes) — thin callers of
-//! [`tf_iaware::sim::scale`].
+//! [`tf_iaware::scale`].
 
 use anyhow::{bail, Result};
 use serde::Serialize;
 use tf_iaware::cluster::{ClusterSpec, SyntheticSpec};
+use tf_iaware::scale::{self, Growth, StudyOptions, StudyRow};
 use tf_iaware::sim::data_parallel::DpWorkload;
-use tf_iaware::sim::scale::{self, Growth, StudyOptions, StudyRow};
 
 use super::svg::{escape, COLORS};
 use super::Args;

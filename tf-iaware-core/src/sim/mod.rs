@@ -19,7 +19,6 @@
 //! communication, total work / total effective capacity)`; no placement can beat it.
 
 pub mod data_parallel;
-pub mod scale;
 pub mod synthetic;
 
 use std::cmp::Ordering;

@@ -1,13 +1,13 @@
 //! The scale study: how the planners' cost and quality grow with the cluster and the graph, by
 //! simulation only (synthetic clusters, synthetic layered DAGs; no TensorFlow, no workers).
 //!
-//! - Data-parallel planners ([`DP_PLANNERS`](super::data_parallel::DP_PLANNERS)) over
+//! - Data-parallel planners ([`DP_PLANNERS`](crate::sim::data_parallel::DP_PLANNERS)) over
 //!   synthetic clusters of each worker count: time to plan, the simulated step
-//!   ([`simulate_step`](super::data_parallel::simulate_step)), its lower bound and the share of
+//!   ([`simulate_step`](crate::sim::data_parallel::simulate_step)), its lower bound and the share of
 //!   workers given a replica.
 //! - Per-op strategies (HEFT, ETF, …) over layered DAGs of each op count on a fixed number of
 //!   devices, and over a fixed graph on each device count: time to place, the simulated step
-//!   ([`simulate`](super::simulate)), its [`lower_bound`](super::lower_bound) and the share of
+//!   ([`simulate`](crate::sim::simulate)), its [`lower_bound`](crate::sim::lower_bound) and the share of
 //!   devices given an op.
 //!
 //! [`growth`] fits `time ∝ size^e` to each planner's sweep (least squares on logs).
@@ -16,12 +16,12 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::data_parallel::{self, DpWorkload};
-use super::synthetic::LayeredDag;
 use crate::cluster::{SyntheticCluster, SyntheticSpec};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::placer::{self, resolve};
+use crate::sim::data_parallel::{self, DpWorkload};
+use crate::sim::synthetic::LayeredDag;
 
 /// What the study sweeps.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -224,8 +224,8 @@ pub fn per_op_row(
     let s = placer::by_name(strategy)?;
     let (plan_ms, placement) = timed(repeats, || s.place_with_cost(&graph, c, &cost))?;
     let assignment = resolve::assignment(&graph, c, &placement)?;
-    let sim = super::simulate(&cost, &assignment)?;
-    let bound = super::lower_bound(&cost).value();
+    let sim = crate::sim::simulate(&cost, &assignment)?;
+    let bound = crate::sim::lower_bound(&cost).value();
     let devices = c.devices.len();
     let mut used = vec![false; devices];
     for &d in &assignment {
