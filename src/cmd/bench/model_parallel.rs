@@ -11,6 +11,7 @@ use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::models;
 use tf_iaware::parallel::WorkerCapacity;
 use tf_iaware::placer;
+use tf_iaware::report::PlaceWithReport;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{calibrate, PlacedSession, SessionConfig, Trainer};
 

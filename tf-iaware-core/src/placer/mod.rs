@@ -1,6 +1,7 @@
 //! Placement strategies: given an [`OpGraph`] and a [`Cluster`], choose a device for every op.
 //! Colocation groups are the unit of placement; every strategy returns a [`Placement`], and with
-//! [`Strategy::place_with_report`] a [`PlacementReport`] (simulated step time, lower bound,
+//! [`place_with_report`](crate::report::PlaceWithReport::place_with_report) a
+//! [`PlacementReport`](crate::report::PlacementReport) (simulated step time, lower bound,
 //! per-device load).
 //!
 //! | name | idea |
@@ -17,6 +18,7 @@
 //! use tf_iaware_core::cluster::{Cluster, Device};
 //! use tf_iaware_core::cost::CostModel;
 //! use tf_iaware_core::placer::{self, PlaceOptions};
+//! use tf_iaware_core::report::PlaceWithReport;
 //! use tf_iaware_core::sim::synthetic::LayeredDag;
 //!
 //! let graph = LayeredDag::new(200, 10).build().unwrap();
@@ -43,7 +45,6 @@ mod simple;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -51,7 +52,6 @@ use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
-use crate::report::PlacementReport;
 
 pub use basic::{RoundRobin, TfDefault};
 pub use etf::{etf_schedule, Etf};
@@ -132,25 +132,6 @@ pub trait Strategy: Send + Sync {
         cluster: &Cluster,
         cost: &CostModel,
     ) -> Result<Placement>;
-
-    /// [`Strategy::place_with_cost`], timed, plus the [`PlacementReport`] of the result
-    /// (simulated with `cost`; ops the placement leaves to TensorFlow are simulated where
-    /// TensorFlow's placer would put them).
-    ///
-    /// # Errors
-    /// As [`Strategy::place`], and [`PlacementReport::new`]'s errors.
-    fn place_with_report(
-        &self,
-        graph: &OpGraph,
-        cluster: &Cluster,
-        cost: &CostModel,
-    ) -> Result<(Placement, PlacementReport)> {
-        let start = Instant::now();
-        let placement = self.place_with_cost(graph, cluster, cost)?;
-        let ms = start.elapsed().as_secs_f64() * 1e3;
-        let report = PlacementReport::new(self.name(), ms, graph, cluster, cost, &placement)?;
-        Ok((placement, report))
-    }
 }
 
 /// Names of every strategy [`by_name`] knows.

@@ -3,7 +3,7 @@
 use super::*;
 use crate::cluster::Device;
 use crate::graph::{Attr, DType, OpGraphBuilder};
-use crate::report::evaluate;
+use crate::report::{evaluate, PlaceWithReport};
 use crate::sim::lower_bound;
 use crate::sim::synthetic::{self, LayeredDag};
 use crate::sim::tests::{cluster, graph, model};

@@ -4,6 +4,7 @@
 pub mod trace;
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +12,39 @@ use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
-use crate::placer::{resolve, Placement};
+use crate::placer::{resolve, Placement, Strategy};
 use crate::sim::{lower_bound, simulate, LowerBound, SimResult};
+
+/// Placing with a report, for every [`Strategy`].
+pub trait PlaceWithReport {
+    /// [`Strategy::place_with_cost`], timed, plus the [`PlacementReport`] of the result
+    /// (simulated with `cost`; ops the placement leaves to TensorFlow are simulated where
+    /// TensorFlow's placer would put them).
+    ///
+    /// # Errors
+    /// As [`Strategy::place`], and [`PlacementReport::new`]'s errors.
+    fn place_with_report(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+    ) -> Result<(Placement, PlacementReport)>;
+}
+
+impl<S: Strategy + ?Sized> PlaceWithReport for S {
+    fn place_with_report(
+        &self,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+    ) -> Result<(Placement, PlacementReport)> {
+        let start = Instant::now();
+        let placement = self.place_with_cost(graph, cluster, cost)?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let report = PlacementReport::new(self.name(), ms, graph, cluster, cost, &placement)?;
+        Ok((placement, report))
+    }
+}
 
 /// Predicted load of one device.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

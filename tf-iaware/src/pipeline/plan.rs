@@ -14,7 +14,7 @@ use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use crate::graph::OpGraph;
 use crate::placer::{self, PlaceOptions, Placement, Strategy};
 use crate::proto::GraphDef;
-use crate::report::PlacementReport;
+use crate::report::{PlaceWithReport, PlacementReport};
 use crate::runtime::{PlacedSession, SessionConfig, Sidecar};
 
 use super::connection::Connection;
