@@ -4,10 +4,11 @@
 pub mod live;
 pub mod model;
 pub mod spec;
+pub mod status;
 pub mod synthetic;
 pub mod tf_config;
 
-pub use live::{LiveSource, LiveStatus};
 pub use model::{Cluster, Device};
 pub use spec::ClusterSpec;
+pub use status::{LiveSource, LiveStatus};
 pub use synthetic::{SyntheticCluster, SyntheticSpec};

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::live::LiveStatus;
+use super::status::LiveStatus;
 use crate::error::{Error, Result};
 use crate::graph::DeviceName;
 

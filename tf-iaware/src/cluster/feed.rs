@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use super::live::{self, LiveSource};
 use super::model::Cluster;
 use super::tf_config::{TaskId, TfConfig};
+use super::{live, LiveSource};
 use crate::error::Result;
 use crate::monitor::snapshot::unix_now_ms;
 use crate::monitor::{Monitor, MonitorConfig, ScrapeOptions, Scraper, Snapshot, Target};
