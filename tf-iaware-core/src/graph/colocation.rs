@@ -83,7 +83,8 @@ pub fn groups(nodes: &[OpNode], by_name: &HashMap<String, NodeId>) -> Result<Vec
 #[cfg(test)]
 mod tests {
     use crate::graph::dtype::DType;
-    use crate::graph::model::{Attr, OpGraphBuilder};
+    use crate::graph::model::Attr;
+    use crate::graph::OpGraphBuilder;
 
     #[test]
     fn resource_ref_and_class_edges_colocate() {

@@ -5,8 +5,9 @@
 
 use prost::Message;
 
+use super::builder::OpGraphBuilder;
 use super::dtype::DType;
-use super::model::{Attr, Input, OpGraph, OpGraphBuilder, TensorInfo};
+use super::model::{Attr, Input, OpGraph, TensorInfo};
 use crate::error::{Error, Result};
 use crate::proto::{self, GraphDef};
 

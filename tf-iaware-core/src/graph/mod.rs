@@ -2,6 +2,7 @@
 //! signatures, a GraphDef's structure without TensorFlow, and the sidecar that names a graph's
 //! training step.
 
+pub mod builder;
 pub mod colocation;
 pub mod device_name;
 pub mod dtype;
@@ -10,9 +11,8 @@ pub mod model;
 pub mod sidecar;
 pub mod signature;
 
+pub use builder::OpGraphBuilder;
 pub use device_name::DeviceName;
 pub use dtype::DType;
-pub use model::{
-    Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpGraphBuilder, OpNode, TensorInfo,
-};
+pub use model::{Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpNode, TensorInfo};
 pub use sidecar::Sidecar;

@@ -1,12 +1,11 @@
 //! [`OpGraph`]: a TensorFlow graph as plain data — what placement, cost and simulation need,
 //! with no TensorFlow handle. Build it from TensorFlow with [`crate::graph::analyze`] or by hand
-//! with [`OpGraphBuilder`] (tests, synthetic benchmarks).
+//! with [`OpGraphBuilder`](super::OpGraphBuilder) (tests, synthetic benchmarks).
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::colocation;
 use super::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -141,12 +140,12 @@ pub struct ColocationGroup {
 /// A TensorFlow graph as plain data, with colocation groups and consumer lists precomputed.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OpGraph {
-    nodes: Vec<OpNode>,
-    groups: Vec<ColocationGroup>,
+    pub(super) nodes: Vec<OpNode>,
+    pub(super) groups: Vec<ColocationGroup>,
     #[serde(skip)]
-    by_name: HashMap<String, NodeId>,
+    pub(super) by_name: HashMap<String, NodeId>,
     /// For each node, the nodes that consume it (data or control), deduplicated.
-    consumers: Vec<Vec<NodeId>>,
+    pub(super) consumers: Vec<Vec<NodeId>>,
 }
 
 impl OpGraph {
@@ -282,140 +281,10 @@ impl OpGraph {
     }
 }
 
-/// Builds an [`OpGraph`] node by node, then derives colocation groups and consumer lists.
-#[derive(Debug, Default)]
-pub struct OpGraphBuilder {
-    nodes: Vec<OpNode>,
-    by_name: HashMap<String, NodeId>,
-}
-
-impl OpGraphBuilder {
-    /// An empty builder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds an op with no inputs, no outputs and no attributes; returns its id.
-    ///
-    /// # Errors
-    /// [`Error::InvalidGraph`] if the name is already taken or empty.
-    pub fn add(&mut self, name: &str, op: &str) -> Result<NodeId> {
-        if name.is_empty() {
-            return Err(Error::InvalidGraph {
-                node: name.into(),
-                reason: "empty node name".into(),
-            });
-        }
-        if self.by_name.contains_key(name) {
-            return Err(Error::InvalidGraph {
-                node: name.into(),
-                reason: "duplicate node name".into(),
-            });
-        }
-        let id = self.nodes.len();
-        self.nodes.push(OpNode {
-            name: name.into(),
-            op: op.into(),
-            requested_device: String::new(),
-            inputs: Vec::new(),
-            control_inputs: Vec::new(),
-            outputs: Vec::new(),
-            attrs: BTreeMap::new(),
-            kernel_device_types: Vec::new(),
-            group: 0,
-        });
-        self.by_name.insert(name.into(), id);
-        Ok(id)
-    }
-
-    /// Mutable access to a node added earlier.
-    pub fn node_mut(&mut self, id: NodeId) -> &mut OpNode {
-        &mut self.nodes[id]
-    }
-
-    /// Id of a node added earlier.
-    pub fn id(&self, name: &str) -> Option<NodeId> {
-        self.by_name.get(name).copied()
-    }
-
-    /// Adds output `output` of `src` as the next data input of `dst`, typed as `src`'s output
-    /// (or float when `src` declares no outputs yet).
-    pub fn connect(&mut self, src: NodeId, output: usize, dst: NodeId) {
-        let dtype = self.nodes[src]
-            .outputs
-            .get(output)
-            .map_or(DType::FLOAT, |t| t.dtype);
-        self.nodes[dst].inputs.push(Input {
-            node: src,
-            output,
-            dtype,
-        });
-    }
-
-    /// Adds a control edge `src → dst`.
-    pub fn control(&mut self, src: NodeId, dst: NodeId) {
-        if !self.nodes[dst].control_inputs.contains(&src) {
-            self.nodes[dst].control_inputs.push(src);
-        }
-    }
-
-    /// Appends an output tensor to `id`.
-    pub fn output(&mut self, id: NodeId, dtype: DType, shape: Option<Vec<i64>>) {
-        self.nodes[id].outputs.push(TensorInfo { dtype, shape });
-    }
-
-    /// Finishes the graph: checks inputs, forms colocation groups as TensorFlow's placer does.
-    ///
-    /// # Errors
-    /// [`Error::InvalidGraph`] for an input naming a missing output or a `_class` naming a
-    /// missing node.
-    pub fn build(mut self) -> Result<OpGraph> {
-        let n = self.nodes.len();
-        let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); n];
-        for (id, node) in self.nodes.iter().enumerate() {
-            for input in &node.inputs {
-                let src = &self.nodes[input.node];
-                if !src.outputs.is_empty() && input.output >= src.outputs.len() {
-                    return Err(Error::InvalidGraph {
-                        node: node.name.clone(),
-                        reason: format!(
-                            "reads output {} of `{}`, which has {}",
-                            input.output,
-                            src.name,
-                            src.outputs.len()
-                        ),
-                    });
-                }
-            }
-            for p in node
-                .inputs
-                .iter()
-                .map(|i| i.node)
-                .chain(node.control_inputs.iter().copied())
-            {
-                if !consumers[p].contains(&id) {
-                    consumers[p].push(id);
-                }
-            }
-        }
-        let groups = colocation::groups(&self.nodes, &self.by_name)?;
-        for (g, group) in groups.iter().enumerate() {
-            for &m in &group.members {
-                self.nodes[m].group = g;
-            }
-        }
-        Ok(OpGraph {
-            nodes: self.nodes,
-            groups,
-            by_name: self.by_name,
-            consumers,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::OpGraphBuilder;
 
     fn chain() -> OpGraph {
         let mut b = OpGraphBuilder::new();

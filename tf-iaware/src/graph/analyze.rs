@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use tensorflow::{Graph, ImportGraphDefOptions, Operation};
 
+use super::builder::OpGraphBuilder;
 use super::dtype::DType;
-use super::model::{Input, NodeId, OpGraph, OpGraphBuilder};
+use super::model::{Input, NodeId, OpGraph};
 use super::signature::{self, OpSignature};
 use crate::error::{Error, Result};
 use crate::proto::GraphDef;
