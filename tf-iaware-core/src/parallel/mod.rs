@@ -11,8 +11,8 @@ pub mod updates;
 
 pub use live::{live_capacities, plan_live, ps_capacities, ReplicaMemory};
 
-pub use network::{place_variables, PsNetwork, Sharding, VariableShard};
+pub use network::{place_variables, PsNetwork, Sharding, VarInfo, VariableShard};
 pub use plan::{
     infra_aware, infra_aware_networked, lower_bound_ms, replica_setter, DataParallelPlan,
-    InfraAwareOptions, Replica, VarInfo, WorkerCapacity,
+    InfraAwareOptions, Replica, WorkerCapacity,
 };

@@ -7,7 +7,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::VarInfo;
+/// A trainable variable: its name and size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VarInfo {
+    pub name: String,
+    /// Size of the variable, bytes.
+    pub bytes: u64,
+}
 
 /// Links of a ps step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,16 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::network::{place_variables, ps_bytes, PsNetwork, Sharding, VariableShard};
+use super::network::{place_variables, ps_bytes, PsNetwork, Sharding, VarInfo, VariableShard};
 use crate::error::{Error, Result};
-
-/// A trainable variable: its name and size.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct VarInfo {
-    pub name: String,
-    /// Size of the variable, bytes.
-    pub bytes: u64,
-}
 
 /// One replica of the model: the device it runs on and its share of the global batch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
