@@ -5,6 +5,7 @@
 //! GraphDef loses nothing: attribute values, the function library, versions and debug info survive
 //! untouched.
 
+pub mod cluster;
 pub mod config;
 pub mod graph;
 pub mod kernel;
@@ -12,9 +13,10 @@ pub mod op_def;
 pub mod server;
 pub mod step_stats;
 
+pub use cluster::{ClusterDef, JobDef};
 pub use config::{ConfigProto, GraphOptions, RewriterConfig, RunMetadata, RunOptions};
 pub use graph::{AttrValue, GraphDef, ListValue, NodeDef, TensorShapeProto};
 pub use kernel::{KernelDef, KernelList};
 pub use op_def::{ArgDef, OpDef, TensorAttr, TensorProto};
-pub use server::{ClusterDef, JobDef, ServerDef};
+pub use server::ServerDef;
 pub use step_stats::{DeviceStepStats, NodeExecStats, StepStats};

@@ -1,22 +1,6 @@
-//! `ServerDef`, `ClusterDef`, `JobDef` (tensorflow_server.proto, cluster.proto).
+//! `ServerDef` (tensorflow_server.proto).
 
-use std::collections::BTreeMap;
-
-/// `tensorflow.JobDef`: a job name and its tasks (index → `host:port`).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct JobDef {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(btree_map = "int32, string", tag = "2")]
-    pub tasks: BTreeMap<i32, String>,
-}
-
-/// `tensorflow.ClusterDef`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ClusterDef {
-    #[prost(message, repeated, tag = "1")]
-    pub job: Vec<JobDef>,
-}
+use super::cluster::ClusterDef;
 
 /// `tensorflow.ServerDef`: what `TF_NewServer` takes.
 #[derive(Clone, PartialEq, prost::Message)]
