@@ -40,6 +40,7 @@
 
 pub mod apply;
 pub mod cluster;
+pub mod config;
 pub mod data;
 pub mod graph;
 pub mod models;

@@ -6,8 +6,8 @@ use super::local;
 use super::model::Cluster;
 use super::spec::ClusterSpec;
 use super::tf_config::{TaskId, TfConfig};
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
-use crate::runtime::SessionConfig;
 
 /// A connected cluster: its devices with live figures, how to open sessions on it, and the feed
 /// that keeps reading its metrics ([`MetricsFeed::refresh`]).

@@ -3,8 +3,8 @@
 use tensorflow::{Graph, Session};
 
 use super::model::{Cluster, Device};
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
-use crate::runtime::config::SessionConfig;
 
 /// Lists the devices a session with `config` sees, as a [`Cluster`].
 ///

@@ -28,11 +28,11 @@ use serde::Serialize;
 use tensorflow::{Operation, SessionRunArgs, Tensor};
 
 use super::checkpoint::{self, Checkpoint, StateVar};
-use super::config::SessionConfig;
 use super::data_parallel::{self, plan_session, replica_spans_ms};
 use super::replicated::{build_with, GraphWorkload};
 use super::session::PlacedSession;
 use crate::cluster::Cluster;
+use crate::config::SessionConfig;
 use crate::data::{accuracy, LabelledImages, Sampler};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph};

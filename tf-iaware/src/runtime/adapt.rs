@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::config::SessionConfig;
 use super::data_parallel;
 use super::replicated::Workload;
 use super::train::{StepTimes, Trainer};
 use crate::cluster::{Cluster, LiveSource, MetricsFeed};
+use crate::config::SessionConfig;
 use crate::error::Result;
 use crate::monitor::snapshot::unix_now_ms;
 use crate::parallel::{self, DataParallelPlan, WorkerCapacity};

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::checkpoint::{self, Checkpoint, StateVar};
-use super::config::SessionConfig;
 use super::liveness::{HangDetection, Watchdog};
 use super::replicated::{self as graph_replicated, GraphWorkload, Workload};
 use super::session::PlacedSession;
@@ -18,6 +17,7 @@ use super::train::{StepTimes, TrainReport, Trainer};
 use crate::apply;
 use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::Cluster;
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::graph::DeviceName;

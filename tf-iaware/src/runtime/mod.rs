@@ -1,11 +1,10 @@
-//! Running graphs through the TensorFlow C API: session configuration, placed sessions with
-//! deadlines and step stats, the sidecar, and synthetic-data training.
+//! Running graphs through the TensorFlow C API: placed sessions with deadlines and step stats
+//! (configured by [`SessionConfig`]), the sidecar, and synthetic-data training.
 
 pub mod accuracy;
 pub mod adapt;
 pub mod calibrate;
 pub mod checkpoint;
-pub mod config;
 pub mod data_parallel;
 pub mod liveness;
 pub mod replicated;
@@ -13,7 +12,7 @@ pub mod session;
 pub mod stats;
 pub mod train;
 
-pub use config::SessionConfig;
+pub use crate::config::SessionConfig;
 pub use session::{PlacedSession, RunOutcome};
 pub use tf_iaware_core::graph::sidecar::{self, Sidecar};
 pub use train::{StepTimes, TrainReport, Trainer};

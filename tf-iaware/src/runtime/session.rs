@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use tensorflow::{Graph, Operation, Session, SessionRunArgs, Tensor};
 
-use super::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::proto::{RunMetadata, RunOptions, StepStats};
 

@@ -5,11 +5,11 @@ use tensorflow::DataType;
 use super::RUNS;
 use crate::apply;
 use crate::cluster::Cluster;
+use crate::config::SessionConfig;
 use crate::error::Result;
 use crate::graph::analyze::analyze_graph;
 use crate::models::builder::Net;
 use crate::placer::Placement;
-use crate::runtime::config::SessionConfig;
 use crate::runtime::session::PlacedSession;
 
 /// Square MatMul sizes timed on every device.

@@ -7,11 +7,11 @@ use super::RUNS;
 use crate::apply;
 use crate::cluster::model::CalibrationProfile;
 use crate::cluster::Cluster;
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::models::builder::Net;
 use crate::placer::Placement;
-use crate::runtime::config::SessionConfig;
 use crate::runtime::session::PlacedSession;
 
 /// Tensor sizes `devices --calibrate` times on each link, bytes (float32 tensors).

@@ -37,9 +37,9 @@ use serde::Serialize;
 pub use links::{calibrate_links, LINK_BYTES};
 pub use replicas::scale_to_replicas;
 
-use super::config::SessionConfig;
 use crate::cluster::model::{capability, CalibrationProfile, PROFILE_FORMAT};
 use crate::cluster::Cluster;
+use crate::config::SessionConfig;
 use crate::cost::OpCostFitter;
 use crate::error::{Error, Result};
 use crate::models::calibration;

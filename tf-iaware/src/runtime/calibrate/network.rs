@@ -2,12 +2,12 @@
 
 use crate::apply;
 use crate::cluster::Cluster;
+use crate::config::SessionConfig;
 use crate::cost::{Measurements, OpCostFitter};
 use crate::error::Result;
 use crate::graph::analyze::analyze_graph;
 use crate::models::calibration;
 use crate::placer::Placement;
-use crate::runtime::config::SessionConfig;
 use crate::runtime::session::PlacedSession;
 use crate::runtime::train::Trainer;
 
