@@ -61,7 +61,7 @@ fn main() -> Result<()> {
     config.isolate_state = true;
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
     let vars = replicated::variables(&model)?;
-    let memory = data_parallel::replica_memory(&model).ok();
+    let memory = tf_iaware::runtime::replicated::replica_memory(&model).ok();
     let options = InfraAwareOptions {
         per_replica_overhead_ms: 5.0,
         ..InfraAwareOptions::default()

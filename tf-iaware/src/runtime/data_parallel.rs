@@ -261,22 +261,6 @@ pub fn calibrate_workers(
     Ok(out)
 }
 
-/// Memory a replica of zoo model `name` needs per sample and in all, estimated from its graph
-/// at batches 1 and 2 (see [`ReplicaMemory::of_graphs`](crate::parallel::ReplicaMemory::of_graphs)).
-///
-/// # Errors
-/// [`Error::UnknownModel`] for a name not in the zoo; errors building or analysing the graph.
-pub fn replica_memory(name: &str) -> Result<crate::parallel::ReplicaMemory> {
-    let one = crate::models::build(name, 1, 1)?;
-    let two = crate::models::build(name, 2, 1)?;
-    let a = analyze_graph(one.net.graph())?;
-    let b = analyze_graph(two.net.graph())?;
-    Ok(crate::parallel::ReplicaMemory::of_graphs(
-        (1, &a.op_graph),
-        (2, &b.op_graph),
-    ))
-}
-
 /// Each replica's busy window in one traced step of `plan`, ms (replicas without one are left
 /// out).
 pub fn replica_spans_ms(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use prost::Message;
 
 use crate::error::{Error, Result};
-use crate::graph::analyze::{analyze_bytes, Analyzed};
+use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use crate::graph::{Attr, OpGraph};
 use crate::parallel::replicate::{replicate, BatchData, Replication, Role};
 use crate::parallel::{DataParallelPlan, VarInfo};
@@ -19,6 +19,22 @@ use crate::runtime::Sidecar;
 /// Op types that hold a variable.
 pub fn is_variable(op: &str) -> bool {
     matches!(op, "VarHandleOp" | "VariableV2" | "Variable")
+}
+
+/// Memory a replica of zoo model `name` needs per sample and in all, estimated from its graph
+/// at batches 1 and 2 (see [`ReplicaMemory::of_graphs`](crate::parallel::ReplicaMemory::of_graphs)).
+///
+/// # Errors
+/// [`Error::UnknownModel`] for a name not in the zoo; errors building or analysing the graph.
+pub fn replica_memory(name: &str) -> Result<crate::parallel::ReplicaMemory> {
+    let one = crate::models::build(name, 1, 1)?;
+    let two = crate::models::build(name, 2, 1)?;
+    let a = analyze_graph(one.net.graph())?;
+    let b = analyze_graph(two.net.graph())?;
+    Ok(crate::parallel::ReplicaMemory::of_graphs(
+        (1, &a.op_graph),
+        (2, &b.op_graph),
+    ))
 }
 
 /// What data-parallel training trains: a zoo model by name, or a graph of the user's own.
@@ -104,7 +120,7 @@ impl Workload {
     /// or analysing the graph.
     pub fn replica_memory(&self) -> Result<crate::parallel::ReplicaMemory> {
         let g = match self {
-            Workload::Zoo(n) => return crate::runtime::data_parallel::replica_memory(n),
+            Workload::Zoo(n) => return replica_memory(n),
             Workload::Graph(g) => g,
         };
         let at = |batch: usize| -> Result<OpGraph> {
