@@ -5,7 +5,7 @@ use tensorflow::Output;
 
 use super::builder::{Net, TowerLoss};
 use crate::error::{Error, Result};
-use crate::runtime::Sidecar;
+use crate::graph::Sidecar;
 
 /// Names of the zoo's models.
 pub const MODELS: &[&str] = &["mlp", "lenet", "resnet20", "mobilenet", "inception"];
