@@ -32,6 +32,15 @@ pub enum Error {
     #[error("{context}: no op named `{op}` in the graph")]
     UnknownOp { context: String, op: String },
 
+    /// A node, group or device id (`kind`) out of range for what it indexes, which holds `len`
+    /// of them (an id from another graph or cluster, or a number a user gave).
+    #[error("{kind} {id} is out of range: there are {len} {kind}s (ids 0 to {len} - 1)")]
+    BadId {
+        kind: &'static str,
+        id: usize,
+        len: usize,
+    },
+
     /// An op or tensor handle that names nothing usable, or that the placed graph lacks (the
     /// `handle` is quoted as the user gave it).
     #[error("handle {handle}: {reason}")]

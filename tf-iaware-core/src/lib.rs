@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod cost;
 pub mod error;
 pub mod graph;
+mod index;
 pub mod io;
 pub mod monitor;
 pub mod parallel;

@@ -13,7 +13,7 @@ pub const CONTROL: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Edge {
     /// The node at the other end.
-    pub node: u32,
+    pub node: NodeId,
     /// Output index of the producer carried by the edge, or [`CONTROL`].
     pub output: u32,
     /// Bytes of the tensor (0 for control edges, resource handles and unknown shapes).
@@ -29,7 +29,7 @@ pub struct Dag {
     preds: Vec<Edge>,
     succ_off: Vec<u32>,
     succs: Vec<Edge>,
-    topo: Vec<u32>,
+    topo: Vec<NodeId>,
     pos: Vec<u32>,
 }
 
@@ -53,11 +53,11 @@ impl Dag {
     }
 
     fn build(graph: &OpGraph, active: Option<&[bool]>) -> Result<Dag> {
-        let on = |i: NodeId| active.is_none_or(|a| a[i]);
+        let on = |i: NodeId| active.is_none_or(|a| a[i.index()]);
         let n = graph.len();
         if n >= u32::MAX as usize {
             return Err(Error::InvalidGraph {
-                node: graph.node(0).name.clone(),
+                node: graph.nodes()[0].name.clone(),
                 reason: format!(
                     "graph has {n} nodes; at most {} are supported",
                     u32::MAX - 1
@@ -69,13 +69,13 @@ impl Dag {
         let mut pred_off = Vec::with_capacity(n + 1);
         let mut preds: Vec<Edge> = Vec::with_capacity(n * 2);
         pred_off.push(0u32);
-        for (id, node) in graph.nodes().iter().enumerate() {
+        for (id, node) in graph.enumerate() {
             let start = preds.len();
             for (k, input) in node.inputs.iter().enumerate() {
                 if skip(input.node, id) {
                     continue;
                 }
-                let (p, o) = (input.node as u32, input.output as u32);
+                let (p, o) = (input.node, input.output as u32);
                 if preds[start..].iter().any(|e| e.node == p && e.output == o) {
                     continue;
                 }
@@ -89,7 +89,7 @@ impl Dag {
                 if skip(c, id) {
                     continue;
                 }
-                let p = c as u32;
+                let p = c;
                 if preds[start..].iter().any(|e| e.node == p) {
                     continue;
                 }
@@ -104,7 +104,7 @@ impl Dag {
         // Successor CSR by counting sort over producers.
         let mut count = vec![0u32; n + 1];
         for e in &preds {
-            count[e.node as usize + 1] += 1;
+            count[e.node.index() + 1] += 1;
         }
         for i in 0..n {
             count[i + 1] += count[i];
@@ -113,7 +113,7 @@ impl Dag {
         let mut fill = count;
         let mut succs = vec![
             Edge {
-                node: 0,
+                node: NodeId::new(0),
                 output: 0,
                 bytes: 0
             };
@@ -121,9 +121,9 @@ impl Dag {
         ];
         for c in 0..n {
             for e in &preds[pred_off[c] as usize..pred_off[c + 1] as usize] {
-                let slot = &mut fill[e.node as usize];
+                let slot = &mut fill[e.node.index()];
                 succs[*slot as usize] = Edge {
-                    node: c as u32,
+                    node: NodeId::new(c),
                     output: e.output,
                     bytes: e.bytes,
                 };
@@ -132,30 +132,30 @@ impl Dag {
         }
         // Kahn's algorithm, FIFO in node order: deterministic and close to GraphDef order.
         let mut indeg: Vec<u32> = (0..n).map(|i| pred_off[i + 1] - pred_off[i]).collect();
-        let mut topo: Vec<u32> = (0..n as u32).filter(|&i| indeg[i as usize] == 0).collect();
+        let mut topo: Vec<NodeId> = NodeId::range(n).filter(|i| indeg[i.index()] == 0).collect();
         topo.reserve(n);
         let mut head = 0;
         while head < topo.len() {
-            let id = topo[head] as usize;
+            let id = topo[head].index();
             head += 1;
             for e in &succs[succ_off[id] as usize..succ_off[id + 1] as usize] {
-                let c = e.node as usize;
-                indeg[c] -= 1;
-                if indeg[c] == 0 {
-                    topo.push(c as u32);
+                let c = e.node;
+                indeg[c.index()] -= 1;
+                if indeg[c.index()] == 0 {
+                    topo.push(c);
                 }
             }
         }
         if topo.len() != n {
             let stuck = indeg.iter().position(|&d| d > 0).unwrap_or(0);
             return Err(Error::InvalidGraph {
-                node: graph.node(stuck).name.clone(),
+                node: graph.nodes()[stuck].name.clone(),
                 reason: "is on a cycle that is not a while-loop back-edge".into(),
             });
         }
         let mut pos = vec![0u32; n];
         for (i, &id) in topo.iter().enumerate() {
-            pos[id as usize] = i as u32;
+            pos[id.index()] = i as u32;
         }
         Ok(Dag {
             pred_off,
@@ -183,23 +183,25 @@ impl Dag {
     }
 
     /// Producers of `id` (data edges first, in input order, then control edges).
-    pub fn preds(&self, id: usize) -> &[Edge] {
+    pub fn preds(&self, id: NodeId) -> &[Edge] {
+        let id = id.index();
         &self.preds[self.pred_off[id] as usize..self.pred_off[id + 1] as usize]
     }
 
     /// Consumers of `id`.
-    pub fn succs(&self, id: usize) -> &[Edge] {
+    pub fn succs(&self, id: NodeId) -> &[Edge] {
+        let id = id.index();
         &self.succs[self.succ_off[id] as usize..self.succ_off[id + 1] as usize]
     }
 
     /// Nodes in topological order (producers first).
-    pub fn topo(&self) -> &[u32] {
+    pub fn topo(&self) -> &[NodeId] {
         &self.topo
     }
 
     /// Position of `id` in [`Dag::topo`].
-    pub fn position(&self, id: usize) -> usize {
-        self.pos[id] as usize
+    pub fn position(&self, id: NodeId) -> usize {
+        self.pos[id.index()] as usize
     }
 }
 
@@ -228,14 +230,14 @@ mod tests {
         assert_eq!(
             d.preds(sq),
             &[Edge {
-                node: 0,
+                node: x,
                 output: 0,
                 bytes: 40
             }]
         );
         assert_eq!(d.succs(x).len(), 1);
         assert_eq!(d.preds(z)[0].output, CONTROL);
-        assert_eq!(d.topo(), &[0, 1, 2, 3]);
+        assert_eq!(d.topo(), &[x, sq, z, ni]);
         assert_eq!(d.position(z), 2);
         assert_eq!(d.num_edges(), 3);
     }

@@ -231,7 +231,7 @@ impl CostModel {
         let mut kinds: HashMap<&str, OpKind> = HashMap::new();
         let mut work: Vec<OpWork> = Vec::with_capacity(n);
         let mut memory: Vec<u64> = Vec::with_capacity(n);
-        for (i, node) in graph.nodes().iter().enumerate() {
+        for (i, node) in graph.enumerate() {
             let kind = *kinds
                 .entry(node.op.as_str())
                 .or_insert_with(|| OpKind::of(&node.op));
@@ -248,9 +248,9 @@ impl CostModel {
             let mut ok = vec![true; nt];
             let mut mem = 0u64;
             for &m in &group.members {
-                group_of[m] = g as u32;
-                mem = mem.saturating_add(memory[m]);
-                let c = node_class[m] as usize;
+                group_of[m.index()] = g as u32;
+                mem = mem.saturating_add(memory[m.index()]);
+                let c = node_class[m.index()] as usize;
                 for (t, slot) in ok.iter_mut().enumerate() {
                     *slot &= class_ok[c * nt + t];
                 }
@@ -350,7 +350,7 @@ impl CostModel {
         let nt = self.device_types.len();
         let mut table = vec![f64::NAN; graph.len() * nt];
         for (&(node, t), &work) in &medians {
-            table[node * nt + t as usize] = work;
+            table[node.index() * nt + t as usize] = work;
         }
         // This graph's own per-type lines, then the cluster's calibrated ones (already in the
         // table), then analytic.
@@ -452,7 +452,7 @@ impl CostModel {
     /// Whether op `node` runs in a step (see [`CostModel::restrict_to`]).
     #[inline]
     pub fn is_active(&self, node: NodeId) -> bool {
-        self.active.as_ref().is_none_or(|a| a[node])
+        self.active.as_ref().is_none_or(|a| a[node.index()])
     }
 
     /// What the measured mode made of its samples (all zero for an analytic model).
@@ -469,13 +469,17 @@ impl CostModel {
     /// time is negative or infinite.
     pub fn set_op_times(&mut self, node: NodeId, times: &[f64]) -> Result<()> {
         let (n, nd) = (self.work.len(), self.devices.len());
-        if node >= n || times.len() != nd {
+        if node.index() >= n {
+            return Err(Error::BadId {
+                kind: "node",
+                id: node.index(),
+                len: n,
+            });
+        }
+        if times.len() != nd {
             return Err(Error::InvalidArgument {
                 what: format!("explicit op times for node {node}"),
-                reason: format!(
-                    "need a node below {n} and one time per device ({nd}), got {} times",
-                    times.len()
-                ),
+                reason: format!("need one time per device ({nd}), got {}", times.len()),
             });
         }
         if let Some(t) = times
@@ -488,6 +492,7 @@ impl CostModel {
             });
         }
         let table = self.explicit.get_or_insert_with(|| vec![f64::NAN; n * nd]);
+        let node = node.index();
         table[node * nd..(node + 1) * nd].copy_from_slice(times);
         Ok(())
     }
@@ -512,11 +517,24 @@ impl CostModel {
         self.group_memory.len()
     }
 
+    /// Ids of all ops, in graph order.
+    pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator + Clone {
+        NodeId::range(self.work.len())
+    }
+
+    /// Ids of all colocation groups.
+    pub fn group_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = GroupId> + ExactSizeIterator + Clone {
+        GroupId::range(self.group_memory.len())
+    }
+
     /// Seconds op `node` takes on device `device`: explicit, else measured or calibrated (work
     /// ÷ effective speed + the device's per-op overhead, which step stats do not include), else
     /// analytic (0 for a free op).
     #[inline]
     pub fn op_time(&self, node: NodeId, device: usize) -> f64 {
+        let node = node.index();
         let dev = &self.devices[device];
         if let Some(table) = &self.explicit {
             let t = table[node * self.devices.len() + device];
@@ -539,11 +557,12 @@ impl CostModel {
 
     /// Analytic work of op `node`.
     pub fn work(&self, node: NodeId) -> &OpWork {
-        &self.work[node]
+        &self.work[node.index()]
     }
 
     /// Whether op `node` does no work of its own (see [`OpWork::free`]) and has no explicit time.
     pub fn is_free(&self, node: NodeId) -> bool {
+        let node = node.index();
         self.work[node].free
             && self.explicit.as_ref().is_none_or(|t| {
                 let nd = self.devices.len();
@@ -553,36 +572,36 @@ impl CostModel {
 
     /// Bytes op `node` holds in device memory (see [`analytic::op_memory`]).
     pub fn memory(&self, node: NodeId) -> u64 {
-        self.memory[node]
+        self.memory[node.index()]
     }
 
     /// Colocation group of `node`.
     pub fn group_of(&self, node: NodeId) -> GroupId {
-        self.group_of[node] as GroupId
+        GroupId::new(self.group_of[node.index()] as usize)
     }
 
     /// Bytes colocation group `group` holds in device memory.
     pub fn group_memory(&self, group: GroupId) -> u64 {
-        self.group_memory[group]
+        self.group_memory[group.index()]
     }
 
     /// Whether `device` has a kernel for op `node`.
     #[inline]
     pub fn allowed(&self, node: NodeId, device: usize) -> bool {
-        self.class_ok[self.node_class[node] as usize * self.devices.len() + device]
+        self.class_ok[self.node_class[node.index()] as usize * self.devices.len() + device]
     }
 
     /// Whether `device` has kernels for every member of colocation group `group`.
     #[inline]
     pub fn group_allowed(&self, group: GroupId, device: usize) -> bool {
-        self.gclass_ok[self.group_class[group] as usize * self.devices.len() + device]
+        self.gclass_ok[self.group_class[group.index()] as usize * self.devices.len() + device]
     }
 
     /// For each device (in cluster order), whether it has kernels for every member of `group`.
     #[inline]
     pub fn group_devices(&self, group: GroupId) -> &[bool] {
         let nd = self.devices.len();
-        let c = self.group_class[group] as usize;
+        let c = self.group_class[group.index()] as usize;
         &self.gclass_ok[c * nd..(c + 1) * nd]
     }
 
@@ -747,16 +766,20 @@ mod tests {
         let c = cluster();
         let m = CostModel::new(&g, &c).unwrap();
         // MatMul: 2e6 FLOPs at 1 GFLOP/s = 2 ms; bytes 120 kB at 1 GB/s = 0.12 ms.
-        assert!((m.op_time(1, 0) - (2e-3 + 1e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), 0) - (2e-3 + 1e-6)).abs() < 1e-12);
         // Half available: twice as long (compute part and the executor's overhead).
-        assert!((m.op_time(1, 1) - (4e-3 + 2e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), 1) - (4e-3 + 2e-6)).abs() < 1e-12);
         // Relu: 1e4 FLOPs = 10 µs vs 80 kB = 80 µs: memory-bound.
-        assert!((m.op_time(2, 0) - (80e-6 + 1e-6)).abs() < 1e-12);
-        assert!(m.is_free(0) && !m.is_free(1));
-        assert!(m.allowed(4, 0) && !m.allowed(4, 2) && m.allowed(3, 2));
-        assert!(!m.group_allowed(m.group_of(4), 2));
-        assert_eq!(m.min_op_time(1).1, 2, "the GPU is fastest");
-        assert_eq!(m.memory(1), 40_000);
+        assert!((m.op_time(NodeId::new(2), 0) - (80e-6 + 1e-6)).abs() < 1e-12);
+        assert!(m.is_free(NodeId::new(0)) && !m.is_free(NodeId::new(1)));
+        assert!(
+            m.allowed(NodeId::new(4), 0)
+                && !m.allowed(NodeId::new(4), 2)
+                && m.allowed(NodeId::new(3), 2)
+        );
+        assert!(!m.group_allowed(m.group_of(NodeId::new(4)), 2));
+        assert_eq!(m.min_op_time(NodeId::new(1)).1, 2, "the GPU is fastest");
+        assert_eq!(m.memory(NodeId::new(1)), 40_000);
         assert_eq!(m.device_memory(&[0, 0, 1, 1, 0]), vec![40_000, 440_000, 0]);
         // Transfers: same process CPU↔CPU default link.
         let l = c.link_defaults.same_process;
@@ -792,12 +815,13 @@ mod tests {
     fn explicit_times_win() {
         let g = graph();
         let mut m = CostModel::new(&g, &cluster()).unwrap();
-        m.set_op_times(0, &[1.0, 2.0, f64::NAN]).unwrap();
-        assert_eq!(m.op_time(0, 1), 2.0);
-        assert!(m.op_time(0, 2) < 1e-3);
-        assert!(!m.is_free(0));
-        assert!(m.set_op_times(0, &[1.0]).is_err());
-        assert!(m.set_op_times(0, &[1.0, -1.0, 0.0]).is_err());
+        m.set_op_times(NodeId::new(0), &[1.0, 2.0, f64::NAN])
+            .unwrap();
+        assert_eq!(m.op_time(NodeId::new(0), 1), 2.0);
+        assert!(m.op_time(NodeId::new(0), 2) < 1e-3);
+        assert!(!m.is_free(NodeId::new(0)));
+        assert!(m.set_op_times(NodeId::new(0), &[1.0]).is_err());
+        assert!(m.set_op_times(NodeId::new(0), &[1.0, -1.0, 0.0]).is_err());
     }
 
     #[test]
@@ -831,21 +855,27 @@ mod tests {
         assert_eq!(s.ops_measured, 2);
         // Median 600 µs on CPU:0; CPU:1 is half as fast.
         // (Measured times get the device's per-op overhead, 1 µs, which step stats lack.)
-        assert!((m.op_time(1, 0) - 601e-6).abs() < 1e-12);
-        assert!((m.op_time(1, 1) - 1202e-6).abs() < 1e-12);
-        assert!((m.op_time(2, 0) - 51e-6).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), 0) - 601e-6).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), 1) - 1202e-6).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(2), 0) - 51e-6).abs() < 1e-12);
         // relu2 was never timed: the Relu fit (one size → through the origin) scales by size.
         // relu: 1e4 FLOPs + 8e4 bytes; relu2: 1e5 + 4.4e5.
         let expected = 50e-6 * (1e5 + 4.4e5) / (1e4 + 8e4) + 1e-6;
         assert!(
-            (m.op_time(3, 0) - expected).abs() < 1e-12,
+            (m.op_time(NodeId::new(3), 0) - expected).abs() < 1e-12,
             "{}",
-            m.op_time(3, 0)
+            m.op_time(NodeId::new(3), 0)
         );
         // No GPU data: analytic.
         let analytic = CostModel::new(&g, &c).unwrap();
-        assert_eq!(m.op_time(1, 2), analytic.op_time(1, 2));
-        assert_eq!(m.op_time(0, 0), analytic.op_time(0, 0));
+        assert_eq!(
+            m.op_time(NodeId::new(1), 2),
+            analytic.op_time(NodeId::new(1), 2)
+        );
+        assert_eq!(
+            m.op_time(NodeId::new(0), 0),
+            analytic.op_time(NodeId::new(0), 0)
+        );
     }
 
     #[test]
@@ -862,24 +892,24 @@ mod tests {
         });
         let m = CostModel::new(&g, &c).unwrap();
         // relu: 1e4 FLOPs + 8e4 bytes → 1000 + 9000 = 1e4 work at 1 GFLOP/s = 10 µs + overhead.
-        assert!((m.op_time(2, 0) - (10e-6 + 1e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(2), 0) - (10e-6 + 1e-6)).abs() < 1e-12);
         // Half available: twice the work time.
-        assert!((m.op_time(2, 1) - (20e-6 + 2e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(2), 1) - (20e-6 + 2e-6)).abs() < 1e-12);
         // Other types and other device types stay analytic.
         let a = CostModel::analytic(&g, &c).unwrap();
-        assert_eq!(m.op_time(1, 0), a.op_time(1, 0));
-        assert_eq!(m.op_time(2, 2), a.op_time(2, 2));
-        assert!((a.op_time(2, 0) - (80e-6 + 1e-6)).abs() < 1e-12);
+        assert_eq!(m.op_time(NodeId::new(1), 0), a.op_time(NodeId::new(1), 0));
+        assert_eq!(m.op_time(NodeId::new(2), 2), a.op_time(NodeId::new(2), 2));
+        assert!((a.op_time(NodeId::new(2), 0) - (80e-6 + 1e-6)).abs() < 1e-12);
         // A measurement of relu wins over the calibrated line; relu2 keeps the line since this
         // graph's own Relu fit only covers… relu2 too (one type): the graph's fit wins there.
         let mut meas = Measurements::new();
         meas.add("relu", CPU0, 40e-6);
         let mm = CostModel::with_measurements(&g, &c, &meas).unwrap();
-        assert!((mm.op_time(2, 0) - (40e-6 + 1e-6)).abs() < 1e-12);
+        assert!((mm.op_time(NodeId::new(2), 0) - (40e-6 + 1e-6)).abs() < 1e-12);
         let expected = 40e-6 * (1e5 + 4.4e5) / (1e4 + 8e4);
-        assert!((mm.op_time(3, 0) - (expected + 1e-6)).abs() < 1e-12);
+        assert!((mm.op_time(NodeId::new(3), 0) - (expected + 1e-6)).abs() < 1e-12);
         // cpu_only (a Relu without shapes: size 0) takes the graph's line through the origin.
-        assert!((mm.op_time(4, 0) - 1e-6).abs() < 1e-12);
+        assert!((mm.op_time(NodeId::new(4), 0) - 1e-6).abs() < 1e-12);
     }
 
     #[test]
@@ -917,19 +947,23 @@ mod tests {
     #[test]
     fn a_step_leaves_out_what_its_targets_do_not_need() {
         let g = graph();
-        let active = g.ancestors(&[2]);
+        let active = g.ancestors(&[NodeId::new(2)]);
         assert_eq!(active, vec![true, true, true, false, false]);
         let mut m = CostModel::new(&g, &cluster()).unwrap();
-        let before = m.op_time(3, 0);
-        assert!(before > 0.0 && m.dag().preds(3).len() == 1);
+        let before = m.op_time(NodeId::new(3), 0);
+        assert!(before > 0.0 && m.dag().preds(NodeId::new(3)).len() == 1);
         m.restrict_to(&g, active).unwrap();
-        assert_eq!(m.op_time(3, 0), 0.0);
-        assert!(m.is_free(3) && !m.is_active(3) && m.is_active(1));
+        assert_eq!(m.op_time(NodeId::new(3), 0), 0.0);
         assert!(
-            m.dag().preds(3).is_empty(),
+            m.is_free(NodeId::new(3))
+                && !m.is_active(NodeId::new(3))
+                && m.is_active(NodeId::new(1))
+        );
+        assert!(
+            m.dag().preds(NodeId::new(3)).is_empty(),
             "no edge into an op the step skips"
         );
-        assert!(m.op_time(1, 0) > 0.0);
+        assert!(m.op_time(NodeId::new(1), 0) > 0.0);
         assert!(m.restrict_to(&g, vec![true]).is_err());
     }
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::colocation;
 use super::dtype::DType;
-use super::model::{Input, NodeId, OpGraph, OpNode, TensorInfo};
+use super::model::{GroupId, Input, NodeId, OpGraph, OpNode, TensorInfo};
 use crate::error::{Error, Result};
 
 /// Builds an [`OpGraph`] node by node, then derives colocation groups and consumer lists.
@@ -38,7 +38,7 @@ impl OpGraphBuilder {
                 reason: "duplicate node name".into(),
             });
         }
-        let id = self.nodes.len();
+        let id = NodeId::new(self.nodes.len());
         self.nodes.push(OpNode {
             name: name.into(),
             op: op.into(),
@@ -48,15 +48,18 @@ impl OpGraphBuilder {
             outputs: Vec::new(),
             attrs: BTreeMap::new(),
             kernel_device_types: Vec::new(),
-            group: 0,
+            group: GroupId::new(0),
         });
         self.by_name.insert(name.into(), id);
         Ok(id)
     }
 
     /// Mutable access to a node added earlier.
+    ///
+    /// # Panics
+    /// If `id` was not returned by this builder (the other methods taking ids, likewise).
     pub fn node_mut(&mut self, id: NodeId) -> &mut OpNode {
-        &mut self.nodes[id]
+        &mut self.nodes[id.index()]
     }
 
     /// Id of a node added earlier.
@@ -67,11 +70,11 @@ impl OpGraphBuilder {
     /// Adds output `output` of `src` as the next data input of `dst`, typed as `src`'s output
     /// (or float when `src` declares no outputs yet).
     pub fn connect(&mut self, src: NodeId, output: usize, dst: NodeId) {
-        let dtype = self.nodes[src]
+        let dtype = self.nodes[src.index()]
             .outputs
             .get(output)
             .map_or(DType::FLOAT, |t| t.dtype);
-        self.nodes[dst].inputs.push(Input {
+        self.nodes[dst.index()].inputs.push(Input {
             node: src,
             output,
             dtype,
@@ -80,14 +83,17 @@ impl OpGraphBuilder {
 
     /// Adds a control edge `src → dst`.
     pub fn control(&mut self, src: NodeId, dst: NodeId) {
-        if !self.nodes[dst].control_inputs.contains(&src) {
-            self.nodes[dst].control_inputs.push(src);
+        let dst = &mut self.nodes[dst.index()];
+        if !dst.control_inputs.contains(&src) {
+            dst.control_inputs.push(src);
         }
     }
 
     /// Appends an output tensor to `id`.
     pub fn output(&mut self, id: NodeId, dtype: DType, shape: Option<Vec<i64>>) {
-        self.nodes[id].outputs.push(TensorInfo { dtype, shape });
+        self.nodes[id.index()]
+            .outputs
+            .push(TensorInfo { dtype, shape });
     }
 
     /// Finishes the graph: checks inputs, forms colocation groups as TensorFlow's placer does.
@@ -98,9 +104,24 @@ impl OpGraphBuilder {
     pub fn build(mut self) -> Result<OpGraph> {
         let n = self.nodes.len();
         let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); n];
-        for (id, node) in self.nodes.iter().enumerate() {
+        for (id, node) in NodeId::range(n).zip(&self.nodes) {
+            if let Some(p) = node
+                .inputs
+                .iter()
+                .map(|i| i.node)
+                .chain(node.control_inputs.iter().copied())
+                .find(|p| p.index() >= n)
+            {
+                return Err(Error::InvalidGraph {
+                    node: node.name.clone(),
+                    reason: format!(
+                        "has an input from node id {p}, but the graph has {n} nodes \
+                         (an id from another builder)"
+                    ),
+                });
+            }
             for input in &node.inputs {
-                let src = &self.nodes[input.node];
+                let src = &self.nodes[input.node.index()];
                 if !src.outputs.is_empty() && input.output >= src.outputs.len() {
                     return Err(Error::InvalidGraph {
                         node: node.name.clone(),
@@ -119,15 +140,16 @@ impl OpGraphBuilder {
                 .map(|i| i.node)
                 .chain(node.control_inputs.iter().copied())
             {
-                if !consumers[p].contains(&id) {
-                    consumers[p].push(id);
+                let c = &mut consumers[p.index()];
+                if !c.contains(&id) {
+                    c.push(id);
                 }
             }
         }
         let groups = colocation::groups(&self.nodes, &self.by_name)?;
-        for (g, group) in groups.iter().enumerate() {
+        for (g, group) in GroupId::range(groups.len()).zip(&groups) {
             for &m in &group.members {
-                self.nodes[m].group = g;
+                self.nodes[m.index()].group = g;
             }
         }
         Ok(OpGraph {

@@ -51,12 +51,12 @@ pub fn groups(nodes: &[OpNode], by_name: &HashMap<String, NodeId>) -> Result<Vec
                         "_class asks for colocation with `{target}`, which is not in the graph"
                     ),
                 })?;
-                sets.union(id, *other);
+                sets.union(id, other.index());
             }
         }
         for input in &node.inputs {
             if input.dtype.is_ref() || input.dtype.is_resource() {
-                sets.union(id, input.node);
+                sets.union(id, input.node.index());
             }
         }
     }
@@ -72,7 +72,7 @@ pub fn groups(nodes: &[OpNode], by_name: &HashMap<String, NodeId>) -> Result<Vec
             });
             out.len() - 1
         });
-        out[g].members.push(id);
+        out[g].members.push(NodeId::new(id));
         if out[g].requested_device.is_none() && !node.requested_device.is_empty() {
             out[g].requested_device = Some(node.requested_device.clone());
         }
@@ -108,7 +108,7 @@ mod tests {
         assert_eq!(g.node(read).group, g.node(v).group);
         assert_eq!(g.node(assign).group, g.node(r).group);
         assert_eq!(g.node(slot).group, g.node(r).group);
-        assert_eq!(g.groups()[g.node(slot).group].name, "r");
+        assert_eq!(g.group(g.node(slot).group).name, "r");
         assert_ne!(g.node(other).group, g.node(v).group);
     }
 

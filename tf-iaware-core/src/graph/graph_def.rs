@@ -7,7 +7,7 @@ use prost::Message;
 
 use super::builder::OpGraphBuilder;
 use super::dtype::DType;
-use super::model::{Attr, Input, OpGraph, TensorInfo};
+use super::model::{Attr, Input, NodeId, OpGraph, TensorInfo};
 use crate::error::{Error, Result};
 use crate::proto::{self, GraphDef};
 
@@ -53,7 +53,7 @@ pub fn structure(def: &GraphDef) -> Result<OpGraph> {
                 .insert(name.clone(), decode_attr(&node.name, name, raw)?);
         }
     }
-    for (id, node) in def.node.iter().enumerate() {
+    for (id, node) in NodeId::range(def.node.len()).zip(&def.node) {
         for input in &node.input {
             let (control, rest) = match input.strip_prefix('^') {
                 Some(r) => (true, r),

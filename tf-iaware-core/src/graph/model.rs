@@ -9,10 +9,14 @@ use serde::{Deserialize, Serialize};
 use super::dtype::DType;
 use crate::error::{Error, Result};
 
-/// Index of a node in [`OpGraph::nodes`].
-pub type NodeId = usize;
-/// Index of a colocation group in [`OpGraph::groups`].
-pub type GroupId = usize;
+crate::index::index_type!(
+    /// Index of a node in [`OpGraph::nodes`]; serialised as its number.
+    NodeId
+);
+crate::index::index_type!(
+    /// Index of a colocation group in [`OpGraph::groups`]; serialised as its number.
+    GroupId
+);
 
 /// One output tensor of an op.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -155,8 +159,45 @@ impl OpGraph {
     }
 
     /// The node with id `id`.
+    ///
+    /// # Panics
+    /// If `id` is from a larger graph (ids of this graph, from [`OpGraph::id`],
+    /// [`OpGraph::node_id`] or [`OpGraph::node_ids`], are always in range).
     pub fn node(&self, id: NodeId) -> &OpNode {
-        &self.nodes[id]
+        &self.nodes[id.index()]
+    }
+
+    /// The node with id `id`, or `None` when `id` is out of range (an id of another graph).
+    pub fn get(&self, id: NodeId) -> Option<&OpNode> {
+        self.nodes.get(id.index())
+    }
+
+    /// The id of the node at position `index` (GraphDef order).
+    ///
+    /// # Errors
+    /// [`Error::BadId`] naming `index` when the graph has no node there.
+    pub fn node_id(&self, index: usize) -> Result<NodeId> {
+        if index < self.nodes.len() {
+            Ok(NodeId::new(index))
+        } else {
+            Err(Error::BadId {
+                kind: "node",
+                id: index,
+                len: self.nodes.len(),
+            })
+        }
+    }
+
+    /// Ids of all nodes, in GraphDef order.
+    pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator + Clone {
+        NodeId::range(self.nodes.len())
+    }
+
+    /// The nodes with their ids, in GraphDef order.
+    pub fn enumerate(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (NodeId, &OpNode)> + ExactSizeIterator + Clone {
+        self.node_ids().zip(&self.nodes)
     }
 
     /// Number of nodes.
@@ -188,12 +229,22 @@ impl OpGraph {
         let mut seen = vec![false; self.nodes.len()];
         let mut stack: Vec<NodeId> = targets.to_vec();
         while let Some(id) = stack.pop() {
-            if std::mem::replace(&mut seen[id], true) {
+            if std::mem::replace(&mut seen[id.index()], true) {
                 continue;
             }
-            let node = &self.nodes[id];
-            stack.extend(node.inputs.iter().map(|i| i.node).filter(|&p| !seen[p]));
-            stack.extend(node.control_inputs.iter().copied().filter(|&p| !seen[p]));
+            let node = &self.nodes[id.index()];
+            stack.extend(
+                node.inputs
+                    .iter()
+                    .map(|i| i.node)
+                    .filter(|p| !seen[p.index()]),
+            );
+            stack.extend(
+                node.control_inputs
+                    .iter()
+                    .copied()
+                    .filter(|p| !seen[p.index()]),
+            );
         }
         seen
     }
@@ -203,14 +254,53 @@ impl OpGraph {
         &self.groups
     }
 
+    /// The colocation group with id `id`.
+    ///
+    /// # Panics
+    /// If `id` is from a graph with more groups (as [`OpGraph::node`]).
+    pub fn group(&self, id: GroupId) -> &ColocationGroup {
+        &self.groups[id.index()]
+    }
+
+    /// The id of the colocation group at position `index`.
+    ///
+    /// # Errors
+    /// [`Error::BadId`] naming `index` when the graph has no group there.
+    pub fn group_id(&self, index: usize) -> Result<GroupId> {
+        if index < self.groups.len() {
+            Ok(GroupId::new(index))
+        } else {
+            Err(Error::BadId {
+                kind: "colocation group",
+                id: index,
+                len: self.groups.len(),
+            })
+        }
+    }
+
+    /// Ids of all colocation groups.
+    pub fn group_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = GroupId> + ExactSizeIterator + Clone {
+        GroupId::range(self.groups.len())
+    }
+
+    /// The colocation groups with their ids.
+    pub fn enumerate_groups(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (GroupId, &ColocationGroup)> + ExactSizeIterator + Clone
+    {
+        self.group_ids().zip(&self.groups)
+    }
+
     /// Consumers (data and control) of `id`.
     pub fn consumers(&self, id: NodeId) -> &[NodeId] {
-        &self.consumers[id]
+        &self.consumers[id.index()]
     }
 
     /// Producers (data and control) of `id`, deduplicated, in input order.
     pub fn producers(&self, id: NodeId) -> Vec<NodeId> {
-        let n = &self.nodes[id];
+        let n = &self.nodes[id.index()];
         let mut out: Vec<NodeId> = Vec::with_capacity(n.inputs.len() + n.control_inputs.len());
         for p in n
             .inputs
@@ -227,8 +317,8 @@ impl OpGraph {
 
     /// Bytes of the tensor flowing along input `input` of `id` (0 when unknown or a handle).
     pub fn input_bytes(&self, id: NodeId, input: usize) -> u64 {
-        let i = &self.nodes[id].inputs[input];
-        self.nodes[i.node]
+        let i = &self.nodes[id.index()].inputs[input];
+        self.nodes[i.node.index()]
             .outputs
             .get(i.output)
             .and_then(TensorInfo::bytes)
@@ -243,19 +333,23 @@ impl OpGraph {
     pub fn topo_order(&self) -> Result<Vec<NodeId>> {
         let n = self.nodes.len();
         let mut indegree = vec![0usize; n];
-        for (id, _) in self.nodes.iter().enumerate() {
-            indegree[id] = self.blocking_producers(id).count();
+        for id in self.node_ids() {
+            indegree[id.index()] = self.blocking_producers(id).count();
         }
-        let mut ready: Vec<NodeId> = (0..n).rev().filter(|&i| indegree[i] == 0).collect();
+        let mut ready: Vec<NodeId> = self
+            .node_ids()
+            .rev()
+            .filter(|i| indegree[i.index()] == 0)
+            .collect();
         let mut order = Vec::with_capacity(n);
         while let Some(id) = ready.pop() {
             order.push(id);
-            for &c in &self.consumers[id] {
+            for &c in &self.consumers[id.index()] {
                 if self.is_back_edge(id) {
                     continue;
                 }
-                indegree[c] -= 1;
-                if indegree[c] == 0 {
+                indegree[c.index()] -= 1;
+                if indegree[c.index()] == 0 {
                     ready.push(c);
                 }
             }
@@ -271,7 +365,7 @@ impl OpGraph {
     }
 
     fn is_back_edge(&self, producer: NodeId) -> bool {
-        self.nodes[producer].op == "NextIteration"
+        self.nodes[producer.index()].op == "NextIteration"
     }
 
     fn blocking_producers(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
@@ -301,24 +395,62 @@ mod tests {
     #[test]
     fn topo_order_and_bytes() {
         let g = chain();
-        assert_eq!(g.topo_order().unwrap(), vec![0, 1, 2]);
-        assert_eq!(g.input_bytes(1, 0), 32 * 10 * 4);
-        assert_eq!(g.consumers(1), &[2]);
+        let [x, y, z] = [0, 1, 2].map(NodeId::new);
+        assert_eq!(g.topo_order().unwrap(), vec![x, y, z]);
+        assert_eq!(g.input_bytes(y, 0), 32 * 10 * 4);
+        assert_eq!(g.consumers(y), &[z]);
         assert_eq!(g.groups().len(), 3);
     }
 
     #[test]
     fn duplicate_names_and_cycles_are_errors() {
         let mut b = OpGraphBuilder::new();
-        b.add("a", "NoOp").unwrap();
+        let a = b.add("a", "NoOp").unwrap();
         assert!(matches!(
             b.add("a", "NoOp"),
             Err(Error::InvalidGraph { .. })
         ));
         let bb = b.add("b", "NoOp").unwrap();
-        b.control(0, bb);
-        b.control(bb, 0);
+        b.control(a, bb);
+        b.control(bb, a);
         let g = b.build().unwrap();
         assert!(matches!(g.topo_order(), Err(Error::InvalidGraph { .. })));
+    }
+
+    #[test]
+    fn ids_from_user_numbers_are_checked() {
+        let g = chain();
+        assert_eq!(g.node_id(1).unwrap(), g.id("y").unwrap());
+        let err = g.node_id(3).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::BadId {
+                    kind: "node",
+                    id: 3,
+                    len: 3
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("node 3"), "{err}");
+        assert!(g.get(NodeId::new(3)).is_none());
+        assert!(g.group_id(2).is_ok() && g.group_id(3).is_err());
+        assert_eq!(g.node_ids().len(), 3);
+        // Serialised as plain numbers, as before.
+        assert_eq!(serde_json::to_string(&g.id("z").unwrap()).unwrap(), "2");
+    }
+
+    #[test]
+    fn inputs_from_another_builder_are_errors() {
+        let mut other = OpGraphBuilder::new();
+        for name in ["a", "b", "c"] {
+            other.add(name, "NoOp").unwrap();
+        }
+        let far = other.id("c").unwrap();
+        let mut b = OpGraphBuilder::new();
+        let x = b.add("x", "NoOp").unwrap();
+        b.node_mut(x).control_inputs.push(far);
+        assert!(matches!(b.build(), Err(Error::InvalidGraph { .. })));
     }
 }

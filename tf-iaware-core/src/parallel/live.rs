@@ -42,7 +42,7 @@ impl ReplicaMemory {
     /// output held at once), so a share that passes it fits.
     pub fn of_graphs(a: (usize, &OpGraph), b: (usize, &OpGraph)) -> Self {
         let total = |g: &OpGraph| -> u64 {
-            (0..g.len())
+            g.node_ids()
                 .map(|id| crate::cost::op_memory(g, id))
                 .fold(0u64, u64::saturating_add)
         };

@@ -78,12 +78,7 @@ impl Strategy for RoundRobin {
             group_device[g] = pick;
             next = (pick + 1) % n;
         }
-        Ok(Placement::from_groups(
-            self.name(),
-            graph,
-            cluster,
-            &group_device,
-        ))
+        Placement::from_groups(self.name(), graph, cluster, &group_device)
     }
 }
 

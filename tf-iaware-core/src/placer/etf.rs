@@ -34,7 +34,7 @@ use super::{Placement, Strategy};
 use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::Result;
-use crate::graph::OpGraph;
+use crate::graph::{NodeId, OpGraph};
 
 /// Up to this many timelines [`etf_schedule`] keeps per-timeline queues;
 /// above it, one heap of ready ops. Measured on layered DAGs of 10k ops: per
@@ -64,7 +64,7 @@ fn best_with(
     state: &State<'_>,
     devices: &[usize],
     free: f64,
-    i: usize,
+    i: NodeId,
     ready: impl Fn(usize) -> f64,
 ) -> Option<(f64, f64, usize)> {
     let cost = state.cost;
@@ -104,7 +104,7 @@ mod by_timeline {
         arrival: f64,
         rank: f64,
         pos: u32,
-        node: u32,
+        node: NodeId,
     }
 
     impl PartialEq for Waiting {
@@ -134,7 +134,7 @@ mod by_timeline {
     struct Arrived {
         rank: f64,
         pos: u32,
-        node: u32,
+        node: NodeId,
     }
 
     impl PartialEq for Arrived {
@@ -173,14 +173,14 @@ mod by_timeline {
         state: &State<'_>,
         devices: &[usize],
         free: f64,
-        i: usize,
+        i: NodeId,
     ) -> Option<(f64, f64, usize)> {
         let cost = state.cost;
         let preds = cost.dag().preds(i);
         best_with(state, devices, free, i, |d| {
             let mut ready = 0.0f64;
             for e in preds {
-                let p = e.node as usize;
+                let p = e.node;
                 let arrive = match state.node_dev[p] {
                     NONE => state.finish[p],
                     pd => state.finish[p] + cost.transfer_time(e.bytes, pd as usize, d),
@@ -197,7 +197,7 @@ mod by_timeline {
         start: f64,
         rank: f64,
         pos: u32,
-        node: u32,
+        node: NodeId,
         finish: f64,
         device: usize,
     }
@@ -222,13 +222,13 @@ mod by_timeline {
             loop {
                 // Waiting ops whose (lower-bound) arrival is by the time the timeline is free.
                 while let Some(&w) = self.waiting.peek() {
-                    if done[w.node as usize] {
+                    if done[w.node] {
                         self.waiting.pop();
                         continue;
                     }
                     if w.arrival > self.free {
                         // Validate the top: its true arrival may have grown.
-                        match best_on(state, &self.devices, self.free, w.node as usize) {
+                        match best_on(state, &self.devices, self.free, w.node) {
                             Some((start, finish, device)) if start == w.arrival => {
                                 if self.arrived.is_empty() {
                                     return Some(Candidate {
@@ -263,11 +263,11 @@ mod by_timeline {
                     });
                 }
                 let a = *self.arrived.peek()?;
-                if done[a.node as usize] {
+                if done[a.node] {
                     self.arrived.pop();
                     continue;
                 }
-                match best_on(state, &self.devices, self.free, a.node as usize) {
+                match best_on(state, &self.devices, self.free, a.node) {
                     Some((start, finish, device)) if start <= self.free => {
                         return Some(Candidate {
                             start,
@@ -297,8 +297,8 @@ mod by_timeline {
 
         /// Drops the entries of scheduled ops.
         fn compact(&mut self, done: &[bool]) {
-            self.waiting.retain(|w| !done[w.node as usize]);
-            self.arrived.retain(|a| !done[a.node as usize]);
+            self.waiting.retain(|w| !done[w.node]);
+            self.arrived.retain(|a| !done[a.node]);
         }
     }
 
@@ -325,32 +325,32 @@ mod by_timeline {
             .collect();
         let mut done = vec![false; n];
         let mut ready_at = vec![0.0f64; nd];
-        let mut pending: Vec<u32> = (0..n).map(|i| dag.preds(i).len() as u32).collect();
+        let mut pending: Vec<u32> = cost.node_ids().map(|i| dag.preds(i).len() as u32).collect();
         // Each timeline's best pair while nothing it depends on has changed.
         let mut cache: Vec<Option<Candidate>> = vec![None; lines.len()];
         let mut valid = vec![false; lines.len()];
         // Ready ops not yet scheduled, and queue entries in all (for compaction).
         let mut queued: usize = 0;
         let mut entries: usize = 0;
-        let mut ready: Vec<u32> = dag
+        let mut ready: Vec<NodeId> = dag
             .topo()
             .iter()
             .copied()
-            .filter(|&i| pending[i as usize] == 0)
+            .filter(|&i| pending[i] == 0)
             .collect();
         ready.reverse();
         loop {
             // Float free ops; queue the others on every timeline that may take them.
             while let Some(id) = ready.pop() {
-                let i = id as usize;
+                let i = id;
                 if state.should_float(i) {
                     state.float(i);
                     done[i] = true;
                     for e in dag.succs(i) {
-                        let c = e.node as usize;
+                        let c = e.node;
                         pending[c] -= 1;
                         if pending[c] == 0 {
-                            ready.push(c as u32);
+                            ready.push(c);
                         }
                     }
                     continue;
@@ -414,10 +414,13 @@ mod by_timeline {
             }
             let Some((c, t)) = best else {
                 // Ready ops remain but no timeline may take any of them (memory ran out).
-                let stuck = (0..n).find(|&i| !done[i] && pending[i] == 0).unwrap_or(0);
+                let stuck = cost
+                    .node_ids()
+                    .find(|&i| !done[i] && pending[i] == 0)
+                    .unwrap_or(NodeId::new(0));
                 return Err(state.no_device(stuck));
             };
-            let i = c.node as usize;
+            let i = c.node;
             let line = &mut lines[t];
             let lane = line
                 .lanes
@@ -438,9 +441,8 @@ mod by_timeline {
             let adopted = !state.newly_placed.is_empty();
             state.newly_placed.clear();
             for (u, cached) in cache.iter().enumerate() {
-                let hit = cached.is_some_and(|x| {
-                    x.node as usize == i || (group_was_free && cost.group_of(x.node as usize) == g)
-                });
+                let hit = cached
+                    .is_some_and(|x| x.node == i || (group_was_free && cost.group_of(x.node) == g));
                 if adopted || hit {
                     valid[u] = false;
                 }
@@ -457,10 +459,10 @@ mod by_timeline {
                     .sum();
             }
             for e in dag.succs(i) {
-                let c = e.node as usize;
+                let c = e.node;
                 pending[c] -= 1;
                 if pending[c] == 0 {
-                    ready.push(c as u32);
+                    ready.push(c);
                 }
             }
         }
@@ -479,7 +481,7 @@ mod by_op {
         start: f64,
         rank: f64,
         pos: u32,
-        node: u32,
+        node: NodeId,
         finish: f64,
         device: usize,
         line: usize,
@@ -526,7 +528,7 @@ mod by_op {
     fn best_pair(
         state: &State<'_>,
         lines: &[Timeline],
-        i: usize,
+        i: NodeId,
         rank: f64,
         pos: u32,
         ready_at: &mut [f64],
@@ -559,7 +561,7 @@ mod by_op {
                         start,
                         rank,
                         pos,
-                        node: i as u32,
+                        node: i,
                         finish,
                         device: d,
                         line: t,
@@ -578,7 +580,6 @@ mod by_op {
     ) -> Result<Schedule> {
         let mut state = State::new(graph, cluster, cost)?;
         let dag = cost.dag();
-        let n = cost.num_nodes();
         let nd = cost.num_devices();
         let rank = upward_ranks(cost);
         let (tl, base) = timelines(cost);
@@ -593,26 +594,26 @@ mod by_op {
             lines[tl[d]].devices.push(d);
         }
         let mut ready_at = vec![0.0f64; nd];
-        let mut pending: Vec<u32> = (0..n).map(|i| dag.preds(i).len() as u32).collect();
+        let mut pending: Vec<u32> = cost.node_ids().map(|i| dag.preds(i).len() as u32).collect();
         let mut heap: BinaryHeap<Candidate> = BinaryHeap::new();
-        let mut ready: Vec<u32> = dag
+        let mut ready: Vec<NodeId> = dag
             .topo()
             .iter()
             .copied()
-            .filter(|&i| pending[i as usize] == 0)
+            .filter(|&i| pending[i] == 0)
             .collect();
         ready.reverse();
         loop {
             // Float free ops; key the others by their best pair.
             while let Some(id) = ready.pop() {
-                let i = id as usize;
+                let i = id;
                 if state.should_float(i) {
                     state.float(i);
                     for e in dag.succs(i) {
-                        let c = e.node as usize;
+                        let c = e.node;
                         pending[c] -= 1;
                         if pending[c] == 0 {
-                            ready.push(c as u32);
+                            ready.push(c);
                         }
                     }
                     continue;
@@ -626,7 +627,7 @@ mod by_op {
             let Some(top) = heap.pop() else {
                 break;
             };
-            let i = top.node as usize;
+            let i = top.node;
             // Memory only shrinks and groups only get pinned, so an op no device may take now never
             // finds one.
             let Some(c) = best_pair(&state, &lines, i, top.rank, top.pos, &mut ready_at) else {
@@ -648,10 +649,10 @@ mod by_op {
             state.commit(i, c.device, c.start, c.finish)?;
             state.newly_placed.clear();
             for e in dag.succs(i) {
-                let s = e.node as usize;
+                let s = e.node;
                 pending[s] -= 1;
                 if pending[s] == 0 {
-                    ready.push(s as u32);
+                    ready.push(s);
                 }
             }
         }
@@ -675,12 +676,7 @@ impl Strategy for Etf {
         cost: &CostModel,
     ) -> Result<Placement> {
         let s = etf_schedule(graph, cluster, cost)?;
-        Ok(Placement::from_groups(
-            self.name(),
-            graph,
-            cluster,
-            &s.group_device,
-        ))
+        Placement::from_groups(self.name(), graph, cluster, &s.group_device)
     }
 }
 

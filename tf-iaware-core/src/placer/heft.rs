@@ -12,7 +12,7 @@ use super::{Placement, Strategy};
 use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::Result;
-use crate::graph::OpGraph;
+use crate::graph::{NodeId, OpGraph};
 
 /// Upward rank of every op, seconds: `rank(i) = w̄(i) + max over consumers j of (c̄(i, j) +
 /// rank(j))`, with `w̄` the mean op time over the devices with a kernel and `c̄` the mean transfer
@@ -20,14 +20,13 @@ use crate::graph::OpGraph;
 pub fn upward_ranks(cost: &CostModel) -> Vec<f64> {
     let dag = cost.dag();
     let mut rank = vec![0.0f64; cost.num_nodes()];
-    for &id in dag.topo().iter().rev() {
-        let i = id as usize;
+    for &i in dag.topo().iter().rev() {
         let g = cost.group_of(i);
         let tail = dag
             .succs(i)
             .iter()
             .map(|e| {
-                let c = e.node as usize;
+                let c = e.node;
                 let comm = if cost.group_of(c) == g {
                     0.0
                 } else {
@@ -44,16 +43,16 @@ pub fn upward_ranks(cost: &CostModel) -> Vec<f64> {
 /// Ops by decreasing `rank`, ties in topological order (so producers always come first). Ranks
 /// equal to 1 part in 10⁹ of the largest tie (rounding differences of sums taken in another
 /// order).
-pub(crate) fn by_rank(cost: &CostModel, rank: &[f64]) -> Vec<u32> {
+pub(crate) fn by_rank(cost: &CostModel, rank: &[f64]) -> Vec<NodeId> {
     let dag = cost.dag();
     let top = rank.iter().copied().fold(0.0, f64::max);
     let unit = if top > 0.0 { top * 1e-9 } else { 1.0 };
     let key: Vec<u64> = rank.iter().map(|&r| (r / unit).round() as u64).collect();
-    let mut order: Vec<u32> = dag.topo().to_vec();
+    let mut order: Vec<NodeId> = dag.topo().to_vec();
     order.sort_by(|&a, &b| {
-        key[b as usize]
-            .cmp(&key[a as usize])
-            .then(dag.position(a as usize).cmp(&dag.position(b as usize)))
+        key[b]
+            .cmp(&key[a])
+            .then(dag.position(a).cmp(&dag.position(b)))
     });
     order
 }
@@ -175,8 +174,7 @@ pub fn heft_schedule_on(
     let mut widest: Vec<f64> = vec![0.0; total];
     let rank = upward_ranks(cost);
     let mut ready_at = vec![0.0f64; nd];
-    for id in by_rank(cost, &rank) {
-        let i = id as usize;
+    for i in by_rank(cost, &rank) {
         if state.should_float(i) {
             state.float(i);
             continue;
@@ -200,7 +198,7 @@ pub fn heft_schedule_on(
             .dag()
             .preds(i)
             .iter()
-            .map(|e| e.node as usize)
+            .map(|e| e.node)
             .filter(|&p| state.node_dev[p] != NONE)
             .max_by(|&a, &b| state.finish[a].total_cmp(&state.finish[b]))
             .map(|p| state.node_dev[p] as usize)
@@ -293,16 +291,14 @@ impl Strategy for Heft {
         let mut best = s.group_device;
         if let Ok(single) = fastest_device_groups(graph, cluster, cost) {
             let step = |groups: &[usize]| -> Result<f64> {
-                let nodes: Vec<usize> = (0..cost.num_nodes())
-                    .map(|i| groups[cost.group_of(i)])
-                    .collect();
+                let nodes: Vec<usize> = cost.node_ids().map(|i| groups[cost.group_of(i)]).collect();
                 Ok(crate::sim::simulate(cost, &nodes)?.step_time)
             };
             if step(&single)? < step(&best)? {
                 best = single;
             }
         }
-        Ok(Placement::from_groups(self.name(), graph, cluster, &best))
+        Placement::from_groups(self.name(), graph, cluster, &best)
     }
 }
 
@@ -365,7 +361,10 @@ mod tests {
             );
         }
         // n1, n3, n4, n2, n5, n6, n9, n7, n8, n10.
-        assert_eq!(by_rank(&m, &r), vec![0, 2, 3, 1, 4, 5, 8, 6, 7, 9]);
+        assert_eq!(
+            by_rank(&m, &r),
+            [0, 2, 3, 1, 4, 5, 8, 6, 7, 9].map(NodeId::new).to_vec()
+        );
     }
 
     #[test]
@@ -436,7 +435,7 @@ mod tests {
             let t = |p: &Placement| crate::sim::simulate(&cost, &nodes(p)).unwrap().step_time;
             assert!(t(&heft) <= t(&single) * (1.0 + 1e-9), "seed {seed}");
             let raw = heft_schedule(&g, &c, &cost).unwrap();
-            let raw = Placement::from_groups("raw", &g, &c, &raw.group_device);
+            let raw = Placement::from_groups("raw", &g, &c, &raw.group_device).unwrap();
             if t(&raw) > t(&single) {
                 worse += 1;
             }

@@ -13,7 +13,7 @@ use super::{Placement, Strategy};
 use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::Result;
-use crate::graph::OpGraph;
+use crate::graph::{GroupId, NodeId, OpGraph};
 use crate::sim::simulate;
 
 /// Candidates without improvement after which no more devices are tried.
@@ -53,24 +53,24 @@ impl Default for InfraAware {
 fn depth_first_positions(cost: &CostModel) -> Vec<usize> {
     let dag = cost.dag();
     let n = cost.num_nodes();
-    let mut pending: Vec<u32> = (0..n).map(|i| dag.preds(i).len() as u32).collect();
-    let mut stack: Vec<u32> = dag
+    let mut pending: Vec<u32> = cost.node_ids().map(|i| dag.preds(i).len() as u32).collect();
+    let mut stack: Vec<NodeId> = dag
         .topo()
         .iter()
         .rev()
         .copied()
-        .filter(|&i| pending[i as usize] == 0)
+        .filter(|&i| pending[i] == 0)
         .collect();
     let mut pos = vec![0usize; n];
     let mut next = 0;
     while let Some(id) = stack.pop() {
-        pos[id as usize] = next;
+        pos[id] = next;
         next += 1;
-        for e in dag.succs(id as usize).iter().rev() {
-            let c = e.node as usize;
+        for e in dag.succs(id).iter().rev() {
+            let c = e.node;
             pending[c] -= 1;
             if pending[c] == 0 {
-                stack.push(c as u32);
+                stack.push(c);
             }
         }
     }
@@ -84,11 +84,11 @@ fn group_anchors(cost: &CostModel) -> Vec<usize> {
     let dag = cost.dag();
     let pos = depth_first_positions(cost);
     let mut anchor = vec![usize::MAX; cost.num_groups()];
-    for i in 0..cost.num_nodes() {
+    for i in cost.node_ids() {
         let a = if cost.is_free(i) {
             dag.succs(i)
                 .iter()
-                .map(|e| e.node as usize)
+                .map(|e| e.node)
                 .filter(|&c| !cost.is_free(c))
                 .map(|c| pos[c])
                 .min()
@@ -125,7 +125,7 @@ impl InfraAware {
         graph: &OpGraph,
         cluster: &Cluster,
         cost: &CostModel,
-        order: &[usize],
+        order: &[GroupId],
         work: &[f64],
         devices: &[usize],
         fallback: &[usize],
@@ -180,11 +180,11 @@ impl InfraAware {
         let mut all: Vec<usize> = (0..cost.num_devices()).collect();
         all.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
         let anchors = group_anchors(cost);
-        let mut order: Vec<usize> = (0..cost.num_groups()).collect();
+        let mut order: Vec<GroupId> = cost.group_ids().collect();
         order.sort_by_key(|&g| (anchors[g], g));
         let reference = ranked[0];
         let mut work = vec![0.0f64; cost.num_groups()];
-        for (i, w) in (0..cost.num_nodes()).map(|i| (i, cost.op_time(i, reference))) {
+        for (i, w) in cost.node_ids().map(|i| (i, cost.op_time(i, reference))) {
             work[cost.group_of(i)] += w;
         }
         let mut assignment = vec![0usize; cost.num_nodes()];
@@ -211,7 +211,7 @@ impl InfraAware {
                         continue;
                     }
                 };
-                for (i, a) in assignment.iter_mut().enumerate() {
+                for (i, a) in cost.node_ids().zip(assignment.iter_mut()) {
                     *a = groups[cost.group_of(i)];
                 }
                 let t = simulate(cost, &assignment)?.step_time;
@@ -256,7 +256,7 @@ impl Strategy for InfraAware {
         cost: &CostModel,
     ) -> Result<Placement> {
         let (groups, _) = self.choose(graph, cluster, cost)?;
-        Ok(Placement::from_groups(self.name(), graph, cluster, &groups))
+        Placement::from_groups(self.name(), graph, cluster, &groups)
     }
 }
 

@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
-use crate::graph::OpGraph;
+use crate::graph::{GroupId, OpGraph};
 
 pub use basic::{RoundRobin, TfDefault};
 pub use etf::{etf_schedule, Etf};
@@ -83,13 +83,35 @@ impl Placement {
         self.devices.get(name).map(String::as_str)
     }
 
-    /// Puts every member of every group on the device chosen for that group.
+    /// Puts every member of every group on the device chosen for that group
+    /// (`group_device[g]`, an index into `cluster.devices`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `group_device` does not have one device per colocation
+    /// group; [`Error::BadId`] naming a device index the cluster does not have.
     pub fn from_groups(
         strategy: &str,
         graph: &OpGraph,
         cluster: &Cluster,
         group_device: &[usize],
-    ) -> Self {
+    ) -> Result<Self> {
+        if group_device.len() != graph.groups().len() {
+            return Err(Error::InvalidArgument {
+                what: format!("group devices of a `{strategy}` placement"),
+                reason: format!(
+                    "need one device per colocation group ({}), got {}",
+                    graph.groups().len(),
+                    group_device.len()
+                ),
+            });
+        }
+        if let Some(&d) = group_device.iter().find(|&&d| d >= cluster.devices.len()) {
+            return Err(Error::BadId {
+                kind: "device",
+                id: d,
+                len: cluster.devices.len(),
+            });
+        }
         // Collected first: building the map from a sorted sequence is much faster than inserting.
         let mut pairs: Vec<(String, String)> = Vec::with_capacity(graph.len());
         for (g, group) in graph.groups().iter().enumerate() {
@@ -99,10 +121,10 @@ impl Placement {
             }
         }
         pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Placement {
+        Ok(Placement {
             strategy: strategy.into(),
             devices: pairs.into_iter().collect(),
-        }
+        })
     }
 }
 
@@ -202,8 +224,8 @@ pub fn by_name_with(name: &str, options: &PlaceOptions) -> Result<Box<dyn Strate
 }
 
 /// Devices of `cluster` on which every member of group `g` has a kernel.
-pub fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: usize) -> Vec<usize> {
-    let members = &graph.groups()[g].members;
+pub fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<usize> {
+    let members = &graph.group(g).members;
     (0..cluster.devices.len())
         .filter(|&d| {
             members.iter().all(|&m| {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use super::Placement;
 use crate::cluster::{Cluster, Device};
 use crate::error::{Error, Result};
-use crate::graph::{DeviceName, OpGraph, OpNode};
+use crate::graph::{DeviceName, GroupId, NodeId, OpGraph, OpNode};
 
 /// `Ok` if `device`'s type has a kernel for `node`, else [`Error::NoKernel`] naming both.
 pub fn check_kernel(node: &OpNode, device: &Device) -> Result<()> {
@@ -54,8 +54,8 @@ fn type_priority(device_type: &str) -> u8 {
 ///
 /// # Errors
 /// [`Error::Infeasible`] if no device has kernels for all its members.
-pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: usize) -> Result<usize> {
-    let group = &graph.groups()[g];
+pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Result<usize> {
+    let group = graph.group(g);
     let has_kernels = |d: usize| {
         let t = &cluster.devices[d].device_type;
         group
@@ -106,8 +106,8 @@ pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: usize) -> Result
 pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> Result<Vec<usize>> {
     let mut cache: HashMap<&str, usize> = HashMap::new();
     let mut out = vec![usize::MAX; graph.len()];
-    for (g, group) in graph.groups().iter().enumerate() {
-        let mut chosen: Option<(usize, usize)> = None; // (device, member that fixed it)
+    for (g, group) in graph.enumerate_groups() {
+        let mut chosen: Option<(usize, NodeId)> = None; // (device, member that fixed it)
         for &m in &group.members {
             let node = graph.node(m);
             let Some(spec) = placement.device_of(&node.name) else {

@@ -52,7 +52,7 @@ pub(crate) fn check_groups(graph: &OpGraph, cluster: &Cluster, cost: &CostModel)
             reason: "the cluster has no devices".into(),
         });
     }
-    for (g, group) in graph.groups().iter().enumerate() {
+    for (g, group) in graph.enumerate_groups() {
         let allowed = cost.group_devices(g);
         if !allowed.contains(&true) {
             let mut kinds: Vec<String> = group
@@ -187,7 +187,7 @@ impl<'a> State<'a> {
     pub fn data_ready_all(&self, node: NodeId, out: &mut [f64]) {
         out.fill(0.0);
         for e in self.cost.dag().preds(node) {
-            let p = e.node as usize;
+            let p = e.node;
             let f = self.finish[p];
             match self.node_dev[p] {
                 NONE => out.iter_mut().for_each(|t| *t = t.max(f)),
@@ -211,7 +211,7 @@ impl<'a> State<'a> {
                 .dag()
                 .preds(node)
                 .iter()
-                .all(|e| e.output == crate::cost::CONTROL || self.floating[e.node as usize])
+                .all(|e| e.output == crate::cost::CONTROL || self.floating[e.node.index()])
     }
 
     /// Floats `node`: it finishes when its inputs do.
@@ -221,7 +221,7 @@ impl<'a> State<'a> {
             .dag()
             .preds(node)
             .iter()
-            .map(|e| self.finish[e.node as usize])
+            .map(|e| self.finish[e.node.index()])
             .fold(0.0, f64::max);
         self.floating[node] = true;
         self.floating_in[self.cost.group_of(node)] += 1;
@@ -240,7 +240,7 @@ impl<'a> State<'a> {
                 if self.floating[m] {
                     self.floating[m] = false;
                     self.node_dev[m] = d as u32;
-                    self.newly_placed.push(m as u32);
+                    self.newly_placed.push(m.index() as u32);
                 }
             }
         }
@@ -260,11 +260,11 @@ impl<'a> State<'a> {
         self.node_dev[node] = d as u32;
         self.start[node] = start;
         self.finish[node] = finish;
-        let mut stack: Vec<(usize, usize, u64)> = Vec::new();
+        let mut stack: Vec<(NodeId, usize, u64)> = Vec::new();
         let push_floating =
-            |state: &Self, id: usize, target: usize, stack: &mut Vec<(usize, usize, u64)>| {
+            |state: &Self, id: NodeId, target: usize, stack: &mut Vec<(NodeId, usize, u64)>| {
                 for e in state.cost.dag().preds(id) {
-                    let p = e.node as usize;
+                    let p = e.node;
                     if state.floating[p] && state.group_dev[state.cost.group_of(p)] == NONE {
                         stack.push((p, target, e.bytes));
                     }
@@ -328,7 +328,7 @@ impl<'a> State<'a> {
     /// [`Error::Infeasible`] naming a group that fits nowhere.
     pub fn finish_groups(&mut self) -> Result<Schedule> {
         let nd = self.cost.num_devices();
-        for g in 0..self.group_dev.len() {
+        for g in GroupId::range(self.group_dev.len()) {
             if self.group_dev[g] != NONE {
                 continue;
             }
@@ -337,7 +337,7 @@ impl<'a> State<'a> {
             let neighbour = members
                 .iter()
                 .flat_map(|&m| dag.succs(m).iter().chain(dag.preds(m)))
-                .map(|e| self.group_dev[self.cost.group_of(e.node as usize)])
+                .map(|e| self.group_dev[self.cost.group_of(e.node)])
                 .find(|&d| d != NONE && self.group_fits(g, d as usize));
             let dev = match neighbour {
                 Some(d) => d as usize,
@@ -357,7 +357,7 @@ impl<'a> State<'a> {
             self.assign_group(g, dev);
         }
         let group_device: Vec<usize> = self.group_dev.iter().map(|&d| d as usize).collect();
-        let device: Vec<usize> = (0..self.cost.num_nodes())
+        let device: Vec<usize> = NodeId::range(self.cost.num_nodes())
             .map(|i| group_device[self.cost.group_of(i)])
             .collect();
         let makespan = self.finish.iter().copied().fold(0.0, f64::max);

@@ -8,7 +8,7 @@ use super::{Placement, Strategy};
 use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
-use crate::graph::OpGraph;
+use crate::graph::{GroupId, OpGraph};
 
 /// Free memory per device, bytes (`u64::MAX`: unlimited).
 pub(crate) fn memory_left(cost: &CostModel) -> Vec<u64> {
@@ -30,7 +30,7 @@ pub(crate) fn out_of_memory(
     cluster: &Cluster,
     cost: &CostModel,
     left: &[u64],
-    g: usize,
+    g: GroupId,
 ) -> Error {
     let best = (0..cost.num_devices())
         .filter(|&d| cost.group_allowed(g, d))
@@ -74,7 +74,7 @@ impl Strategy for Random {
         let mut left = memory_left(cost);
         let mut group_device = Vec::with_capacity(cost.num_groups());
         let mut candidates = Vec::with_capacity(cost.num_devices());
-        for g in 0..cost.num_groups() {
+        for g in cost.group_ids() {
             let need = cost.group_memory(g);
             candidates.clear();
             candidates.extend(
@@ -87,12 +87,7 @@ impl Strategy for Random {
             take(&mut left[d], need);
             group_device.push(d);
         }
-        Ok(Placement::from_groups(
-            self.name(),
-            graph,
-            cluster,
-            &group_device,
-        ))
+        Placement::from_groups(self.name(), graph, cluster, &group_device)
     }
 }
 
@@ -106,7 +101,7 @@ pub struct SingleFastest;
 pub(crate) fn devices_by_serial_time(cost: &CostModel) -> Vec<usize> {
     let nd = cost.num_devices();
     let mut total = vec![0.0f64; nd];
-    for i in 0..cost.num_nodes() {
+    for i in cost.node_ids() {
         for (d, t) in total.iter_mut().enumerate() {
             if cost.allowed(i, d) {
                 *t += cost.op_time(i, d);
@@ -132,7 +127,7 @@ pub(crate) fn fastest_device_groups(
     let order = devices_by_serial_time(cost);
     let mut left = memory_left(cost);
     let mut group_device = Vec::with_capacity(cost.num_groups());
-    for g in 0..cost.num_groups() {
+    for g in cost.group_ids() {
         let need = cost.group_memory(g);
         let Some(&d) = order
             .iter()
@@ -158,11 +153,6 @@ impl Strategy for SingleFastest {
         cost: &CostModel,
     ) -> Result<Placement> {
         let group_device = fastest_device_groups(graph, cluster, cost)?;
-        Ok(Placement::from_groups(
-            self.name(),
-            graph,
-            cluster,
-            &group_device,
-        ))
+        Placement::from_groups(self.name(), graph, cluster, &group_device)
     }
 }

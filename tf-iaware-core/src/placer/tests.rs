@@ -394,3 +394,25 @@ fn tf_default_is_simulated_where_tensorflow_would_place() {
         Err(Error::SplitColocation { .. })
     ));
 }
+
+#[test]
+fn from_groups_names_a_bad_device_instead_of_panicking() {
+    let g = graph(3, &[(0, 1, 10), (1, 2, 10)]);
+    let c = cluster(2, 0.0, 1e9);
+    let groups = g.groups().len();
+    let p = Placement::from_groups("x", &g, &c, &vec![1; groups]).unwrap();
+    assert_eq!(p.device_of("t0"), Some(c.devices[1].name.as_str()));
+    let err = Placement::from_groups("x", &g, &c, &vec![7; groups]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BadId {
+                kind: "device",
+                id: 7,
+                len: 2
+            }
+        ),
+        "{err}"
+    );
+    assert!(Placement::from_groups("x", &g, &c, &[0]).is_err());
+}

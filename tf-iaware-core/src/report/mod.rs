@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::Cluster;
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
-use crate::graph::OpGraph;
+use crate::graph::{NodeId, OpGraph};
 use crate::placer::{resolve, Placement, Strategy};
 use crate::sim::{lower_bound, simulate, LowerBound, SimResult};
 
@@ -182,7 +182,7 @@ impl PlacementReport {
                 ..DeviceLoad::default()
             })
             .collect();
-        for (i, &d) in ev.assignment.iter().enumerate() {
+        for (i, &d) in NodeId::range(ev.assignment.len()).zip(&ev.assignment) {
             let w = cost.work(i);
             let load = &mut loads[d];
             load.ops += 1;

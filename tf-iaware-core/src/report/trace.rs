@@ -226,7 +226,7 @@ pub fn from_simulation(graph: &OpGraph, cluster: &Cluster, sim: &SimResult) -> V
         .into_iter()
         .map(|i| {
             let run = &sim.ops[i];
-            let node = graph.node(i);
+            let node = &graph.nodes()[i];
             TraceRecord {
                 device: cluster.devices[run.device].name.clone(),
                 name: node.name.clone(),

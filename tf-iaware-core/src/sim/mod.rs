@@ -26,6 +26,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
+use crate::graph::NodeId;
 
 /// When and where one op ran.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -42,7 +43,7 @@ pub struct OpRun {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TransferRun {
     /// Producing op.
-    pub producer: usize,
+    pub producer: NodeId,
     /// Output index, or [`CONTROL`](crate::cost::CONTROL) for a control token.
     pub output: u32,
     /// Sending device index.
@@ -120,8 +121,7 @@ pub fn lower_bound(cost: &CostModel) -> LowerBound {
         .enumerate()
         .map(|(p, s)| s * cost.pool_capacity(p))
         .sum::<f64>();
-    for &id in dag.topo() {
-        let i = id as usize;
+    for &i in dag.topo() {
         let mut fastest = f64::INFINITY;
         let mut least_work = f64::INFINITY;
         for d in 0..nd {
@@ -142,7 +142,7 @@ pub fn lower_bound(cost: &CostModel) -> LowerBound {
         let start = dag
             .preds(i)
             .iter()
-            .map(|e| finish[e.node as usize])
+            .map(|e| finish[e.node.index()])
             .fold(0.0, f64::max);
         finish[i] = start + fastest;
         critical = critical.max(finish[i]);
@@ -368,14 +368,14 @@ impl Sim<'_> {
         }
     }
 
-    fn ready(&mut self, node: usize, now: f64) {
+    fn ready(&mut self, node: NodeId, now: f64) {
         let d = self.assign[node];
         let pos = self.cost.dag().position(node) as u32;
-        self.queues[d].push(std::cmp::Reverse((Time(now), pos, node as u32)));
+        self.queues[d].push(std::cmp::Reverse((Time(now), pos, node.index() as u32)));
         self.touch(d);
     }
 
-    fn deliver(&mut self, node: usize, now: f64) {
+    fn deliver(&mut self, node: NodeId, now: f64) {
         self.pending[node] -= 1;
         if self.pending[node] == 0 {
             self.ready(node, now);
@@ -389,7 +389,7 @@ impl Sim<'_> {
                 let Some(std::cmp::Reverse((_, _, node))) = self.queues[d].pop() else {
                     break;
                 };
-                let node = node as usize;
+                let node = NodeId::new(node as usize);
                 self.free_lanes[d] -= 1;
                 let dur = self.cost.op_time(node, d);
                 self.result.busy[d] += dur;
@@ -400,23 +400,23 @@ impl Sim<'_> {
                 };
                 match self.cost.pool(d) {
                     Some(p) if dur > 0.0 => {
-                        self.pools[p].join(node as u32, dur, now);
+                        self.pools[p].join(node.index() as u32, dur, now);
                         self.schedule_pool(p as u32, now);
                     }
-                    _ => self.push(now + dur, Ev::Op(node as u32)),
+                    _ => self.push(now + dur, Ev::Op(node.index() as u32)),
                 }
             }
         }
     }
 
-    fn op_done(&mut self, node: usize, now: f64) {
+    fn op_done(&mut self, node: NodeId, now: f64) {
         let d = self.assign[node];
         self.free_lanes[d] += 1;
         self.touch(d);
         let first_transfer = self.result.transfers.len();
         let cost = self.cost;
         for e in cost.dag().succs(node) {
-            let c = e.node as usize;
+            let c = e.node;
             let dc = self.assign[c];
             if dc == d {
                 self.deliver(c, now);
@@ -506,7 +506,7 @@ impl Sim<'_> {
         }
         for &node in &done {
             self.result.ops[node as usize].end = now;
-            self.op_done(node as usize, now);
+            self.op_done(NodeId::new(node as usize), now);
         }
         done.clear();
         self.done = done;
@@ -520,7 +520,7 @@ impl Sim<'_> {
         self.result.bytes_moved += bytes;
         let cost = self.cost;
         for e in cost.dag().succs(producer) {
-            let c = e.node as usize;
+            let c = e.node;
             if e.output == output && self.assign[c] == to {
                 self.deliver(c, now);
             }
@@ -554,7 +554,9 @@ pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
         assign: assignment,
         events: BinaryHeap::with_capacity(nd * 4 + 16),
         seq: 0,
-        pending: (0..n).map(|i| dag.preds(i).len() as u32).collect(),
+        pending: NodeId::range(n)
+            .map(|i| dag.preds(i).len() as u32)
+            .collect(),
         free_lanes: (0..nd).map(|d| cost.lanes(d) as u32).collect(),
         queues: (0..nd).map(|_| BinaryHeap::new()).collect(),
         touched: Vec::with_capacity(nd),
@@ -574,8 +576,8 @@ pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
         },
     };
     for &id in dag.topo() {
-        if sim.pending[id as usize] == 0 {
-            sim.ready(id as usize, 0.0);
+        if sim.pending[id] == 0 {
+            sim.ready(id, 0.0);
         }
     }
     sim.dispatch(0.0);
@@ -585,7 +587,7 @@ pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
         // Everything that happens at `now` before any device picks its next op.
         while let Some(ev) = next {
             match ev.ev {
-                Ev::Op(node) => sim.op_done(node as usize, now),
+                Ev::Op(node) => sim.op_done(NodeId::new(node as usize), now),
                 Ev::Latency(tid) => sim.join(tid, now),
                 Ev::Channel(ch, version) => sim.channel_done(ch, version, now),
                 Ev::Pool(p, version) => sim.pool_done(p, version, now),
@@ -658,6 +660,7 @@ pub(crate) mod tests {
             b.add(&format!("t{i}"), "Task").unwrap();
         }
         for &(from, to, bytes) in edges {
+            let (from, to) = (NodeId::new(from), NodeId::new(to));
             let k = b.node_mut(from).outputs.len();
             b.output(from, DType::UINT8, Some(vec![bytes]));
             b.connect(from, k, to);
@@ -668,7 +671,7 @@ pub(crate) mod tests {
     pub(crate) fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
         let mut m = CostModel::new(g, c).unwrap();
         for (i, t) in times.iter().enumerate() {
-            m.set_op_times(i, t.as_ref()).unwrap();
+            m.set_op_times(NodeId::new(i), t.as_ref()).unwrap();
         }
         m
     }
@@ -697,18 +700,18 @@ pub(crate) mod tests {
         // t0 (2 s) feeds t1 (1 s), t2 (3 s) and t3 (1 s); t1, t2 on dev 1 share one transfer of
         // t0's output; t4 joins t2 and t3.
         let mut b = OpGraphBuilder::new();
-        for i in 0..5 {
-            b.add(&format!("t{i}"), "Task").unwrap();
-        }
-        b.output(0, DType::UINT8, Some(vec![100]));
-        b.output(2, DType::UINT8, Some(vec![50]));
-        b.output(3, DType::UINT8, Some(vec![10]));
+        let t: Vec<NodeId> = (0..5)
+            .map(|i| b.add(&format!("t{i}"), "Task").unwrap())
+            .collect();
+        b.output(t[0], DType::UINT8, Some(vec![100]));
+        b.output(t[2], DType::UINT8, Some(vec![50]));
+        b.output(t[3], DType::UINT8, Some(vec![10]));
         for c in [1, 2, 3] {
-            b.connect(0, 0, c);
+            b.connect(t[0], 0, t[c]);
         }
-        b.connect(2, 0, 4);
-        b.connect(3, 0, 4);
-        b.control(1, 4);
+        b.connect(t[2], 0, t[4]);
+        b.connect(t[3], 0, t[4]);
+        b.control(t[1], t[4]);
         let g = b.build().unwrap();
         let c = cluster(2, 0.25, 100.0);
         let m = model(

@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::cluster::{Cluster, Device};
 use crate::error::{Error, Result};
-use crate::graph::{Attr, DType, OpGraph, OpGraphBuilder};
+use crate::graph::{Attr, DType, NodeId, OpGraph, OpGraphBuilder};
 
 /// Shape of a synthetic layered DAG.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,9 +53,9 @@ impl LayeredDag {
         }
         let mut rng = StdRng::seed_from_u64(self.seed);
         let mut b = OpGraphBuilder::new();
-        let mut prev: Vec<usize> = Vec::new();
-        let mut layer: Vec<usize> = Vec::with_capacity(self.width);
-        let mut picks: Vec<usize> = Vec::with_capacity(self.fan_in);
+        let mut prev: Vec<NodeId> = Vec::new();
+        let mut layer: Vec<NodeId> = Vec::with_capacity(self.width);
+        let mut picks: Vec<NodeId> = Vec::with_capacity(self.fan_in);
         let sizes = [128i64, 256, 512, 1024];
         for i in 0..self.ops {
             let l = i / self.width;

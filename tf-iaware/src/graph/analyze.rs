@@ -69,8 +69,10 @@ pub fn analyze_graph(graph: &Graph) -> Result<Analyzed> {
 fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
     let mut b = OpGraphBuilder::new();
     let mut ops: Vec<Operation> = Vec::with_capacity(def.node.len());
+    let mut ids: Vec<NodeId> = Vec::with_capacity(def.node.len());
     for node in &def.node {
         let id = b.add(&node.name, &node.op)?;
+        ids.push(id);
         let op = graph
             .operation_by_name_required(&node.name)
             .map_err(|e| Error::InvalidGraph {
@@ -101,10 +103,10 @@ fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
     let index: HashMap<&str, NodeId> = def
         .node
         .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.as_str(), i))
+        .zip(&ids)
+        .map(|(n, &id)| (n.name.as_str(), id))
         .collect();
-    for (id, node) in def.node.iter().enumerate() {
+    for ((k, node), &id) in def.node.iter().enumerate().zip(&ids) {
         let mut data_index = 0usize;
         for input in &node.input {
             let (control, rest) = match input.strip_prefix('^') {
@@ -119,8 +121,8 @@ fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
             if control {
                 b.control(src, id);
             } else {
-                let dtype = if data_index < ops[id].num_inputs() {
-                    dtype_of(ops[id].input_type(data_index))
+                let dtype = if data_index < ops[k].num_inputs() {
+                    dtype_of(ops[k].input_type(data_index))
                 } else {
                     DType::FLOAT
                 };

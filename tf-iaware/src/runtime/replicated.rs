@@ -10,7 +10,7 @@ use prost::Message;
 
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
-use crate::graph::{Attr, OpGraph};
+use crate::graph::{Attr, GroupId, NodeId, OpGraph};
 use crate::parallel::replicate::{replicate, BatchData, Replication, Role};
 use crate::parallel::{DataParallelPlan, VarInfo};
 use crate::placer::Placement;
@@ -296,10 +296,10 @@ fn culprit(message: &str) -> Option<String> {
 /// combination of an update to the update's device; the rest to the plan's global device.
 fn place(graph: &OpGraph, replication: &Replication, plan: &DataParallelPlan) -> Placement {
     let mut placement = Placement::new(&plan.strategy);
-    let role_of = |m: usize| replication.roles.get(&graph.node(m).name);
+    let role_of = |m: NodeId| replication.roles.get(&graph.node(m).name);
     let mut group_device: Vec<Option<String>> = vec![None; graph.groups().len()];
-    let mut node_group: HashMap<&str, usize> = HashMap::new();
-    for (g, group) in graph.groups().iter().enumerate() {
+    let mut node_group: HashMap<&str, GroupId> = HashMap::new();
+    for (g, group) in graph.enumerate_groups() {
         let mut device = None;
         for &m in &group.members {
             node_group.insert(graph.node(m).name.as_str(), g);

@@ -34,8 +34,9 @@ pub fn scale_to_replicas(
             });
         }
         let measured = (c.fixed_ms.max(0.0) + batch as f64 / c.samples_per_sec * 1e3) * 1e-3;
-        let modelled: f64 = (0..graph.len())
-            .filter(|&n| step.get(n).copied().unwrap_or(false))
+        let modelled: f64 = graph
+            .node_ids()
+            .filter(|&n| step.get(n.index()).copied().unwrap_or(false))
             .map(|n| cost.op_time(n, d))
             .sum();
         if modelled <= 0.0 {
