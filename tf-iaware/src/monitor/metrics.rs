@@ -1251,6 +1251,108 @@ mod tests {
         }
     }
 
+    /// [`full_snapshot`] with about half of its optional readings missing, to take the branches
+    /// that neither a full nor an empty snapshot takes.
+    fn patchy_snapshot() -> Snapshot {
+        let mut s = full_snapshot();
+        s.pid = None;
+        s.interval_ms = None;
+        s.cpu.cores[0].utilisation = None;
+        let c1 = &mut s.cpu.cores[1].seconds;
+        (c1.iowait, c1.steal, c1.guest) = (None, None, None);
+        if let Some(total) = &mut s.cpu.seconds {
+            (total.irq, total.guest_nice) = (None, None);
+        }
+        s.cpu.allowed_cpus = Some(vec![0, 1, 2, 5, 7, 8, 9]);
+        s.cpu.own_cores = None;
+        s.cpu.own_seconds_total = None;
+        s.cpu.load = None;
+        s.memory.free_bytes = None;
+        s.cgroup = Some(CgroupSnapshot {
+            version: 2,
+            path: "/".into(),
+            cpu_allotment_cores: Some(0.5),
+            throttled_seconds_total: Some(0.0),
+            memory_working_set_bytes: Some(4096),
+            ..Default::default()
+        });
+        s.cgroup_unavailable = Some("memory controller: not mounted".into());
+        s.network[0].tx_bytes_per_sec = None;
+        s.gpus.push(GpuSnapshot {
+            index: 2,
+            uuid: "GPU-2".into(),
+            name: "Tesla T4".into(),
+            memory_free_bytes: Some(3 * 1024 * 1024),
+            temperature_celsius: Some(-1.5),
+            unsupported: vec!["pcie: Not Supported".into(), "clocks: Unknown".into()],
+            ..Default::default()
+        });
+        s.devices[1].free_memory_bytes = None;
+        s.notes.push("/proc/loadavg: gone".into());
+        s
+    }
+
+    /// Pages the writer must keep producing byte for byte (the version label is a placeholder).
+    /// After a deliberate change to the page, `TF_IAWARE_BLESS=1 cargo test -p tf-iaware --lib
+    /// monitor::metrics` rewrites the fixtures; review their diff.
+    #[test]
+    fn pages_match_their_fixtures() {
+        let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+        let mut sparse = Snapshot::empty("local");
+        sparse.host = "h".into();
+        sparse.cgroup_unavailable = Some("no cgroup: /proc/self/cgroup: gone".into());
+        sparse.gpus_unavailable = Some("GPU metrics unavailable: libnvidia-ml.so.1 missing".into());
+        let mut full = full_snapshot();
+        full.set_age_ms(1500);
+        for (s, name, expected) in [
+            (
+                full,
+                "full_snapshot.prom",
+                include_str!("../../tests/fixtures/monitor/full_snapshot.prom"),
+            ),
+            (
+                patchy_snapshot(),
+                "patchy_snapshot.prom",
+                include_str!("../../tests/fixtures/monitor/patchy_snapshot.prom"),
+            ),
+            (
+                sparse,
+                "sparse_snapshot.prom",
+                include_str!("../../tests/fixtures/monitor/sparse_snapshot.prom"),
+            ),
+        ] {
+            let page = render(&s).replace(&version, "version=\"@VERSION@\"");
+            if std::env::var_os("TF_IAWARE_BLESS").is_some() {
+                let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/monitor")
+                    .join(name);
+                std::fs::write(&path, &page).unwrap();
+                continue;
+            }
+            if page != expected {
+                let line = page
+                    .lines()
+                    .zip(expected.lines())
+                    .position(|(a, b)| a != b)
+                    .map_or(page.lines().count().min(expected.lines().count()), |i| i);
+                panic!(
+                    "{name}: the page differs from line {}:\n  got:      {:?}\n  expected: {:?}",
+                    line + 1,
+                    page.lines().nth(line),
+                    expected.lines().nth(line),
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip_of_a_patchy_snapshot() {
+        let s = patchy_snapshot();
+        let text = render(&s);
+        let back = from_exposition(&Exposition::parse(&text).unwrap(), "local").unwrap();
+        assert_eq!(back, s, "\n{text}");
+    }
+
     #[test]
     fn round_trip_is_exact() {
         let s = full_snapshot();
