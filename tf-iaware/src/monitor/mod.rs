@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod proc;
 pub mod sampler;
 pub mod scrape;
+mod series;
 pub mod smoothing;
 pub mod snapshot;
 
