@@ -493,6 +493,48 @@ mod tests {
         assert!(s.devices.is_empty());
     }
 
+    /// Cores, interfaces and GPUs come out in key order, devices in the order the page names
+    /// them, however the page orders its samples.
+    #[test]
+    fn members_come_out_in_key_order_and_devices_in_page_order() {
+        let mut text = String::new();
+        for i in (0..3000).rev() {
+            text.push_str(&format!(
+                "node_cpu_seconds_total{{cpu=\"{i}\",mode=\"idle\"}} {i}\n"
+            ));
+        }
+        for dev in ["lo", "eth1", "eth0"] {
+            text.push_str(&format!(
+                "node_network_receive_bytes_total{{device=\"{dev}\"}} 1\n"
+            ));
+        }
+        for gpu in [3, 1, 2] {
+            text.push_str(&format!("DCGM_FI_DEV_GPU_TEMP{{gpu=\"{gpu}\"}} 40\n"));
+        }
+        for dev in ["GPU:1", "CPU:0", "GPU:0"] {
+            text.push_str(&format!(
+                "tf_iaware_device_available_share{{device=\"{dev}\"}} 1\n"
+            ));
+        }
+        let s = from_exposition(&Exposition::parse(&text).unwrap(), "x").unwrap();
+        assert_eq!(s.cpu.cores.len(), 3000);
+        assert!(s
+            .cpu
+            .cores
+            .iter()
+            .enumerate()
+            .all(|(i, c)| c.cpu == i as u32 && c.seconds.idle == i as f64));
+        assert_eq!(s.cpu.logical_cores, 3000);
+        let names: Vec<&str> = s.network.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["eth0", "eth1", "lo"]);
+        let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
+        assert_eq!(gpus, [1, 2, 3]);
+        let devices: Vec<&str> = s.devices.iter().map(|d| d.device.as_str()).collect();
+        assert_eq!(devices, ["GPU:1", "CPU:0", "GPU:0"]);
+        assert_eq!(s.devices[1].kind, DeviceKind::Cpu);
+        assert_eq!(s.devices[1].capacity, 1.0);
+    }
+
     #[test]
     fn impossible_values_are_errors() {
         for (text, needle) in [

@@ -15,6 +15,7 @@
 //! one. Only rows marked [`Each::Adds`] bring members a page has not named before.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::monitor::cgroup::parse_cpu_list;
@@ -702,7 +703,7 @@ fn read_cgroup_info(s: &mut Snapshot, xs: &[Sample]) -> Result<()> {
 type Labels<'a> = Vec<(&'static str, Cow<'a, str>)>;
 
 /// A key label's value: a number (`cpu`, `gpu`) or a name (`device`).
-trait Key: Ord + Sized {
+trait Key: Ord + Clone + Sized {
     fn of(x: &Sample, label: &str) -> Result<Option<Self>>;
 }
 
@@ -866,25 +867,49 @@ impl Member for DeviceAvailability {
     }
 }
 
-/// The member of `members` with `key`: found, added (if `each` allows), or none.
-fn entry<M: Member>(members: &mut Vec<M>, key: M::Key, each: Each) -> Option<&mut M> {
-    let at = if M::SORTED {
-        members.binary_search_by(|m| m.key().cmp(&key))
-    } else {
-        members
-            .iter()
-            .position(|m| *m.key() == key)
-            .ok_or(members.len())
-    };
-    let i = match at {
-        Ok(i) => i,
-        Err(i) if each == Adds => {
-            members.insert(i, M::new(key));
-            i
+/// The members of a collection while one row is read, found by key in O(log n).
+struct Index<'a, M: Member> {
+    members: &'a mut Vec<M>,
+    at: BTreeMap<M::Key, usize>,
+    each: Each,
+    added: bool,
+}
+
+impl<'a, M: Member> Index<'a, M> {
+    fn new(members: &'a mut Vec<M>, each: Each) -> Self {
+        let at = (members.iter().enumerate())
+            .map(|(i, m)| (m.key().clone(), i))
+            .collect();
+        Index {
+            members,
+            at,
+            each,
+            added: false,
         }
-        Err(_) => return None,
-    };
-    Some(&mut members[i])
+    }
+
+    /// The member with `key`: found, added (if the row [`Each::Adds`]), or none.
+    fn get(&mut self, key: M::Key) -> Option<&mut M> {
+        let i = match self.at.get(&key) {
+            Some(&i) => i,
+            None if self.each == Adds => {
+                let i = self.members.len();
+                self.at.insert(key.clone(), i);
+                self.members.push(M::new(key));
+                self.added = true;
+                i
+            }
+            None => return None,
+        };
+        self.members.get_mut(i)
+    }
+
+    /// Puts members added by the row in their place: key order, or the order of arrival.
+    fn finish(self) {
+        if self.added && M::SORTED {
+            self.members.sort_by(|a, b| a.key().cmp(b.key()));
+        }
+    }
 }
 
 // ----- writing and reading ------------------------------------------------------------------
@@ -955,42 +980,48 @@ fn read_members<M: Member>(
     members: &mut Vec<M>,
     samples: &[Sample],
 ) -> Result<()> {
+    let mut index = Index::new(members, each);
     if let Stats(at) = field {
         // The statistics of one member come in several samples: gather them by key first.
         let mut groups: Vec<(M::Key, Vec<&Sample>)> = Vec::new();
+        let mut group_of: BTreeMap<M::Key, usize> = BTreeMap::new();
         for x in samples {
             let Some(key) = M::Key::of(x, M::KEY)? else {
                 continue;
             };
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, g)) => g.push(x),
-                None => groups.push((key, vec![x])),
+            match group_of.get(&key) {
+                Some(&g) => groups[g].1.push(x),
+                None => {
+                    group_of.insert(key.clone(), groups.len());
+                    groups.push((key, vec![x]));
+                }
             }
         }
         for (key, group) in groups {
             if let Some(v) = smoothed_of(group.into_iter()) {
-                if let Some(m) = entry(members, key, each) {
+                if let Some(m) = index.get(key) {
                     (at.set)(m, v);
                 }
             }
         }
-        return Ok(());
-    }
-    for x in samples {
-        let Some(key) = M::Key::of(x, M::KEY)? else {
-            continue;
-        };
-        if !field.applies(x) {
-            continue;
+    } else {
+        for x in samples {
+            let Some(key) = M::Key::of(x, M::KEY)? else {
+                continue;
+            };
+            if !field.applies(x) {
+                continue;
+            }
+            let Some(m) = index.get(key) else {
+                continue;
+            };
+            if each == Adds {
+                m.identify(x);
+            }
+            field.read_sample(m, x)?;
         }
-        let Some(m) = entry(members, key, each) else {
-            continue;
-        };
-        if each == Adds {
-            m.identify(x);
-        }
-        field.read_sample(m, x)?;
     }
+    index.finish();
     Ok(())
 }
 
