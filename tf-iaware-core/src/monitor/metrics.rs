@@ -1,92 +1,24 @@
 //! [`Snapshot`] ↔ Prometheus metrics. node_exporter and DCGM exporter names where they exist
-//! (units converted: bytes → MiB for `DCGM_FI_DEV_FB_*`, NVML mW → W), `tf_iaware_*` for ours.
-//! Smoothed gauges carry a `stat` label (`last`, `ewma`, `mean`, `min`, `max`).
+//! (units converted: bytes → MiB for `DCGM_FI_DEV_FB_*`, ms → s; the snapshot has NVML's mW as
+//! W already), `tf_iaware_*` for ours. Smoothed gauges carry a `stat` label (`last`, `ewma`,
+//! `mean`, `min`, `max`).
 //!
 //! [`to_exposition`] writes every field of a snapshot, so [`from_exposition`] of our own page
 //! gives the same snapshot back (except `source`, `age_ms`, `stale`). A page from a plain
 //! node_exporter or dcgm-exporter gives the raw counters and gauges those exporters carry;
 //! [`Snapshot`] fields they lack stay empty (the scraper derives rates from two scrapes).
+//!
+//! Both directions are driven by one table of series (the private `series` module): each
+//! family's name, type, help text, unit conversion, labels and snapshot field are declared there
+//! once.
 
-use std::collections::BTreeMap;
-
-use crate::error::{Error, Result};
-use crate::monitor::cgroup::parse_cpu_list;
-use crate::monitor::exposition::{Exposition, Family, MetricType, Sample};
-use crate::monitor::snapshot::{
-    CgroupSnapshot, CoreSnapshot, CpuModeSeconds, DeviceAvailability, DeviceKind, GpuSnapshot,
-    LoadAverage, NetworkInterface, Smoothed, Snapshot,
-};
+use crate::error::Result;
+use crate::monitor::exposition::{Exposition, Family};
+use crate::monitor::series::{Series, AGE, SERIES};
+use crate::monitor::snapshot::{CpuModeSeconds, Snapshot};
 
 /// Metric whose presence marks a page as written by tf-iaware.
 pub const INFO: &str = "tf_iaware_info";
-
-const MIB: f64 = 1024.0 * 1024.0;
-const STATS: [&str; 5] = ["last", "ewma", "mean", "min", "max"];
-const CPU_MODES: [&str; 8] = [
-    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
-];
-
-fn stats(s: &Smoothed) -> [f64; 5] {
-    [s.last, s.ewma, s.mean, s.min, s.max]
-}
-
-fn push_smoothed(f: &mut Family, labels: &[(&str, &str)], s: &Smoothed) {
-    for (stat, v) in STATS.iter().zip(stats(s)) {
-        let mut l = labels.to_vec();
-        l.push(("stat", stat));
-        f.push(&l, v);
-    }
-}
-
-fn mode_values(s: &CpuModeSeconds) -> [Option<f64>; 8] {
-    [
-        Some(s.user),
-        Some(s.nice),
-        Some(s.system),
-        Some(s.idle),
-        s.iowait,
-        s.irq,
-        s.softirq,
-        s.steal,
-    ]
-}
-
-/// Builds a page family by family, skipping families without samples.
-struct Page(Exposition);
-
-impl Page {
-    fn family(&mut self, name: &str, kind: MetricType, help: &str, fill: impl FnOnce(&mut Family)) {
-        let mut f = Family::new(name, kind, help);
-        fill(&mut f);
-        if !f.samples.is_empty() {
-            self.0.add(f);
-        }
-    }
-
-    fn gauge(&mut self, name: &str, help: &str, v: Option<f64>) {
-        self.family(name, MetricType::Gauge, help, |f| {
-            if let Some(v) = v {
-                f.push(&[], v)
-            }
-        });
-    }
-
-    fn counter(&mut self, name: &str, help: &str, v: Option<f64>) {
-        self.family(name, MetricType::Counter, help, |f| {
-            if let Some(v) = v {
-                f.push(&[], v)
-            }
-        });
-    }
-
-    fn smoothed(&mut self, name: &str, help: &str, v: Option<&Smoothed>) {
-        self.family(name, MetricType::Gauge, help, |f| {
-            if let Some(v) = v {
-                push_smoothed(f, &[], v)
-            }
-        });
-    }
-}
 
 /// Renders a snapshot as a page in the text format (see [`to_exposition`]).
 pub fn render(s: &Snapshot) -> String {
@@ -101,892 +33,55 @@ pub fn render_without_age(s: &Snapshot) -> String {
     to_exposition_without_age(s).render()
 }
 
-/// The `tf_iaware_reading_age_seconds` family for a reading `age_ms` old.
+/// The `tf_iaware_reading_age_seconds` family (s) for a reading `age_ms` (ms) old.
 pub fn render_age(age_ms: u64) -> String {
-    let mut f = Family::new(
-        "tf_iaware_reading_age_seconds",
-        MetricType::Gauge,
-        "Age of the reading when this page was served, s.",
-    );
-    f.push(&[], age_ms as f64 / 1000.0);
+    let mut s = Snapshot::empty("");
+    s.age_ms = age_ms;
     let mut page = Exposition::new();
-    page.add(f);
+    add(&mut page, &AGE, &s);
     page.render()
 }
 
 /// Every field of a snapshot as metric families (the reading's age last).
 pub fn to_exposition(s: &Snapshot) -> Exposition {
     let mut page = to_exposition_without_age(s);
-    let mut f = Family::new(
-        "tf_iaware_reading_age_seconds",
-        MetricType::Gauge,
-        "Age of the reading when this page was served, s.",
-    );
-    f.push(&[], s.age_ms as f64 / 1000.0);
-    page.add(f);
+    add(&mut page, &AGE, s);
     page
 }
 
-fn cpu_list(cpus: &[u32]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        out.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    out.join(",")
-}
-
 fn to_exposition_without_age(s: &Snapshot) -> Exposition {
-    let mut p = Page(Exposition::new());
-    let pid = s.pid.map(|p| p.to_string()).unwrap_or_default();
-    p.family(
-        INFO,
-        MetricType::Gauge,
-        "tf-iaware monitor: host and observed process (value 1).",
-        |f| {
-            f.push(
-                &[
-                    ("host", &s.host),
-                    ("pid", &pid),
-                    ("version", env!("CARGO_PKG_VERSION")),
-                ],
-                1.0,
-            )
-        },
-    );
-    p.gauge(
-        "tf_iaware_reading_timestamp_seconds",
-        "Unix time the reading was taken, s.",
-        Some(s.taken_unix_ms as f64 / 1000.0),
-    );
-    p.counter(
-        "tf_iaware_monitor_samples_total",
-        "Readings taken by the sampler.",
-        Some(s.samples as f64),
-    );
-    p.gauge(
-        "tf_iaware_monitor_interval_seconds",
-        "Time between the last two readings, s.",
-        s.interval_ms.map(|ms| ms as f64 / 1000.0),
-    );
-    p.gauge(
-        "tf_iaware_monitor_ewma_tau_seconds",
-        "Time constant of the EWMA statistics (stat=\"ewma\"), s.",
-        Some(s.ewma_tau_s),
-    );
-    p.gauge(
-        "tf_iaware_monitor_window_seconds",
-        "Span of the window statistics (stat=\"mean|min|max\"), s.",
-        Some(s.window_s),
-    );
-    p.family(
-        "tf_iaware_note_info",
-        MetricType::Gauge,
-        "Why a reading is missing (value 1).",
-        |f| {
-            for n in &s.notes {
-                f.push(&[("note", n)], 1.0);
-            }
-        },
-    );
-
-    // CPU.
-    let cpu = &s.cpu;
-    p.family(
-        "node_cpu_seconds_total",
-        MetricType::Counter,
-        "Seconds the CPUs spent in each mode.",
-        |f| {
-            for c in &cpu.cores {
-                let id = c.cpu.to_string();
-                for (mode, v) in CPU_MODES.iter().zip(mode_values(&c.seconds)) {
-                    if let Some(v) = v {
-                        f.push(&[("cpu", &id), ("mode", mode)], v);
-                    }
-                }
-            }
-        },
-    );
-    p.family(
-        "node_cpu_guest_seconds_total",
-        MetricType::Counter,
-        "Seconds the CPUs spent in guests (VMs) for each mode.",
-        |f| {
-            for c in &cpu.cores {
-                let id = c.cpu.to_string();
-                if let Some(v) = c.seconds.guest {
-                    f.push(&[("cpu", &id), ("mode", "user")], v);
-                }
-                if let Some(v) = c.seconds.guest_nice {
-                    f.push(&[("cpu", &id), ("mode", "nice")], v);
-                }
-            }
-        },
-    );
-    p.family(
-        "tf_iaware_cpu_seconds_total",
-        MetricType::Counter,
-        "Seconds all CPUs together spent in each mode (the cpu line of /proc/stat).",
-        |f| {
-            if let Some(sec) = &cpu.seconds {
-                for (mode, v) in CPU_MODES.iter().zip(mode_values(sec)) {
-                    if let Some(v) = v {
-                        f.push(&[("mode", mode)], v);
-                    }
-                }
-                if let Some(v) = sec.guest {
-                    f.push(&[("mode", "guest")], v);
-                }
-                if let Some(v) = sec.guest_nice {
-                    f.push(&[("mode", "guest_nice")], v);
-                }
-            }
-        },
-    );
-    p.gauge(
-        "tf_iaware_cpu_logical_cores",
-        "Online logical CPUs.",
-        Some(f64::from(cpu.logical_cores)),
-    );
-    p.smoothed(
-        "tf_iaware_cpu_utilisation_ratio",
-        "Busy share of all CPUs over the last interval, 0-1.",
-        cpu.utilisation.as_ref(),
-    );
-    p.family(
-        "tf_iaware_cpu_core_utilisation_ratio",
-        MetricType::Gauge,
-        "Busy share of one CPU over the last interval, 0-1.",
-        |f| {
-            for c in &cpu.cores {
-                if let Some(u) = &c.utilisation {
-                    push_smoothed(f, &[("cpu", &c.cpu.to_string())], u);
-                }
-            }
-        },
-    );
-    p.family(
-        "tf_iaware_cpu_allowed_cores",
-        MetricType::Gauge,
-        "CPUs the observed process may run on (affinity and cpuset), listed in `cpus`.",
-        |f| {
-            if let Some(a) = &cpu.allowed_cpus {
-                f.push(&[("cpus", &cpu_list(a))], a.len() as f64);
-            }
-        },
-    );
-    p.smoothed(
-        "tf_iaware_own_cpu_cores",
-        "CPU used by the observed process, cores.",
-        cpu.own_cores.as_ref(),
-    );
-    p.counter(
-        "tf_iaware_own_cpu_seconds_total",
-        "CPU time used by the observed process, s.",
-        cpu.own_seconds_total,
-    );
-    p.smoothed(
-        "tf_iaware_cotenant_cpu_cores",
-        "CPU used by everything but the observed process, cores.",
-        cpu.cotenant_cores.as_ref(),
-    );
-    p.gauge(
-        "tf_iaware_cpu_limit_cores",
-        "Most CPU the observed process could use (allowed CPUs, cgroup quotas), cores.",
-        Some(cpu.limit_cores),
-    );
-    p.smoothed(
-        "tf_iaware_cpu_available_cores",
-        "CPU the observed process could use now (limit less co-tenants' use), cores.",
-        cpu.available_cores.as_ref(),
-    );
-    if let Some(l) = &cpu.load {
-        p.gauge("node_load1", "1m load average.", Some(l.one));
-        p.gauge("node_load5", "5m load average.", Some(l.five));
-        p.gauge("node_load15", "15m load average.", Some(l.fifteen));
+    let mut page = Exposition::new();
+    for series in SERIES {
+        add(&mut page, series, s);
     }
+    page
+}
 
-    // Memory.
-    let m = &s.memory;
-    let bytes = |v: Option<u64>| v.map(|b| b as f64);
-    p.gauge(
-        "node_memory_MemTotal_bytes",
-        "Memory information field MemTotal_bytes.",
-        bytes(m.total_bytes),
-    );
-    p.gauge(
-        "node_memory_MemAvailable_bytes",
-        "Memory information field MemAvailable_bytes.",
-        bytes(m.available_bytes),
-    );
-    p.gauge(
-        "node_memory_MemFree_bytes",
-        "Memory information field MemFree_bytes.",
-        bytes(m.free_bytes),
-    );
-    p.gauge(
-        "tf_iaware_memory_available_bytes",
-        "Memory the observed process could still allocate (host and cgroup), bytes.",
-        bytes(m.available_to_us_bytes),
-    );
-
-    // Cgroup.
-    p.family(
-        "tf_iaware_cgroup_unavailable_info",
-        MetricType::Gauge,
-        "Why the cgroup could not be read (value 1).",
-        |f| {
-            if let Some(r) = &s.cgroup_unavailable {
-                f.push(&[("reason", r)], 1.0);
-            }
-        },
-    );
-    if let Some(cg) = &s.cgroup {
-        p.family(
-            "tf_iaware_cgroup_info",
-            MetricType::Gauge,
-            "cgroup of the observed process: version and path (value 1).",
-            |f| {
-                f.push(
-                    &[("version", &cg.version.to_string()), ("path", &cg.path)],
-                    1.0,
-                )
-            },
-        );
-        p.gauge(
-            "tf_iaware_cgroup_cpu_quota_cores",
-            "Tightest CFS quota over the cgroup and its ancestors, cores.",
-            cg.cpu_quota_cores,
-        );
-        p.gauge(
-            "tf_iaware_cgroup_cpu_allotment_cores",
-            "CPU the enclosing cgroups grant: tightest quota over the ancestors (else the cgroup's own), cores.",
-            cg.cpu_allotment_cores,
-        );
-        p.counter(
-            "tf_iaware_cgroup_cpu_usage_seconds_total",
-            "CPU time used by the whole cgroup, s.",
-            cg.cpu_usage_seconds_total,
-        );
-        p.smoothed(
-            "tf_iaware_cgroup_cpu_usage_cores",
-            "CPU used by the whole cgroup, cores.",
-            cg.cpu_usage_cores.as_ref(),
-        );
-        let count = |v: Option<u64>| v.map(|c| c as f64);
-        p.counter(
-            "tf_iaware_cgroup_periods_total",
-            "CFS enforcement periods elapsed.",
-            count(cg.periods_total),
-        );
-        p.counter(
-            "tf_iaware_cgroup_throttled_periods_total",
-            "CFS periods in which the cgroup was throttled.",
-            count(cg.throttled_periods_total),
-        );
-        p.counter(
-            "tf_iaware_cgroup_throttled_seconds_total",
-            "Time the cgroup's tasks were throttled, s.",
-            cg.throttled_seconds_total,
-        );
-        p.gauge(
-            "tf_iaware_cgroup_memory_limit_bytes",
-            "Tightest memory limit over the cgroup and its ancestors, bytes.",
-            bytes(cg.memory_limit_bytes),
-        );
-        p.gauge(
-            "tf_iaware_cgroup_memory_usage_bytes",
-            "Memory charged to the cgroup, bytes.",
-            bytes(cg.memory_usage_bytes),
-        );
-        p.gauge(
-            "tf_iaware_cgroup_memory_working_set_bytes",
-            "Cgroup memory usage less inactive file cache, bytes.",
-            bytes(cg.memory_working_set_bytes),
-        );
+/// Adds the family of `series` for `s` to `page`, unless it has no samples.
+fn add(page: &mut Exposition, series: &Series, s: &Snapshot) {
+    let mut f = Family::new(series.name, series.kind, series.help);
+    series.write(s, &mut f);
+    if !f.samples.is_empty() {
+        page.add(f);
     }
-
-    // Network.
-    let net = &s.network;
-    let per_iface = |p: &mut Page,
-                     name: &str,
-                     kind,
-                     help: &str,
-                     get: &dyn Fn(&NetworkInterface) -> Option<f64>| {
-        p.family(name, kind, help, |f| {
-            for n in net {
-                if let Some(v) = get(n) {
-                    f.push(&[("device", &n.name)], v);
-                }
-            }
-        })
-    };
-    per_iface(
-        &mut p,
-        "node_network_receive_bytes_total",
-        MetricType::Counter,
-        "Network device statistic receive_bytes.",
-        &|n| Some(n.rx_bytes_total as f64),
-    );
-    per_iface(
-        &mut p,
-        "node_network_transmit_bytes_total",
-        MetricType::Counter,
-        "Network device statistic transmit_bytes.",
-        &|n| Some(n.tx_bytes_total as f64),
-    );
-    per_iface(
-        &mut p,
-        "tf_iaware_network_receive_bytes_per_second",
-        MetricType::Gauge,
-        "Receive rate over the last interval, bytes/s.",
-        &|n| n.rx_bytes_per_sec,
-    );
-    per_iface(
-        &mut p,
-        "tf_iaware_network_transmit_bytes_per_second",
-        MetricType::Gauge,
-        "Transmit rate over the last interval, bytes/s.",
-        &|n| n.tx_bytes_per_sec,
-    );
-
-    // GPUs.
-    p.family(
-        "tf_iaware_gpu_unavailable_info",
-        MetricType::Gauge,
-        "Why there are no GPU metrics (value 1).",
-        |f| {
-            if let Some(r) = &s.gpus_unavailable {
-                f.push(&[("reason", r)], 1.0);
-            }
-        },
-    );
-    let gpu_labels: Vec<[(String, String); 6]> = s
-        .gpus
-        .iter()
-        .map(|g| {
-            [
-                ("gpu".to_string(), g.index.to_string()),
-                ("UUID".to_string(), g.uuid.clone()),
-                (
-                    "pci_bus_id".to_string(),
-                    g.pci_bus_id.clone().unwrap_or_default(),
-                ),
-                (
-                    "device".to_string(),
-                    g.minor_number
-                        .map(|m| format!("nvidia{m}"))
-                        .unwrap_or_default(),
-                ),
-                ("modelName".to_string(), g.name.clone()),
-                ("Hostname".to_string(), s.host.clone()),
-            ]
-        })
-        .collect();
-    let per_gpu =
-        |p: &mut Page, name: &str, help: &str, get: &dyn Fn(&GpuSnapshot) -> Option<f64>| {
-            p.family(name, MetricType::Gauge, help, |f| {
-                for (g, labels) in s.gpus.iter().zip(&gpu_labels) {
-                    if let Some(v) = get(g) {
-                        let l: Vec<(&str, &str)> = labels
-                            .iter()
-                            .map(|(k, v)| (k.as_str(), v.as_str()))
-                            .collect();
-                        f.push(&l, v);
-                    }
-                }
-            })
-        };
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_GPU_UTIL",
-        "GPU utilization (in %).",
-        &|g| g.utilisation_percent.map(|u| u.last),
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        "Memory utilization (in %).",
-        &|g| g.memory_utilisation_percent,
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_FB_TOTAL",
-        "Framebuffer memory total (in MiB).",
-        &|g| g.memory_total_bytes.map(|b| b as f64 / MIB),
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_FB_USED",
-        "Framebuffer memory used (in MiB).",
-        &|g| g.memory_used_bytes.map(|b| b as f64 / MIB),
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_FB_FREE",
-        "Framebuffer memory free (in MiB).",
-        &|g| g.memory_free_bytes.map(|b| b as f64 / MIB),
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_SM_CLOCK",
-        "SM clock frequency (in MHz).",
-        &|g| g.sm_clock_mhz,
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_MAX_SM_CLOCK",
-        "Maximum SM clock frequency (in MHz).",
-        &|g| g.sm_clock_max_mhz,
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_POWER_USAGE",
-        "Power draw (in W).",
-        &|g| g.power_watts,
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-        "Power management limit (in W).",
-        &|g| g.power_limit_watts,
-    );
-    per_gpu(
-        &mut p,
-        "DCGM_FI_DEV_GPU_TEMP",
-        "GPU temperature (in C).",
-        &|g| g.temperature_celsius,
-    );
-    let gpu_id = |g: &GpuSnapshot| {
-        [
-            ("gpu".to_string(), g.index.to_string()),
-            ("UUID".to_string(), g.uuid.clone()),
-        ]
-    };
-    p.family(
-        "tf_iaware_gpu_utilisation_percent",
-        MetricType::Gauge,
-        "GPU utilisation (smoothed), percent.",
-        |f| {
-            for g in &s.gpus {
-                if let Some(u) = &g.utilisation_percent {
-                    let id = gpu_id(g);
-                    push_smoothed(f, &[("gpu", &id[0].1), ("UUID", &id[1].1)], u);
-                }
-            }
-        },
-    );
-    let per_gpu_ours =
-        |p: &mut Page, name: &str, help: &str, get: &dyn Fn(&GpuSnapshot) -> Option<f64>| {
-            p.family(name, MetricType::Gauge, help, |f| {
-                for g in &s.gpus {
-                    if let Some(v) = get(g) {
-                        let id = gpu_id(g);
-                        f.push(&[("gpu", &id[0].1), ("UUID", &id[1].1)], v);
-                    }
-                }
-            })
-        };
-    per_gpu_ours(
-        &mut p,
-        "tf_iaware_gpu_own_utilisation_percent",
-        "SM utilisation of the observed process, percent.",
-        &|g| g.own_utilisation_percent,
-    );
-    per_gpu_ours(
-        &mut p,
-        "tf_iaware_gpu_pcie_transmit_bytes_per_second",
-        "PCIe transmit throughput, bytes/s.",
-        &|g| g.pcie_tx_bytes_per_sec,
-    );
-    per_gpu_ours(
-        &mut p,
-        "tf_iaware_gpu_pcie_receive_bytes_per_second",
-        "PCIe receive throughput, bytes/s.",
-        &|g| g.pcie_rx_bytes_per_sec,
-    );
-    per_gpu_ours(
-        &mut p,
-        "tf_iaware_gpu_compute_processes",
-        "Processes with a compute context on the GPU.",
-        &|g| g.compute_processes.map(f64::from),
-    );
-    p.family(
-        "tf_iaware_gpu_unsupported_info",
-        MetricType::Gauge,
-        "A GPU reading the device or driver does not provide (value 1).",
-        |f| {
-            for g in &s.gpus {
-                for u in &g.unsupported {
-                    f.push(&[("gpu", &g.index.to_string()), ("what", u)], 1.0);
-                }
-            }
-        },
-    );
-
-    // Devices.
-    p.family(
-        "tf_iaware_device_available_share",
-        MetricType::Gauge,
-        "Effective compute share of the device available to us, 0-1 of its hardware capacity.",
-        |f| {
-            for d in &s.devices {
-                push_smoothed(f, &[("device", &d.device)], &d.compute_share);
-            }
-        },
-    );
-    p.family(
-        "tf_iaware_device_capacity",
-        MetricType::Gauge,
-        "Hardware capacity the share refers to: logical cores for CPU, 1 for a GPU.",
-        |f| {
-            for d in &s.devices {
-                f.push(&[("device", &d.device)], d.capacity);
-            }
-        },
-    );
-    p.family(
-        "tf_iaware_device_free_memory_bytes",
-        MetricType::Gauge,
-        "Memory we could still allocate on the device, bytes.",
-        |f| {
-            for d in &s.devices {
-                if let Some(b) = d.free_memory_bytes {
-                    f.push(&[("device", &d.device)], b as f64);
-                }
-            }
-        },
-    );
-    p.0
-}
-
-// ----- reading ------------------------------------------------------------------------------
-
-fn bad(s: &Sample, reason: String) -> Error {
-    Error::Exposition {
-        line: s.line,
-        reason: format!("`{}`: {reason}", s.name),
-    }
-}
-
-/// A non-negative whole number (counts, bytes) from a sample value × `scale`.
-fn count(s: &Sample, scale: f64) -> Result<u64> {
-    let v = s.value * scale;
-    if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 {
-        return Err(bad(s, format!("{} is not a count", s.value)));
-    }
-    Ok(v.round() as u64)
-}
-
-fn label_u32(s: &Sample, label: &str) -> Result<Option<u32>> {
-    match s.label(label) {
-        None => Ok(None),
-        Some(v) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| bad(s, format!("label {label}=\"{v}\" is not a number"))),
-    }
-}
-
-/// A smoothed gauge from samples with a `stat` label (or one unlabelled reading).
-fn smoothed_of<'a>(samples: impl Iterator<Item = &'a Sample>) -> Option<Smoothed> {
-    let mut vals: [Option<f64>; 5] = [None; 5];
-    for s in samples {
-        let i = match s.label("stat") {
-            None => 0,
-            Some(stat) => match STATS.iter().position(|x| *x == stat) {
-                Some(i) => i,
-                None => continue,
-            },
-        };
-        vals[i] = Some(s.value);
-    }
-    let last = vals[0]?;
-    Some(Smoothed {
-        last,
-        ewma: vals[1].unwrap_or(last),
-        mean: vals[2].unwrap_or(last),
-        min: vals[3].unwrap_or(last),
-        max: vals[4].unwrap_or(last),
-    })
-}
-
-fn first(page: &Exposition, name: &str) -> Option<f64> {
-    page.samples(name).first().map(|s| s.value)
-}
-
-fn first_count(page: &Exposition, name: &str, scale: f64) -> Result<Option<u64>> {
-    page.samples(name)
-        .first()
-        .map(|s| count(s, scale))
-        .transpose()
-}
-
-fn ms(page: &Exposition, name: &str) -> Result<Option<u64>> {
-    first_count(page, name, 1000.0)
 }
 
 /// A snapshot from a page: ours (every field), or a node_exporter / dcgm-exporter page (what
 /// they carry). `source` names the page.
 ///
 /// # Errors
-/// [`Error::Exposition`] for a known series whose value or label cannot be what it claims
-/// (a negative byte count, a `cpu` label that is not a number, a malformed CPU list).
+/// [`Error::Exposition`](crate::error::Error::Exposition) for a known series whose value or
+/// label cannot be what it claims (a negative byte count, a `cpu` label that is not a number, a
+/// malformed CPU list); the reason names the series and the error the line.
 pub fn from_exposition(page: &Exposition, source: &str) -> Result<Snapshot> {
     let mut s = Snapshot::empty(source);
-    if let Some(info) = page.samples(INFO).first() {
-        s.host = info.label("host").unwrap_or_default().to_string();
-        s.pid = label_u32(info, "pid").or_else(|e| match info.label("pid") {
-            Some("") => Ok(None),
-            _ => Err(e),
-        })?;
-    } else if let Some(uname) = page.samples("node_uname_info").first() {
-        s.host = uname.label("nodename").unwrap_or_default().to_string();
-    }
-    s.taken_unix_ms = ms(page, "tf_iaware_reading_timestamp_seconds")?.unwrap_or(0);
-    s.age_ms = ms(page, "tf_iaware_reading_age_seconds")?.unwrap_or(0);
-    s.samples = first_count(page, "tf_iaware_monitor_samples_total", 1.0)?.unwrap_or(0);
-    s.interval_ms = ms(page, "tf_iaware_monitor_interval_seconds")?;
-    s.ewma_tau_s = first(page, "tf_iaware_monitor_ewma_tau_seconds").unwrap_or(0.0);
-    s.window_s = first(page, "tf_iaware_monitor_window_seconds").unwrap_or(0.0);
-    s.notes = page
-        .samples("tf_iaware_note_info")
-        .iter()
-        .filter_map(|x| x.label("note").map(str::to_string))
-        .collect();
-
-    // CPU.
-    let mut cores: BTreeMap<u32, CoreSnapshot> = BTreeMap::new();
-    for x in page.samples("node_cpu_seconds_total") {
-        let (Some(cpu), Some(mode)) = (label_u32(x, "cpu")?, x.label("mode")) else {
-            continue;
-        };
-        let c = cores.entry(cpu).or_insert_with(|| CoreSnapshot {
-            cpu,
-            utilisation: None,
-            seconds: CpuModeSeconds::default(),
-        });
-        set_mode(&mut c.seconds, mode, x.value);
-    }
-    for x in page.samples("node_cpu_guest_seconds_total") {
-        let (Some(cpu), Some(mode)) = (label_u32(x, "cpu")?, x.label("mode")) else {
-            continue;
-        };
-        if let Some(c) = cores.get_mut(&cpu) {
-            match mode {
-                "user" => c.seconds.guest = Some(x.value),
-                "nice" => c.seconds.guest_nice = Some(x.value),
-                _ => {}
-            }
-        }
-    }
-    let mut per_core_util: BTreeMap<u32, Vec<&Sample>> = BTreeMap::new();
-    for x in page.samples("tf_iaware_cpu_core_utilisation_ratio") {
-        if let Some(cpu) = label_u32(x, "cpu")? {
-            per_core_util.entry(cpu).or_default().push(x);
-        }
-    }
-    for (cpu, samples) in per_core_util {
-        if let Some(c) = cores.get_mut(&cpu) {
-            c.utilisation = smoothed_of(samples.into_iter());
-        }
-    }
-    let total = page.samples("tf_iaware_cpu_seconds_total");
-    s.cpu.seconds = if total.is_empty() {
-        (!cores.is_empty()).then(|| sum_modes(cores.values().map(|c| &c.seconds)))
-    } else {
-        let mut sec = CpuModeSeconds::default();
-        for x in total {
-            match x.label("mode") {
-                Some("guest") => sec.guest = Some(x.value),
-                Some("guest_nice") => sec.guest_nice = Some(x.value),
-                Some(mode) => set_mode(&mut sec, mode, x.value),
-                None => {}
-            }
-        }
-        Some(sec)
-    };
-    s.cpu.cores = cores.into_values().collect();
-    s.cpu.logical_cores = match page.samples("tf_iaware_cpu_logical_cores").first() {
-        Some(x) => u32::try_from(count(x, 1.0)?)
-            .map_err(|_| bad(x, format!("{} is not a core count", x.value)))?,
-        None => s.cpu.cores.len() as u32,
-    };
-    s.cpu.utilisation = smoothed_of(page.samples("tf_iaware_cpu_utilisation_ratio").iter());
-    if let Some(x) = page.samples("tf_iaware_cpu_allowed_cores").first() {
-        let list = x.label("cpus").unwrap_or_default();
-        s.cpu.allowed_cpus = Some(
-            parse_cpu_list(list, std::path::Path::new(&x.name))
-                .map_err(|e| bad(x, e.to_string()))?,
-        );
-    }
-    s.cpu.own_cores = smoothed_of(page.samples("tf_iaware_own_cpu_cores").iter());
-    s.cpu.own_seconds_total = first(page, "tf_iaware_own_cpu_seconds_total");
-    s.cpu.cotenant_cores = smoothed_of(page.samples("tf_iaware_cotenant_cpu_cores").iter());
-    s.cpu.limit_cores =
-        first(page, "tf_iaware_cpu_limit_cores").unwrap_or(f64::from(s.cpu.logical_cores));
-    s.cpu.available_cores = smoothed_of(page.samples("tf_iaware_cpu_available_cores").iter());
-    if let (Some(one), Some(five), Some(fifteen)) = (
-        first(page, "node_load1"),
-        first(page, "node_load5"),
-        first(page, "node_load15"),
-    ) {
-        s.cpu.load = Some(LoadAverage { one, five, fifteen });
-    }
-
-    // Memory.
-    s.memory.total_bytes = first_count(page, "node_memory_MemTotal_bytes", 1.0)?;
-    s.memory.available_bytes = first_count(page, "node_memory_MemAvailable_bytes", 1.0)?;
-    s.memory.free_bytes = first_count(page, "node_memory_MemFree_bytes", 1.0)?;
-    s.memory.available_to_us_bytes = first_count(page, "tf_iaware_memory_available_bytes", 1.0)?;
-
-    // Cgroup.
-    s.cgroup_unavailable = page
-        .samples("tf_iaware_cgroup_unavailable_info")
-        .first()
-        .and_then(|x| x.label("reason").map(str::to_string));
-    if let Some(info) = page.samples("tf_iaware_cgroup_info").first() {
-        let version = label_u32(info, "version")?.unwrap_or(0);
-        s.cgroup = Some(CgroupSnapshot {
-            version: u8::try_from(version)
-                .map_err(|_| bad(info, format!("cgroup version {version}")))?,
-            path: info.label("path").unwrap_or_default().to_string(),
-            cpu_quota_cores: first(page, "tf_iaware_cgroup_cpu_quota_cores"),
-            cpu_allotment_cores: first(page, "tf_iaware_cgroup_cpu_allotment_cores"),
-            cpu_usage_seconds_total: first(page, "tf_iaware_cgroup_cpu_usage_seconds_total"),
-            cpu_usage_cores: smoothed_of(page.samples("tf_iaware_cgroup_cpu_usage_cores").iter()),
-            periods_total: first_count(page, "tf_iaware_cgroup_periods_total", 1.0)?,
-            throttled_periods_total: first_count(
-                page,
-                "tf_iaware_cgroup_throttled_periods_total",
-                1.0,
-            )?,
-            throttled_seconds_total: first(page, "tf_iaware_cgroup_throttled_seconds_total"),
-            memory_limit_bytes: first_count(page, "tf_iaware_cgroup_memory_limit_bytes", 1.0)?,
-            memory_usage_bytes: first_count(page, "tf_iaware_cgroup_memory_usage_bytes", 1.0)?,
-            memory_working_set_bytes: first_count(
-                page,
-                "tf_iaware_cgroup_memory_working_set_bytes",
-                1.0,
-            )?,
-        });
-    }
-
-    // Network.
-    let mut net: BTreeMap<String, NetworkInterface> = BTreeMap::new();
-    for (metric, rx) in [
-        ("node_network_receive_bytes_total", true),
-        ("node_network_transmit_bytes_total", false),
-    ] {
-        for x in page.samples(metric) {
-            let Some(dev) = x.label("device") else {
-                continue;
-            };
-            let v = count(x, 1.0)?;
-            let n = net
-                .entry(dev.to_string())
-                .or_insert_with(|| NetworkInterface {
-                    name: dev.to_string(),
-                    rx_bytes_total: 0,
-                    tx_bytes_total: 0,
-                    rx_bytes_per_sec: None,
-                    tx_bytes_per_sec: None,
-                });
-            if rx {
-                n.rx_bytes_total = v;
-            } else {
-                n.tx_bytes_total = v;
-            }
-        }
-    }
-    for (metric, rx) in [
-        ("tf_iaware_network_receive_bytes_per_second", true),
-        ("tf_iaware_network_transmit_bytes_per_second", false),
-    ] {
-        for x in page.samples(metric) {
-            let Some(n) = x.label("device").and_then(|d| net.get_mut(d)) else {
-                continue;
-            };
-            if rx {
-                n.rx_bytes_per_sec = Some(x.value);
-            } else {
-                n.tx_bytes_per_sec = Some(x.value);
-            }
-        }
-    }
-    s.network = net.into_values().collect();
-
-    // GPUs.
-    s.gpus_unavailable = page
-        .samples("tf_iaware_gpu_unavailable_info")
-        .first()
-        .and_then(|x| x.label("reason").map(str::to_string));
-    s.gpus = read_gpus(page)?;
-
-    // Devices.
-    let mut order: Vec<String> = Vec::new();
-    let mut shares: BTreeMap<String, Vec<&Sample>> = BTreeMap::new();
-    for x in page.samples("tf_iaware_device_available_share") {
-        let Some(d) = x.label("device") else { continue };
-        if !shares.contains_key(d) {
-            order.push(d.to_string());
-        }
-        shares.entry(d.to_string()).or_default().push(x);
-    }
-    for d in order {
-        let Some(share) = shares.remove(&d).and_then(|v| smoothed_of(v.into_iter())) else {
-            continue;
-        };
-        let of = |name: &str| {
-            page.samples(name)
-                .iter()
-                .find(|x| x.label("device") == Some(&d))
-        };
-        let kind = if d.starts_with("GPU") {
-            DeviceKind::Gpu
-        } else {
-            DeviceKind::Cpu
-        };
-        s.devices.push(DeviceAvailability {
-            capacity: of("tf_iaware_device_capacity").map_or(1.0, |x| x.value),
-            free_memory_bytes: of("tf_iaware_device_free_memory_bytes")
-                .map(|x| count(x, 1.0))
-                .transpose()?,
-            device: d,
-            kind,
-            compute_share: share,
-            age_ms: s.age_ms,
-        });
+    for series in SERIES.iter().chain([&AGE]) {
+        series.read(page, &mut s)?;
     }
     Ok(s)
 }
 
-fn set_mode(sec: &mut CpuModeSeconds, mode: &str, v: f64) {
-    match mode {
-        "user" => sec.user = v,
-        "nice" => sec.nice = v,
-        "system" => sec.system = v,
-        "idle" => sec.idle = v,
-        "iowait" => sec.iowait = Some(v),
-        "irq" => sec.irq = Some(v),
-        "softirq" => sec.softirq = Some(v),
-        "steal" => sec.steal = Some(v),
-        _ => {}
-    }
-}
-
-/// Sum of per-CPU mode counters (for pages without an all-CPU line).
+/// Sum of per-CPU mode counters, s (for pages without an all-CPU line).
 pub fn sum_modes<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSeconds {
     let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) => Some(a + b),
@@ -1007,103 +102,13 @@ pub fn sum_modes<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSec
     })
 }
 
-fn read_gpus(page: &Exposition) -> Result<Vec<GpuSnapshot>> {
-    let mut gpus: BTreeMap<u32, GpuSnapshot> = BTreeMap::new();
-    let dcgm: [&str; 10] = [
-        "DCGM_FI_DEV_GPU_UTIL",
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        "DCGM_FI_DEV_FB_TOTAL",
-        "DCGM_FI_DEV_FB_USED",
-        "DCGM_FI_DEV_FB_FREE",
-        "DCGM_FI_DEV_SM_CLOCK",
-        "DCGM_FI_DEV_MAX_SM_CLOCK",
-        "DCGM_FI_DEV_POWER_USAGE",
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-        "DCGM_FI_DEV_GPU_TEMP",
-    ];
-    for name in dcgm {
-        for x in page.samples(name) {
-            let Some(index) = label_u32(x, "gpu")? else {
-                continue;
-            };
-            let g = gpus.entry(index).or_insert_with(|| GpuSnapshot {
-                index,
-                ..Default::default()
-            });
-            if g.uuid.is_empty() {
-                g.uuid = x.label("UUID").unwrap_or_default().to_string();
-                g.name = x.label("modelName").unwrap_or_default().to_string();
-                g.pci_bus_id = x
-                    .label("pci_bus_id")
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_string);
-                g.minor_number = x
-                    .label("device")
-                    .and_then(|d| d.strip_prefix("nvidia"))
-                    .and_then(|m| m.parse().ok());
-            }
-            match name {
-                "DCGM_FI_DEV_GPU_UTIL" => g.utilisation_percent = Some(Smoothed::constant(x.value)),
-                "DCGM_FI_DEV_MEM_COPY_UTIL" => g.memory_utilisation_percent = Some(x.value),
-                "DCGM_FI_DEV_FB_TOTAL" => g.memory_total_bytes = Some(count(x, MIB)?),
-                "DCGM_FI_DEV_FB_USED" => g.memory_used_bytes = Some(count(x, MIB)?),
-                "DCGM_FI_DEV_FB_FREE" => g.memory_free_bytes = Some(count(x, MIB)?),
-                "DCGM_FI_DEV_SM_CLOCK" => g.sm_clock_mhz = Some(x.value),
-                "DCGM_FI_DEV_MAX_SM_CLOCK" => g.sm_clock_max_mhz = Some(x.value),
-                "DCGM_FI_DEV_POWER_USAGE" => g.power_watts = Some(x.value),
-                "DCGM_FI_DEV_POWER_MGMT_LIMIT" => g.power_limit_watts = Some(x.value),
-                _ => g.temperature_celsius = Some(x.value),
-            }
-        }
-    }
-    let mut util: BTreeMap<u32, Vec<&Sample>> = BTreeMap::new();
-    for x in page.samples("tf_iaware_gpu_utilisation_percent") {
-        if let Some(i) = label_u32(x, "gpu")? {
-            util.entry(i).or_default().push(x);
-        }
-    }
-    for (i, samples) in util {
-        if let Some(g) = gpus.get_mut(&i) {
-            g.utilisation_percent = smoothed_of(samples.into_iter()).or(g.utilisation_percent);
-        }
-    }
-    for x in page.samples("tf_iaware_gpu_own_utilisation_percent") {
-        if let Some(g) = label_u32(x, "gpu")?.and_then(|i| gpus.get_mut(&i)) {
-            g.own_utilisation_percent = Some(x.value);
-        }
-    }
-    for x in page.samples("tf_iaware_gpu_pcie_transmit_bytes_per_second") {
-        if let Some(g) = label_u32(x, "gpu")?.and_then(|i| gpus.get_mut(&i)) {
-            g.pcie_tx_bytes_per_sec = Some(x.value);
-        }
-    }
-    for x in page.samples("tf_iaware_gpu_pcie_receive_bytes_per_second") {
-        if let Some(g) = label_u32(x, "gpu")?.and_then(|i| gpus.get_mut(&i)) {
-            g.pcie_rx_bytes_per_sec = Some(x.value);
-        }
-    }
-    for x in page.samples("tf_iaware_gpu_compute_processes") {
-        if let Some(g) = label_u32(x, "gpu")?.and_then(|i| gpus.get_mut(&i)) {
-            let n = count(x, 1.0)?;
-            g.compute_processes =
-                Some(u32::try_from(n).map_err(|_| bad(x, format!("{n} processes")))?);
-        }
-    }
-    for x in page.samples("tf_iaware_gpu_unsupported_info") {
-        if let (Some(g), Some(what)) = (
-            label_u32(x, "gpu")?.and_then(|i| gpus.get_mut(&i)),
-            x.label("what"),
-        ) {
-            g.unsupported.push(what.to_string());
-        }
-    }
-    Ok(gpus.into_values().collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::snapshot::MemorySnapshot;
+    use crate::monitor::snapshot::{
+        CgroupSnapshot, CoreSnapshot, DeviceAvailability, DeviceKind, GpuSnapshot, LoadAverage,
+        MemorySnapshot, NetworkInterface, Smoothed,
+    };
 
     fn sm(x: f64) -> Smoothed {
         Smoothed {
@@ -1251,6 +256,153 @@ mod tests {
         }
     }
 
+    /// [`full_snapshot`] with about half of its optional readings missing, to take the branches
+    /// that neither a full nor an empty snapshot takes.
+    fn patchy_snapshot() -> Snapshot {
+        let mut s = full_snapshot();
+        s.pid = None;
+        s.interval_ms = None;
+        s.cpu.cores[0].utilisation = None;
+        let c1 = &mut s.cpu.cores[1].seconds;
+        (c1.iowait, c1.steal, c1.guest) = (None, None, None);
+        if let Some(total) = &mut s.cpu.seconds {
+            (total.irq, total.guest_nice) = (None, None);
+        }
+        s.cpu.allowed_cpus = Some(vec![0, 1, 2, 5, 7, 8, 9]);
+        s.cpu.own_cores = None;
+        s.cpu.own_seconds_total = None;
+        s.cpu.load = None;
+        s.memory.free_bytes = None;
+        s.cgroup = Some(CgroupSnapshot {
+            version: 2,
+            path: "/".into(),
+            cpu_allotment_cores: Some(0.5),
+            throttled_seconds_total: Some(0.0),
+            memory_working_set_bytes: Some(4096),
+            ..Default::default()
+        });
+        s.cgroup_unavailable = Some("memory controller: not mounted".into());
+        s.network[0].tx_bytes_per_sec = None;
+        s.gpus.push(GpuSnapshot {
+            index: 2,
+            uuid: "GPU-2".into(),
+            name: "Tesla T4".into(),
+            memory_free_bytes: Some(3 * 1024 * 1024),
+            temperature_celsius: Some(-1.5),
+            unsupported: vec!["pcie: Not Supported".into(), "clocks: Unknown".into()],
+            ..Default::default()
+        });
+        s.devices[1].free_memory_bytes = None;
+        s.notes.push("/proc/loadavg: gone".into());
+        s
+    }
+
+    /// No readings, and why: no cgroup, no GPUs.
+    fn sparse_snapshot() -> Snapshot {
+        let mut s = Snapshot::empty("local");
+        s.host = "h".into();
+        s.cgroup_unavailable = Some("no cgroup: /proc/self/cgroup: gone".into());
+        s.gpus_unavailable = Some("GPU metrics unavailable: libnvidia-ml.so.1 missing".into());
+        s
+    }
+
+    /// Pages the writer must keep producing byte for byte (the version label is a placeholder).
+    /// After a deliberate change to the page, `TF_IAWARE_BLESS=1 cargo test -p tf-iaware --lib
+    /// monitor::metrics` rewrites the fixtures; review their diff.
+    #[test]
+    fn pages_match_their_fixtures() {
+        let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+        let mut full = full_snapshot();
+        full.set_age_ms(1500);
+        for (s, name, expected) in [
+            (
+                full,
+                "full_snapshot.prom",
+                include_str!("../../tests/fixtures/monitor/full_snapshot.prom"),
+            ),
+            (
+                patchy_snapshot(),
+                "patchy_snapshot.prom",
+                include_str!("../../tests/fixtures/monitor/patchy_snapshot.prom"),
+            ),
+            (
+                sparse_snapshot(),
+                "sparse_snapshot.prom",
+                include_str!("../../tests/fixtures/monitor/sparse_snapshot.prom"),
+            ),
+        ] {
+            let page = render(&s).replace(&version, "version=\"@VERSION@\"");
+            if std::env::var_os("TF_IAWARE_BLESS").is_some() {
+                let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/monitor")
+                    .join(name);
+                std::fs::write(&path, &page).unwrap();
+                continue;
+            }
+            if page != expected {
+                let line = page
+                    .lines()
+                    .zip(expected.lines())
+                    .position(|(a, b)| a != b)
+                    .map_or(page.lines().count().min(expected.lines().count()), |i| i);
+                panic!(
+                    "{name}: the page differs from line {}:\n  got:      {:?}\n  expected: {:?}",
+                    line + 1,
+                    page.lines().nth(line),
+                    expected.lines().nth(line),
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip_of_a_patchy_snapshot() {
+        let s = patchy_snapshot();
+        let text = render(&s);
+        let back = from_exposition(&Exposition::parse(&text).unwrap(), "local").unwrap();
+        assert_eq!(back, s, "\n{text}");
+    }
+
+    /// The table and the fixtures cover each other: every series but one is on a fixture page,
+    /// and that one (read, never written) is on the node_exporter page.
+    #[test]
+    fn the_table_and_the_fixture_pages_cover_each_other() {
+        let mut page = to_exposition(&full_snapshot());
+        for s in [patchy_snapshot(), sparse_snapshot()] {
+            for f in to_exposition(&s).families() {
+                if page.family(&f.name).is_none() {
+                    page.add(f.clone());
+                }
+            }
+        }
+        let mut names: Vec<&str> = SERIES.iter().chain([&AGE]).map(|r| r.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            SERIES.len() + 1,
+            "a name is in the table twice"
+        );
+        let unwritten: Vec<&str> = SERIES
+            .iter()
+            .map(|r| r.name)
+            .filter(|name| page.family(name).is_none())
+            .collect();
+        assert_eq!(unwritten.len(), 1, "{unwritten:?}");
+        let node = Exposition::parse(include_str!(
+            "../../tests/fixtures/monitor/node_exporter.prom"
+        ))
+        .unwrap();
+        assert!(node.family(unwritten[0]).is_some(), "{unwritten:?}");
+        for f in page.families() {
+            assert!(
+                names.contains(&f.name.as_str()),
+                "{} is not in the table",
+                f.name
+            );
+        }
+    }
+
     #[test]
     fn round_trip_is_exact() {
         let s = full_snapshot();
@@ -1339,6 +491,48 @@ mod tests {
         assert_eq!(g.power_watts, Some(312.547));
         assert_eq!(g.utilisation_percent.unwrap().last, 87.0);
         assert!(s.devices.is_empty());
+    }
+
+    /// Cores, interfaces and GPUs come out in key order, devices in the order the page names
+    /// them, however the page orders its samples.
+    #[test]
+    fn members_come_out_in_key_order_and_devices_in_page_order() {
+        let mut text = String::new();
+        for i in (0..3000).rev() {
+            text.push_str(&format!(
+                "node_cpu_seconds_total{{cpu=\"{i}\",mode=\"idle\"}} {i}\n"
+            ));
+        }
+        for dev in ["lo", "eth1", "eth0"] {
+            text.push_str(&format!(
+                "node_network_receive_bytes_total{{device=\"{dev}\"}} 1\n"
+            ));
+        }
+        for gpu in [3, 1, 2] {
+            text.push_str(&format!("DCGM_FI_DEV_GPU_TEMP{{gpu=\"{gpu}\"}} 40\n"));
+        }
+        for dev in ["GPU:1", "CPU:0", "GPU:0"] {
+            text.push_str(&format!(
+                "tf_iaware_device_available_share{{device=\"{dev}\"}} 1\n"
+            ));
+        }
+        let s = from_exposition(&Exposition::parse(&text).unwrap(), "x").unwrap();
+        assert_eq!(s.cpu.cores.len(), 3000);
+        assert!(s
+            .cpu
+            .cores
+            .iter()
+            .enumerate()
+            .all(|(i, c)| c.cpu == i as u32 && c.seconds.idle == i as f64));
+        assert_eq!(s.cpu.logical_cores, 3000);
+        let names: Vec<&str> = s.network.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["eth0", "eth1", "lo"]);
+        let gpus: Vec<u32> = s.gpus.iter().map(|g| g.index).collect();
+        assert_eq!(gpus, [1, 2, 3]);
+        let devices: Vec<&str> = s.devices.iter().map(|d| d.device.as_str()).collect();
+        assert_eq!(devices, ["GPU:1", "CPU:0", "GPU:0"]);
+        assert_eq!(s.devices[1].kind, DeviceKind::Cpu);
+        assert_eq!(s.devices[1].capacity, 1.0);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod exposition;
 pub mod gpu;
 pub mod metrics;
 pub mod proc;
+mod series;
 pub mod smoothing;
 pub mod snapshot;
 
