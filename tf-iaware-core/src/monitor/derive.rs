@@ -626,7 +626,7 @@ mod tests {
                     },
                 });
             }
-            s.cpu.seconds = Some(crate::monitor::metrics::sum_modes(
+            s.cpu.seconds = Some(crate::monitor::snapshot::CpuModeSeconds::sum(
                 s.cpu.cores.iter().map(|c| &c.seconds),
             ));
             s.cpu.logical_cores = 2;

@@ -15,10 +15,9 @@
 use crate::error::Result;
 use crate::monitor::exposition::{Exposition, Family};
 use crate::monitor::series::{Series, AGE, SERIES};
-use crate::monitor::snapshot::{CpuModeSeconds, Snapshot};
+use crate::monitor::snapshot::Snapshot;
 
-/// Metric whose presence marks a page as written by tf-iaware.
-pub const INFO: &str = "tf_iaware_info";
+pub use crate::monitor::series::INFO;
 
 /// Renders a snapshot as a page in the text format (see [`to_exposition`]).
 pub fn render(s: &Snapshot) -> String {
@@ -81,30 +80,10 @@ pub fn from_exposition(page: &Exposition, source: &str) -> Result<Snapshot> {
     Ok(s)
 }
 
-/// Sum of per-CPU mode counters, s (for pages without an all-CPU line).
-pub fn sum_modes<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSeconds {
-    let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
-        (a, None) => a,
-        (None, b) => b,
-    };
-    it.fold(CpuModeSeconds::default(), |a, c| CpuModeSeconds {
-        user: a.user + c.user,
-        nice: a.nice + c.nice,
-        system: a.system + c.system,
-        idle: a.idle + c.idle,
-        iowait: add(a.iowait, c.iowait),
-        irq: add(a.irq, c.irq),
-        softirq: add(a.softirq, c.softirq),
-        steal: add(a.steal, c.steal),
-        guest: add(a.guest, c.guest),
-        guest_nice: add(a.guest_nice, c.guest_nice),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::snapshot::CpuModeSeconds;
     use crate::monitor::snapshot::{
         CgroupSnapshot, CoreSnapshot, DeviceAvailability, DeviceKind, GpuSnapshot, LoadAverage,
         MemorySnapshot, NetworkInterface, Smoothed,

@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use crate::error::{Error, Result};
 use crate::monitor::cgroup::parse_cpu_list;
 use crate::monitor::exposition::{Exposition, Family, MetricType, Sample};
-use crate::monitor::metrics::{sum_modes, INFO};
 use crate::monitor::snapshot::{
     CgroupSnapshot, CoreSnapshot, CpuModeSeconds, DeviceAvailability, DeviceKind, GpuSnapshot,
     LoadAverage, NetworkInterface, Smoothed, Snapshot,
@@ -28,6 +27,9 @@ use crate::monitor::snapshot::{
 use Each::{Adds, Fills};
 use Field::{Count, Custom, Modes, Number, Small, Stats, Text, Texts};
 use Of::{Cgroup, Cores, Devices, Gpus, Host, HostOr, Interfaces};
+
+/// Metric whose presence marks a page as written by tf-iaware.
+pub const INFO: &str = "tf_iaware_info";
 
 /// Bytes per MiB (DCGM exporter reports framebuffer memory in MiB).
 const MIB: f64 = 1024.0 * 1024.0;
@@ -269,7 +271,7 @@ pub(crate) static SERIES: &[Series] = &[
             // A node_exporter page: the sum over its cores.
             |s| {
                 s.cpu.seconds = (!s.cpu.cores.is_empty())
-                    .then(|| sum_modes(s.cpu.cores.iter().map(|c| &c.seconds)))
+                    .then(|| CpuModeSeconds::sum(s.cpu.cores.iter().map(|c| &c.seconds)))
             },
         ),
     ),

@@ -373,6 +373,29 @@ pub fn unix_now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+impl CpuModeSeconds {
+    /// Sum of per-CPU mode counters, s (for pages without an all-CPU line).
+    pub fn sum<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSeconds {
+        let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, None) => a,
+            (None, b) => b,
+        };
+        it.fold(CpuModeSeconds::default(), |a, c| CpuModeSeconds {
+            user: a.user + c.user,
+            nice: a.nice + c.nice,
+            system: a.system + c.system,
+            idle: a.idle + c.idle,
+            iowait: add(a.iowait, c.iowait),
+            irq: add(a.irq, c.irq),
+            softirq: add(a.softirq, c.softirq),
+            steal: add(a.steal, c.steal),
+            guest: add(a.guest, c.guest),
+            guest_nice: add(a.guest_nice, c.guest_nice),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
