@@ -12,6 +12,13 @@ use super::status::LiveStatus;
 use crate::error::{Error, Result};
 use crate::graph::DeviceName;
 
+crate::index::index_type!(
+    /// Index of a device in [`Cluster::devices`]; serialised as its number. Made by
+    /// [`Cluster::device_id`] (which checks a user's number), [`Cluster::device_ids`],
+    /// [`Cluster::index_of`] and [`Cluster::resolve`].
+    DeviceId
+);
+
 /// Nominal sustained rate of a CPU device, FLOP/s (a few AVX2 cores on SGEMM), used until a
 /// calibration replaces it.
 pub const NOMINAL_CPU_FLOPS: f64 = 2e10;
@@ -398,20 +405,55 @@ impl Cluster {
             .join(", ")
     }
 
-    /// Index of the device called exactly `name`.
-    pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.devices.iter().position(|d| d.name == name)
+    /// The id of the device at position `index` of [`Cluster::devices`].
+    ///
+    /// # Errors
+    /// [`Error::BadId`] naming `index` when the cluster has no device there.
+    pub fn device_id(&self, index: usize) -> Result<DeviceId> {
+        if index < self.devices.len() {
+            Ok(DeviceId::new(index))
+        } else {
+            Err(Error::BadId {
+                kind: "device",
+                id: index,
+                len: self.devices.len(),
+            })
+        }
     }
 
-    /// Index of the one device that `spec` (a full or partial device string) names.
+    /// Ids of all devices, in cluster order.
+    pub fn device_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = DeviceId> + ExactSizeIterator + Clone {
+        DeviceId::range(self.devices.len())
+    }
+
+    /// The device with id `id`.
+    ///
+    /// # Panics
+    /// If `id` is from a larger cluster (ids of this cluster, from [`Cluster::device_id`],
+    /// [`Cluster::device_ids`], [`Cluster::index_of`] or [`Cluster::resolve`], are in range).
+    pub fn device(&self, id: DeviceId) -> &Device {
+        &self.devices[id]
+    }
+
+    /// Id of the device called exactly `name`.
+    pub fn index_of(&self, name: &str) -> Option<DeviceId> {
+        self.devices
+            .iter()
+            .position(|d| d.name == name)
+            .map(DeviceId::new)
+    }
+
+    /// Id of the one device that `spec` (a full or partial device string) names.
     ///
     /// # Errors
     /// [`Error::MalformedDevice`] if `spec` does not parse; [`Error::UnknownDevice`] (naming
     /// `op`) if no device, or more than one, matches.
-    pub fn resolve(&self, op: &str, spec: &str) -> Result<usize> {
+    pub fn resolve(&self, op: &str, spec: &str) -> Result<DeviceId> {
         let wanted = DeviceName::parse(spec)?;
         let mut hits = Vec::new();
-        for (i, d) in self.devices.iter().enumerate() {
+        for (i, d) in self.device_ids().zip(&self.devices) {
             if wanted.matches(&d.parsed_name()?) {
                 hits.push(i);
             }
@@ -426,27 +468,27 @@ impl Cluster {
         }
     }
 
-    /// How close devices `a` and `b` (indices) are. Devices share a process when they share the
+    /// How close devices `a` and `b` are. Devices share a process when they share the
     /// machine and their names agree on job, replica and task; they share a machine when their
     /// [`Device::host`] strings agree once a `:port` suffix is dropped.
     ///
     /// # Panics
-    /// If `a` or `b` is out of range.
-    pub fn locality(&self, a: usize, b: usize) -> Locality {
+    /// If `a` or `b` is from a larger cluster.
+    pub fn locality(&self, a: DeviceId, b: DeviceId) -> Locality {
         if a == b {
             return Locality::SameDevice;
         }
         Place::of(&self.devices[a]).locality(&Place::of(&self.devices[b]))
     }
 
-    /// The link from device `a` to device `b` (indices): an explicit [`LinkSpec`] if there is
+    /// The link from device `a` to device `b`: an explicit [`LinkSpec`] if there is
     /// one, else the default for their [`Locality`]. `None` when `a == b` (no transfer).
     ///
     /// Looks through [`Cluster::links`]; to query many pairs use [`Cluster::link_matrix`].
     ///
     /// # Panics
-    /// If `a` or `b` is out of range.
-    pub fn link(&self, a: usize, b: usize) -> Option<Link> {
+    /// If `a` or `b` is from a larger cluster.
+    pub fn link(&self, a: DeviceId, b: DeviceId) -> Option<Link> {
         if a == b {
             return None;
         }
@@ -1059,13 +1101,28 @@ mod tests {
     #[test]
     fn locality_follows_process_and_machine() {
         let c = cluster();
-        assert_eq!(c.locality(0, 0), Locality::SameDevice);
-        assert_eq!(c.locality(0, 1), Locality::SameProcess);
-        assert_eq!(c.locality(0, 2), Locality::SameProcessAccelerator);
-        assert_eq!(c.locality(3, 4), Locality::SameHost);
-        assert_eq!(c.locality(3, 5), Locality::CrossHost);
         assert_eq!(
-            c.locality(0, 3),
+            c.locality(DeviceId::new(0), DeviceId::new(0)),
+            Locality::SameDevice
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(1)),
+            Locality::SameProcess
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(2)),
+            Locality::SameProcessAccelerator
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(3), DeviceId::new(4)),
+            Locality::SameHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(3), DeviceId::new(5)),
+            Locality::CrossHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(3)),
             Locality::CrossHost,
             "localhost ≠ 127.0.0.1 textually"
         );
@@ -1077,15 +1134,31 @@ mod tests {
     fn links_default_by_locality_and_explicit_ones_win() {
         let mut c = cluster();
         let d = LinkDefaults::default();
-        assert_eq!(c.link(0, 1), Some(d.same_process));
-        assert_eq!(c.link(3, 4), Some(d.same_host));
-        assert_eq!(c.link(4, 5), Some(d.cross_host));
-        assert_eq!(c.link(2, 2), None);
+        assert_eq!(
+            c.link(DeviceId::new(0), DeviceId::new(1)),
+            Some(d.same_process)
+        );
+        assert_eq!(
+            c.link(DeviceId::new(3), DeviceId::new(4)),
+            Some(d.same_host)
+        );
+        assert_eq!(
+            c.link(DeviceId::new(4), DeviceId::new(5)),
+            Some(d.cross_host)
+        );
+        assert_eq!(c.link(DeviceId::new(2), DeviceId::new(2)), None);
         let from = c.devices[3].name.clone();
         let to = c.devices[4].name.clone();
         c.set_link(&from, &to, Link::new(1e-3, 1e6)).unwrap();
-        assert_eq!(c.link(3, 4), Some(Link::new(1e-3, 1e6)));
-        assert_eq!(c.link(4, 3), Some(d.same_host), "links are one-way");
+        assert_eq!(
+            c.link(DeviceId::new(3), DeviceId::new(4)),
+            Some(Link::new(1e-3, 1e6))
+        );
+        assert_eq!(
+            c.link(DeviceId::new(4), DeviceId::new(3)),
+            Some(d.same_host),
+            "links are one-way"
+        );
         let m = c.link_matrix();
         let n = c.devices.len();
         assert_eq!(m[3 * n + 4], Link::new(1e-3, 1e6));
@@ -1243,7 +1316,7 @@ mod tests {
         assert!((back.links[0].link.bandwidth - p.links[0].link.bandwidth).abs() < 1.0);
         assert_eq!(back.apply(&mut c).unwrap(), 2);
         assert!((c.devices[0].peak_flops - 5e10).abs() / 5e10 < 1e-9);
-        let l = c.link(3, 4).unwrap();
+        let l = c.link(DeviceId::new(3), DeviceId::new(4)).unwrap();
         assert!((l.bandwidth - 1e9).abs() / 1e9 < 1e-6 && (l.latency - 1e-4).abs() < 1e-9);
 
         assert!(!p.is_stale(1_500, 3_600, "2.21.0", "box"));

@@ -559,7 +559,7 @@ impl<'de> serde::Deserialize<'de> for SyntheticSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::model::Locality;
+    use crate::cluster::model::{DeviceId, Locality};
 
     const SPEC: &str =
         "synthetic:workers=1000:ps=16:avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us";
@@ -680,11 +680,26 @@ mod tests {
         let s = SyntheticSpec::parse("synthetic:workers=8:per-host=2:per-rack=2").unwrap();
         let c = s.build().cluster;
         // Workers 0, 1 share host 0; 2, 3 host 1 (rack 0); 4.. are in rack 1.
-        assert_eq!(c.locality(0, 1), Locality::SameHost);
-        assert_eq!(c.locality(0, 2), Locality::CrossHost);
-        assert_eq!(c.locality(0, 4), Locality::CrossRack);
-        assert_eq!(c.link(0, 2), Some(s.net.link()));
-        assert_eq!(c.link(0, 4), Some(s.rack_net.link()));
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(1)),
+            Locality::SameHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(2)),
+            Locality::CrossHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(4)),
+            Locality::CrossRack
+        );
+        assert_eq!(
+            c.link(DeviceId::new(0), DeviceId::new(2)),
+            Some(s.net.link())
+        );
+        assert_eq!(
+            c.link(DeviceId::new(0), DeviceId::new(4)),
+            Some(s.rack_net.link())
+        );
         let m = c.link_matrix();
         let n = c.devices.len();
         assert_eq!(m[4], s.rack_net.link());

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{CostModel, MeasurementSummary, Measurements};
 use crate::cluster::model::{fit_affine, OpTypeCost};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::error::Result;
 use crate::graph::{NodeId, OpGraph};
 
@@ -25,7 +25,7 @@ pub(crate) fn node_medians(
     m: &Measurements,
     summary: &mut MeasurementSummary,
 ) -> HashMap<(NodeId, u32), f64> {
-    let mut device_cache: HashMap<&str, Option<usize>> = HashMap::new();
+    let mut device_cache: HashMap<&str, Option<DeviceId>> = HashMap::new();
     let mut per_node: HashMap<(NodeId, u32), Vec<f64>> = HashMap::new();
     for s in &m.samples {
         let device = *device_cache.entry(s.device.as_str()).or_insert_with(|| {

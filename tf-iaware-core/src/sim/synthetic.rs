@@ -132,6 +132,7 @@ pub fn cluster(devices: usize, hosts: usize, seed: u64) -> Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::DeviceId;
 
     #[test]
     fn layered_dag_has_the_asked_shape() {
@@ -151,9 +152,12 @@ mod tests {
         assert_eq!(c.devices.len(), 8);
         c.validate().unwrap();
         assert_eq!(
-            c.locality(0, 3),
+            c.locality(DeviceId::new(0), DeviceId::new(3)),
             crate::cluster::model::Locality::SameProcess
         );
-        assert_eq!(c.locality(0, 1), crate::cluster::model::Locality::CrossHost);
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(1)),
+            crate::cluster::model::Locality::CrossHost
+        );
     }
 }
