@@ -8,6 +8,7 @@ pub mod status;
 pub mod synthetic;
 pub mod tf_config;
 
+pub use crate::graph::DeviceType;
 pub use model::{Cluster, Device, DeviceId};
 pub use spec::ClusterSpec;
 pub use status::{LiveSource, LiveStatus};

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::status::LiveStatus;
 use crate::error::{Error, Result};
-use crate::graph::DeviceName;
+use crate::graph::{DeviceName, DeviceType};
 
 crate::index::index_type!(
     /// Index of a device in [`Cluster::devices`]; serialised as its number. Made by
@@ -49,7 +49,7 @@ pub struct Device {
     /// Full TensorFlow name, e.g. `/job:localhost/replica:0/task:0/device:CPU:1`.
     pub name: String,
     /// `CPU`, `GPU`, …
-    pub device_type: String,
+    pub device_type: DeviceType,
     /// Memory the device can use for tensors, bytes (`None`: unknown, treated as unlimited).
     pub memory_bytes: Option<u64>,
     /// Machine this device lives on: a host name or address; a `:port` suffix is ignored when
@@ -91,11 +91,18 @@ impl Device {
     /// A device with nominal capability for its type (see the `NOMINAL_*` constants), full
     /// availability and concurrency 1. A CPU device joins the compute pool of its `host` (CPU
     /// devices of one process share its cores); other devices have their own capacity.
-    pub fn nominal(name: &str, device_type: &str, memory_bytes: Option<u64>, host: &str) -> Self {
-        let gpu = device_type.eq_ignore_ascii_case("GPU");
+    pub fn nominal(
+        name: &str,
+        device_type: impl Into<DeviceType>,
+        memory_bytes: Option<u64>,
+        host: &str,
+    ) -> Self {
+        let device_type = device_type.into();
+        let gpu = device_type == DeviceType::Gpu;
+        let cpu = device_type == DeviceType::Cpu;
         Device {
             name: name.into(),
-            device_type: device_type.into(),
+            device_type,
             memory_bytes,
             host: host.into(),
             peak_flops: if gpu {
@@ -115,9 +122,7 @@ impl Device {
                 NOMINAL_CPU_OP_OVERHEAD
             },
             concurrency: 1,
-            compute_pool: device_type
-                .eq_ignore_ascii_case("CPU")
-                .then(|| host.to_string()),
+            compute_pool: cpu.then(|| host.to_string()),
             live: LiveStatus::default(),
             rack: None,
         }
@@ -307,8 +312,8 @@ pub struct Cluster {
 /// the line carries over between devices of one type in proportion to their speed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpTypeCost {
-    /// Device type, upper case (`CPU`, `GPU`).
-    pub device_type: String,
+    /// Device type (`CPU`, `GPU`).
+    pub device_type: DeviceType,
     /// Op type (`Conv2DBackpropFilter`, …).
     pub op: String,
     /// Work of an op of size 0 (dispatch and fixed costs), FLOP-equivalents.
@@ -357,7 +362,7 @@ impl<'a> Place<'a> {
             machine: machine(&d.host),
             host: &d.host,
             task: d.parsed_name().ok().map(|n| (n.job, n.replica, n.task)),
-            cpu: d.device_type.eq_ignore_ascii_case("CPU"),
+            cpu: d.device_type == DeviceType::Cpu,
             rack: d.rack.as_deref(),
         }
     }
@@ -1019,14 +1024,10 @@ impl CalibrationProfile {
                     ),
                 });
             }
-            let ty = c.device_type.to_ascii_uppercase();
             cluster
                 .op_costs
-                .retain(|o| !(o.op == c.op && o.device_type == ty));
-            cluster.op_costs.push(OpTypeCost {
-                device_type: ty,
-                ..c.clone()
-            });
+                .retain(|o| !(o.op == c.op && o.device_type == c.device_type));
+            cluster.op_costs.push(c.clone());
             applied += 1;
         }
         Ok(applied)
@@ -1179,6 +1180,12 @@ mod tests {
         let json = r#"{"devices":[{"name":"/job:a/replica:0/task:0/device:CPU:0","device_type":"CPU",
             "memory_bytes":null,"host":"h","peak_flops":1e9,"availability":0.5}]}"#;
         let c: Cluster = serde_json::from_str(json).unwrap();
+        assert_eq!(c.devices[0].device_type, DeviceType::Cpu);
+        // Device types are written back as TensorFlow writes them, and read the same again.
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(text.contains(r#""device_type":"CPU""#), "{text}");
+        let back: Cluster = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
         assert_eq!(c.devices[0].concurrency, 1);
         assert_eq!(c.devices[0].memory_bandwidth, NOMINAL_CPU_MEMORY_BANDWIDTH);
         assert_eq!(c.link_defaults, LinkDefaults::default());
@@ -1340,6 +1347,9 @@ mod tests {
         c.op_costs = vec![line("CPU", 1.0)];
         assert_eq!(p.apply(&mut c).unwrap(), 1);
         assert_eq!(c.op_costs, vec![line("CPU", 2.0)]);
+        assert_eq!(c.op_costs[0].device_type, DeviceType::Cpu);
+        let json = p.to_json().unwrap();
+        assert!(json.contains(r#""device_type": "CPU""#), "{json}");
         assert_eq!(c.op_costs[0].eval(5.0), 20.0);
         p.op_costs = vec![line("CPU", -1.0)];
         let err = p.apply(&mut c).unwrap_err().to_string();

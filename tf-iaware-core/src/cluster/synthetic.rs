@@ -31,6 +31,7 @@ use rand_distr::{Beta, Distribution as _, LogNormal, Uniform};
 
 use super::model::{Cluster, Device, Link, LinkDefaults, MIN_AVAILABILITY, NOMINAL_CPU_FLOPS};
 use crate::error::{Error, Result};
+use crate::graph::DeviceType;
 
 /// Most workers a synthetic spec may ask for.
 pub const MAX_WORKERS: usize = 100_000;
@@ -486,7 +487,7 @@ impl SyntheticSpec {
             let name = format!("/job:worker/replica:0/task:{i}/device:CPU:0");
             let mut d = Device::nominal(
                 &name,
-                "CPU",
+                DeviceType::Cpu,
                 Some(self.memory_bytes),
                 &format!("r{rack}-h{host}"),
             );
@@ -501,7 +502,7 @@ impl SyntheticSpec {
         for j in 0..self.ps {
             let name = format!("/job:ps/replica:0/task:{j}/device:CPU:0");
             let rack = j % racks;
-            let mut d = Device::nominal(&name, "CPU", None, &format!("r{rack}-ps{j}"));
+            let mut d = Device::nominal(&name, DeviceType::Cpu, None, &format!("r{rack}-ps{j}"));
             d.compute_pool = None;
             d.rack = Some(format!("r{rack}"));
             ps.push(name);

@@ -53,7 +53,7 @@ pub use measured::{Measurements, OpSample};
 use crate::cluster::model::{Link, OpTypeCost, MIN_AVAILABILITY};
 use crate::cluster::{Cluster, DeviceId};
 use crate::error::{Error, Result};
-use crate::graph::{GroupId, NodeId, OpGraph};
+use crate::graph::{DeviceType, GroupId, NodeId, OpGraph};
 
 /// Per-device figures in the form the hot loops want.
 #[derive(Clone, Debug)]
@@ -107,7 +107,7 @@ pub struct CostModel {
     group_class: Vec<u32>,
     gclass_ok: Vec<bool>,
     devices: Vec<DeviceCost>,
-    device_types: Vec<String>,
+    device_types: Vec<DeviceType>,
     links: Vec<Link>,
     /// `[from * n + to]`: latency, seconds (0 on the diagonal).
     latency: Vec<f64>,
@@ -161,15 +161,15 @@ impl CostModel {
         let n = graph.len();
 
         // Device types and per-device figures.
-        let mut type_index: HashMap<String, u32> = HashMap::new();
+        let mut type_index: HashMap<DeviceType, u32> = HashMap::new();
         let mut pool_index: HashMap<&str, u32> = HashMap::new();
         let mut devices = Vec::with_capacity(cluster.devices.len());
         for d in &cluster.devices {
-            let t = intern(&mut type_index, d.device_type.to_ascii_uppercase());
+            let t = intern(&mut type_index, d.device_type.clone());
             let a = d.availability.max(MIN_AVAILABILITY);
             // A CPU device's per-op overhead is executor work on the same contended cores, so it
             // stretches with availability too; an accelerator's launch cost does not.
-            let overhead = if d.device_type.eq_ignore_ascii_case("CPU") {
+            let overhead = if d.device_type == DeviceType::Cpu {
                 d.op_overhead / a
             } else {
                 d.op_overhead
@@ -195,14 +195,14 @@ impl CostModel {
                 *c = c.max(d.lanes as f64);
             }
         }
-        let mut device_types = vec![String::new(); type_index.len()];
-        for (name, &i) in &type_index {
-            device_types[i as usize] = name.clone();
+        let mut device_types = vec![DeviceType::Cpu; type_index.len()];
+        for (ty, &i) in &type_index {
+            device_types[i as usize] = ty.clone();
         }
         let nt = device_types.len();
 
         // Kernel classes of nodes: which device types may run them.
-        let mut classes: HashMap<Vec<String>, u32> = HashMap::new();
+        let mut classes: HashMap<Vec<DeviceType>, u32> = HashMap::new();
         let mut class_ok: Vec<bool> = Vec::new();
         let mut node_class = Vec::with_capacity(n);
         for node in graph.nodes() {
@@ -213,11 +213,7 @@ impl CostModel {
                     continue;
                 }
             }
-            let mut key: Vec<String> = node
-                .kernel_device_types
-                .iter()
-                .map(|t| t.to_ascii_uppercase())
-                .collect();
+            let mut key: Vec<DeviceType> = node.kernel_device_types.clone();
             key.sort();
             key.dedup();
             let before = classes.len();
@@ -379,11 +375,7 @@ impl CostModel {
         let nt = self.device_types.len();
         let mut by_op: HashMap<&str, Vec<(usize, &OpTypeCost)>> = HashMap::new();
         for f in fits {
-            if let Some(t) = self
-                .device_types
-                .iter()
-                .position(|d| d.eq_ignore_ascii_case(&f.device_type))
-            {
+            if let Some(t) = self.device_types.iter().position(|d| *d == f.device_type) {
                 by_op.entry(f.op.as_str()).or_default().push((t, f));
             }
         }
@@ -409,8 +401,8 @@ impl CostModel {
         self.devices[d].dtype
     }
 
-    /// Name of interned device type `t` (upper case).
-    pub(crate) fn device_type_name(&self, t: u32) -> &str {
+    /// Interned device type `t`.
+    pub(crate) fn device_type_name(&self, t: u32) -> &DeviceType {
         &self.device_types[t as usize]
     }
 

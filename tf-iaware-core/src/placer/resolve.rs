@@ -19,7 +19,7 @@ pub fn check_kernel(node: &OpNode, device: &Device) -> Result<()> {
         op: node.name.clone(),
         op_type: node.op.clone(),
         device: device.name.clone(),
-        available: node.kernel_device_types.join(", "),
+        available: node.kernel_list(", "),
     })
 }
 
@@ -34,19 +34,6 @@ pub fn split_colocation(
         op: op.into(),
         device: device.into(),
         other: Box::new((other_op.into(), other_device.into())),
-    }
-}
-
-/// TensorFlow's device-type priority (higher first).
-fn type_priority(device_type: &str) -> u8 {
-    if device_type.eq_ignore_ascii_case("TPU") {
-        3
-    } else if device_type.eq_ignore_ascii_case("GPU") {
-        2
-    } else if device_type.eq_ignore_ascii_case("CPU") {
-        1
-    } else {
-        0
     }
 }
 
@@ -82,7 +69,7 @@ pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Resu
     // The first candidate of the highest priority.
     candidates
         .into_iter()
-        .map(|d| (type_priority(&cluster.devices[d].device_type), d))
+        .map(|d| (cluster.devices[d].device_type.priority(), d))
         .reduce(|best, c| if c.0 > best.0 { c } else { best })
         .map(|(_, d)| d)
         .ok_or_else(|| Error::Infeasible {

@@ -60,7 +60,7 @@ pub(crate) fn check_groups(graph: &OpGraph, cluster: &Cluster, cost: &CostModel)
                 .filter(|&&m| !graph.node(m).kernel_device_types.is_empty())
                 .map(|&m| {
                     let n = graph.node(m);
-                    format!("{} ({}): {}", n.name, n.op, n.kernel_device_types.join("/"))
+                    format!("{} ({}): {}", n.name, n.op, n.kernel_list("/"))
                 })
                 .collect();
             kinds.truncate(4);

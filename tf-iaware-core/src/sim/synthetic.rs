@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::cluster::{Cluster, Device};
 use crate::error::{Error, Result};
-use crate::graph::{Attr, DType, NodeId, OpGraph, OpGraphBuilder};
+use crate::graph::{Attr, DType, DeviceType, NodeId, OpGraph, OpGraphBuilder};
 
 /// Shape of a synthetic layered DAG.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +117,7 @@ pub fn cluster(devices: usize, hosts: usize, seed: u64) -> Cluster {
                 let h = i % hosts;
                 let mut d = Device::nominal(
                     &format!("/job:worker/replica:0/task:{h}/device:CPU:{}", i / hosts),
-                    "CPU",
+                    DeviceType::Cpu,
                     None,
                     &format!("10.0.{}.{}:2222", h / 250, h % 250 + 1),
                 );
