@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tf_iaware::cluster::tf_config::TfConfig;
-use tf_iaware::cluster::{self, LiveOptions, LiveSource};
+use tf_iaware::cluster::{self, DeviceType, LiveOptions, LiveSource};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::runtime::data_parallel;
@@ -270,7 +270,7 @@ fn nvml_gpus_map_onto_tensorflow_gpu_devices_where_nvml_exists() {
         .cluster
         .devices
         .iter()
-        .filter(|d| d.device_type == "GPU")
+        .filter(|d| d.device_type == DeviceType::Gpu)
         .collect();
     if gpus.is_empty() {
         eprintln!(

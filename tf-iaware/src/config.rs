@@ -3,6 +3,7 @@
 use tensorflow::SessionOptions;
 
 use crate::error::{Error, Result};
+use crate::graph::DeviceType;
 use crate::proto::{ConfigProto, GraphOptions, RewriterConfig};
 
 /// How a session is created.
@@ -82,7 +83,7 @@ impl SessionConfig {
             });
         }
         if let Some(n) = self.cpu_devices {
-            c.device_count.insert("CPU".into(), n as i32);
+            c.device_count.insert(DeviceType::Cpu.to_string(), n as i32);
         }
         c
     }

@@ -38,6 +38,7 @@
 
 use super::model::Cluster;
 use super::status::{LiveSource, LiveStatus};
+use crate::graph::DeviceType;
 use crate::monitor::snapshot::{GpuSnapshot, Snapshot};
 
 /// Share of its cap `cap` a process gets when `free` of it is left by co-tenants, on `machine`
@@ -208,14 +209,13 @@ pub fn apply_snapshot(
         .filter(|d| in_task(&d.name, task))
     {
         let parsed = d.parsed_name().ok();
-        let ty = d.device_type.to_ascii_uppercase();
         let status = LiveStatus {
             source: source.clone(),
             age_ms: Some(age),
             taken_unix_ms: Some(taken),
             ..LiveStatus::default()
         };
-        if ty == "CPU" {
+        if d.device_type == DeviceType::Cpu {
             let Some(c) = &cpu else { continue };
             d.availability = c.availability;
             d.live = LiveStatus {
@@ -229,7 +229,7 @@ pub fn apply_snapshot(
                 ..status
             };
             applied += 1;
-        } else if ty == "GPU" {
+        } else if d.device_type == DeviceType::Gpu {
             let Some(k) = parsed.as_ref().and_then(|p| p.id) else {
                 continue;
             };

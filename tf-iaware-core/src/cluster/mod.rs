@@ -8,7 +8,8 @@ pub mod status;
 pub mod synthetic;
 pub mod tf_config;
 
-pub use model::{Cluster, Device};
+pub use crate::graph::DeviceType;
+pub use model::{Cluster, Device, DeviceId};
 pub use spec::ClusterSpec;
 pub use status::{LiveSource, LiveStatus};
 pub use synthetic::{SyntheticCluster, SyntheticSpec};

@@ -10,7 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use super::status::LiveStatus;
 use crate::error::{Error, Result};
-use crate::graph::DeviceName;
+use crate::graph::{DeviceName, DeviceType};
+
+crate::index::index_type!(
+    /// Index of a device in [`Cluster::devices`]; serialised as its number. Made by
+    /// [`Cluster::device_id`] (which checks a user's number), [`Cluster::device_ids`],
+    /// [`Cluster::index_of`] and [`Cluster::resolve`].
+    DeviceId
+);
 
 /// Nominal sustained rate of a CPU device, FLOP/s (a few AVX2 cores on SGEMM), used until a
 /// calibration replaces it.
@@ -42,7 +49,7 @@ pub struct Device {
     /// Full TensorFlow name, e.g. `/job:localhost/replica:0/task:0/device:CPU:1`.
     pub name: String,
     /// `CPU`, `GPU`, …
-    pub device_type: String,
+    pub device_type: DeviceType,
     /// Memory the device can use for tensors, bytes (`None`: unknown, treated as unlimited).
     pub memory_bytes: Option<u64>,
     /// Machine this device lives on: a host name or address; a `:port` suffix is ignored when
@@ -84,11 +91,18 @@ impl Device {
     /// A device with nominal capability for its type (see the `NOMINAL_*` constants), full
     /// availability and concurrency 1. A CPU device joins the compute pool of its `host` (CPU
     /// devices of one process share its cores); other devices have their own capacity.
-    pub fn nominal(name: &str, device_type: &str, memory_bytes: Option<u64>, host: &str) -> Self {
-        let gpu = device_type.eq_ignore_ascii_case("GPU");
+    pub fn nominal(
+        name: &str,
+        device_type: impl Into<DeviceType>,
+        memory_bytes: Option<u64>,
+        host: &str,
+    ) -> Self {
+        let device_type = device_type.into();
+        let gpu = device_type == DeviceType::Gpu;
+        let cpu = device_type == DeviceType::Cpu;
         Device {
             name: name.into(),
-            device_type: device_type.into(),
+            device_type,
             memory_bytes,
             host: host.into(),
             peak_flops: if gpu {
@@ -108,9 +122,7 @@ impl Device {
                 NOMINAL_CPU_OP_OVERHEAD
             },
             concurrency: 1,
-            compute_pool: device_type
-                .eq_ignore_ascii_case("CPU")
-                .then(|| host.to_string()),
+            compute_pool: cpu.then(|| host.to_string()),
             live: LiveStatus::default(),
             rack: None,
         }
@@ -300,8 +312,8 @@ pub struct Cluster {
 /// the line carries over between devices of one type in proportion to their speed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpTypeCost {
-    /// Device type, upper case (`CPU`, `GPU`).
-    pub device_type: String,
+    /// Device type (`CPU`, `GPU`).
+    pub device_type: DeviceType,
     /// Op type (`Conv2DBackpropFilter`, …).
     pub op: String,
     /// Work of an op of size 0 (dispatch and fixed costs), FLOP-equivalents.
@@ -350,7 +362,7 @@ impl<'a> Place<'a> {
             machine: machine(&d.host),
             host: &d.host,
             task: d.parsed_name().ok().map(|n| (n.job, n.replica, n.task)),
-            cpu: d.device_type.eq_ignore_ascii_case("CPU"),
+            cpu: d.device_type == DeviceType::Cpu,
             rack: d.rack.as_deref(),
         }
     }
@@ -398,20 +410,55 @@ impl Cluster {
             .join(", ")
     }
 
-    /// Index of the device called exactly `name`.
-    pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.devices.iter().position(|d| d.name == name)
+    /// The id of the device at position `index` of [`Cluster::devices`].
+    ///
+    /// # Errors
+    /// [`Error::BadId`] naming `index` when the cluster has no device there.
+    pub fn device_id(&self, index: usize) -> Result<DeviceId> {
+        if index < self.devices.len() {
+            Ok(DeviceId::new(index))
+        } else {
+            Err(Error::BadId {
+                kind: "device",
+                id: index,
+                len: self.devices.len(),
+            })
+        }
     }
 
-    /// Index of the one device that `spec` (a full or partial device string) names.
+    /// Ids of all devices, in cluster order.
+    pub fn device_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = DeviceId> + ExactSizeIterator + Clone {
+        DeviceId::range(self.devices.len())
+    }
+
+    /// The device with id `id`.
+    ///
+    /// # Panics
+    /// If `id` is from a larger cluster (ids of this cluster, from [`Cluster::device_id`],
+    /// [`Cluster::device_ids`], [`Cluster::index_of`] or [`Cluster::resolve`], are in range).
+    pub fn device(&self, id: DeviceId) -> &Device {
+        &self.devices[id]
+    }
+
+    /// Id of the device called exactly `name`.
+    pub fn index_of(&self, name: &str) -> Option<DeviceId> {
+        self.devices
+            .iter()
+            .position(|d| d.name == name)
+            .map(DeviceId::new)
+    }
+
+    /// Id of the one device that `spec` (a full or partial device string) names.
     ///
     /// # Errors
     /// [`Error::MalformedDevice`] if `spec` does not parse; [`Error::UnknownDevice`] (naming
     /// `op`) if no device, or more than one, matches.
-    pub fn resolve(&self, op: &str, spec: &str) -> Result<usize> {
+    pub fn resolve(&self, op: &str, spec: &str) -> Result<DeviceId> {
         let wanted = DeviceName::parse(spec)?;
         let mut hits = Vec::new();
-        for (i, d) in self.devices.iter().enumerate() {
+        for (i, d) in self.device_ids().zip(&self.devices) {
             if wanted.matches(&d.parsed_name()?) {
                 hits.push(i);
             }
@@ -426,27 +473,27 @@ impl Cluster {
         }
     }
 
-    /// How close devices `a` and `b` (indices) are. Devices share a process when they share the
+    /// How close devices `a` and `b` are. Devices share a process when they share the
     /// machine and their names agree on job, replica and task; they share a machine when their
     /// [`Device::host`] strings agree once a `:port` suffix is dropped.
     ///
     /// # Panics
-    /// If `a` or `b` is out of range.
-    pub fn locality(&self, a: usize, b: usize) -> Locality {
+    /// If `a` or `b` is from a larger cluster.
+    pub fn locality(&self, a: DeviceId, b: DeviceId) -> Locality {
         if a == b {
             return Locality::SameDevice;
         }
         Place::of(&self.devices[a]).locality(&Place::of(&self.devices[b]))
     }
 
-    /// The link from device `a` to device `b` (indices): an explicit [`LinkSpec`] if there is
+    /// The link from device `a` to device `b`: an explicit [`LinkSpec`] if there is
     /// one, else the default for their [`Locality`]. `None` when `a == b` (no transfer).
     ///
     /// Looks through [`Cluster::links`]; to query many pairs use [`Cluster::link_matrix`].
     ///
     /// # Panics
-    /// If `a` or `b` is out of range.
-    pub fn link(&self, a: usize, b: usize) -> Option<Link> {
+    /// If `a` or `b` is from a larger cluster.
+    pub fn link(&self, a: DeviceId, b: DeviceId) -> Option<Link> {
         if a == b {
             return None;
         }
@@ -977,14 +1024,10 @@ impl CalibrationProfile {
                     ),
                 });
             }
-            let ty = c.device_type.to_ascii_uppercase();
             cluster
                 .op_costs
-                .retain(|o| !(o.op == c.op && o.device_type == ty));
-            cluster.op_costs.push(OpTypeCost {
-                device_type: ty,
-                ..c.clone()
-            });
+                .retain(|o| !(o.op == c.op && o.device_type == c.device_type));
+            cluster.op_costs.push(c.clone());
             applied += 1;
         }
         Ok(applied)
@@ -1059,13 +1102,28 @@ mod tests {
     #[test]
     fn locality_follows_process_and_machine() {
         let c = cluster();
-        assert_eq!(c.locality(0, 0), Locality::SameDevice);
-        assert_eq!(c.locality(0, 1), Locality::SameProcess);
-        assert_eq!(c.locality(0, 2), Locality::SameProcessAccelerator);
-        assert_eq!(c.locality(3, 4), Locality::SameHost);
-        assert_eq!(c.locality(3, 5), Locality::CrossHost);
         assert_eq!(
-            c.locality(0, 3),
+            c.locality(DeviceId::new(0), DeviceId::new(0)),
+            Locality::SameDevice
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(1)),
+            Locality::SameProcess
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(2)),
+            Locality::SameProcessAccelerator
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(3), DeviceId::new(4)),
+            Locality::SameHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(3), DeviceId::new(5)),
+            Locality::CrossHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(3)),
             Locality::CrossHost,
             "localhost ≠ 127.0.0.1 textually"
         );
@@ -1077,15 +1135,31 @@ mod tests {
     fn links_default_by_locality_and_explicit_ones_win() {
         let mut c = cluster();
         let d = LinkDefaults::default();
-        assert_eq!(c.link(0, 1), Some(d.same_process));
-        assert_eq!(c.link(3, 4), Some(d.same_host));
-        assert_eq!(c.link(4, 5), Some(d.cross_host));
-        assert_eq!(c.link(2, 2), None);
+        assert_eq!(
+            c.link(DeviceId::new(0), DeviceId::new(1)),
+            Some(d.same_process)
+        );
+        assert_eq!(
+            c.link(DeviceId::new(3), DeviceId::new(4)),
+            Some(d.same_host)
+        );
+        assert_eq!(
+            c.link(DeviceId::new(4), DeviceId::new(5)),
+            Some(d.cross_host)
+        );
+        assert_eq!(c.link(DeviceId::new(2), DeviceId::new(2)), None);
         let from = c.devices[3].name.clone();
         let to = c.devices[4].name.clone();
         c.set_link(&from, &to, Link::new(1e-3, 1e6)).unwrap();
-        assert_eq!(c.link(3, 4), Some(Link::new(1e-3, 1e6)));
-        assert_eq!(c.link(4, 3), Some(d.same_host), "links are one-way");
+        assert_eq!(
+            c.link(DeviceId::new(3), DeviceId::new(4)),
+            Some(Link::new(1e-3, 1e6))
+        );
+        assert_eq!(
+            c.link(DeviceId::new(4), DeviceId::new(3)),
+            Some(d.same_host),
+            "links are one-way"
+        );
         let m = c.link_matrix();
         let n = c.devices.len();
         assert_eq!(m[3 * n + 4], Link::new(1e-3, 1e6));
@@ -1106,6 +1180,12 @@ mod tests {
         let json = r#"{"devices":[{"name":"/job:a/replica:0/task:0/device:CPU:0","device_type":"CPU",
             "memory_bytes":null,"host":"h","peak_flops":1e9,"availability":0.5}]}"#;
         let c: Cluster = serde_json::from_str(json).unwrap();
+        assert_eq!(c.devices[0].device_type, DeviceType::Cpu);
+        // Device types are written back as TensorFlow writes them, and read the same again.
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(text.contains(r#""device_type":"CPU""#), "{text}");
+        let back: Cluster = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
         assert_eq!(c.devices[0].concurrency, 1);
         assert_eq!(c.devices[0].memory_bandwidth, NOMINAL_CPU_MEMORY_BANDWIDTH);
         assert_eq!(c.link_defaults, LinkDefaults::default());
@@ -1243,7 +1323,7 @@ mod tests {
         assert!((back.links[0].link.bandwidth - p.links[0].link.bandwidth).abs() < 1.0);
         assert_eq!(back.apply(&mut c).unwrap(), 2);
         assert!((c.devices[0].peak_flops - 5e10).abs() / 5e10 < 1e-9);
-        let l = c.link(3, 4).unwrap();
+        let l = c.link(DeviceId::new(3), DeviceId::new(4)).unwrap();
         assert!((l.bandwidth - 1e9).abs() / 1e9 < 1e-6 && (l.latency - 1e-4).abs() < 1e-9);
 
         assert!(!p.is_stale(1_500, 3_600, "2.21.0", "box"));
@@ -1267,6 +1347,9 @@ mod tests {
         c.op_costs = vec![line("CPU", 1.0)];
         assert_eq!(p.apply(&mut c).unwrap(), 1);
         assert_eq!(c.op_costs, vec![line("CPU", 2.0)]);
+        assert_eq!(c.op_costs[0].device_type, DeviceType::Cpu);
+        let json = p.to_json().unwrap();
+        assert!(json.contains(r#""device_type": "CPU""#), "{json}");
         assert_eq!(c.op_costs[0].eval(5.0), 20.0);
         p.op_costs = vec![line("CPU", -1.0)];
         let err = p.apply(&mut c).unwrap_err().to_string();

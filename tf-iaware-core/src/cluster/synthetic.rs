@@ -31,6 +31,7 @@ use rand_distr::{Beta, Distribution as _, LogNormal, Uniform};
 
 use super::model::{Cluster, Device, Link, LinkDefaults, MIN_AVAILABILITY, NOMINAL_CPU_FLOPS};
 use crate::error::{Error, Result};
+use crate::graph::DeviceType;
 
 /// Most workers a synthetic spec may ask for.
 pub const MAX_WORKERS: usize = 100_000;
@@ -486,7 +487,7 @@ impl SyntheticSpec {
             let name = format!("/job:worker/replica:0/task:{i}/device:CPU:0");
             let mut d = Device::nominal(
                 &name,
-                "CPU",
+                DeviceType::Cpu,
                 Some(self.memory_bytes),
                 &format!("r{rack}-h{host}"),
             );
@@ -501,7 +502,7 @@ impl SyntheticSpec {
         for j in 0..self.ps {
             let name = format!("/job:ps/replica:0/task:{j}/device:CPU:0");
             let rack = j % racks;
-            let mut d = Device::nominal(&name, "CPU", None, &format!("r{rack}-ps{j}"));
+            let mut d = Device::nominal(&name, DeviceType::Cpu, None, &format!("r{rack}-ps{j}"));
             d.compute_pool = None;
             d.rack = Some(format!("r{rack}"));
             ps.push(name);
@@ -559,7 +560,7 @@ impl<'de> serde::Deserialize<'de> for SyntheticSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::model::Locality;
+    use crate::cluster::model::{DeviceId, Locality};
 
     const SPEC: &str =
         "synthetic:workers=1000:ps=16:avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us";
@@ -680,11 +681,26 @@ mod tests {
         let s = SyntheticSpec::parse("synthetic:workers=8:per-host=2:per-rack=2").unwrap();
         let c = s.build().cluster;
         // Workers 0, 1 share host 0; 2, 3 host 1 (rack 0); 4.. are in rack 1.
-        assert_eq!(c.locality(0, 1), Locality::SameHost);
-        assert_eq!(c.locality(0, 2), Locality::CrossHost);
-        assert_eq!(c.locality(0, 4), Locality::CrossRack);
-        assert_eq!(c.link(0, 2), Some(s.net.link()));
-        assert_eq!(c.link(0, 4), Some(s.rack_net.link()));
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(1)),
+            Locality::SameHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(2)),
+            Locality::CrossHost
+        );
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(4)),
+            Locality::CrossRack
+        );
+        assert_eq!(
+            c.link(DeviceId::new(0), DeviceId::new(2)),
+            Some(s.net.link())
+        );
+        assert_eq!(
+            c.link(DeviceId::new(0), DeviceId::new(4)),
+            Some(s.rack_net.link())
+        );
         let m = c.link_matrix();
         let n = c.devices.len();
         assert_eq!(m[4], s.rack_net.link());

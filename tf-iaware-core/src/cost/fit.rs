@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{CostModel, MeasurementSummary, Measurements};
 use crate::cluster::model::{fit_affine, OpTypeCost};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::error::Result;
-use crate::graph::{NodeId, OpGraph};
+use crate::graph::{DeviceType, NodeId, OpGraph};
 
 /// Median work (FLOP-equivalents) of each timed (node, device-type index) of `model`'s graph;
 /// counts used and dropped samples into `summary`.
@@ -25,7 +25,7 @@ pub(crate) fn node_medians(
     m: &Measurements,
     summary: &mut MeasurementSummary,
 ) -> HashMap<(NodeId, u32), f64> {
-    let mut device_cache: HashMap<&str, Option<usize>> = HashMap::new();
+    let mut device_cache: HashMap<&str, Option<DeviceId>> = HashMap::new();
     let mut per_node: HashMap<(NodeId, u32), Vec<f64>> = HashMap::new();
     for s in &m.samples {
         let device = *device_cache.entry(s.device.as_str()).or_insert_with(|| {
@@ -66,7 +66,7 @@ pub(crate) fn node_medians(
 #[derive(Clone, Debug, Default)]
 pub struct OpCostFitter {
     /// (op type, device type) → (analytic FLOPs + bytes, median work in FLOP-equivalents).
-    points: BTreeMap<(String, String), Vec<(f64, f64)>>,
+    points: BTreeMap<(String, DeviceType), Vec<(f64, f64)>>,
     summary: MeasurementSummary,
 }
 
@@ -100,7 +100,7 @@ impl OpCostFitter {
             self.points
                 .entry((
                     graph.node(node).op.clone(),
-                    model.device_type_name(t).to_string(),
+                    model.device_type_name(t).clone(),
                 ))
                 .or_default()
                 .push((w.flops + w.bytes, work));

@@ -31,9 +31,11 @@
 //! let mut cpu = Device::nominal("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", None, "localhost");
 //! cpu.peak_flops = 1e10;
 //! cpu.op_overhead = 0.0;
-//! let cost = CostModel::new(&graph, &Cluster::new(vec![cpu])).unwrap();
+//! let cluster = Cluster::new(vec![cpu]);
+//! let cost = CostModel::new(&graph, &cluster).unwrap();
+//! let cpu0 = cluster.device_id(0).unwrap();
 //! // 2·64·256·128 FLOPs at 10 GFLOP/s.
-//! assert!((cost.op_time(mm, 0) - 2.0 * 64.0 * 256.0 * 128.0 / 1e10).abs() < 1e-12);
+//! assert!((cost.op_time(mm, cpu0) - 2.0 * 64.0 * 256.0 * 128.0 / 1e10).abs() < 1e-12);
 //! ```
 
 pub mod analytic;
@@ -49,9 +51,9 @@ pub use fit::OpCostFitter;
 pub use measured::{Measurements, OpSample};
 
 use crate::cluster::model::{Link, OpTypeCost, MIN_AVAILABILITY};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::error::{Error, Result};
-use crate::graph::{GroupId, NodeId, OpGraph};
+use crate::graph::{DeviceType, GroupId, NodeId, OpGraph};
 
 /// Per-device figures in the form the hot loops want.
 #[derive(Clone, Debug)]
@@ -90,7 +92,7 @@ pub struct MeasurementSummary {
 }
 
 /// Op times, transfer times and memory of one graph on one cluster. Indices are the graph's
-/// [`NodeId`]s and [`GroupId`]s and the cluster's device positions.
+/// [`NodeId`]s and [`GroupId`]s and the cluster's [`DeviceId`]s.
 #[derive(Clone, Debug)]
 pub struct CostModel {
     dag: Dag,
@@ -105,7 +107,7 @@ pub struct CostModel {
     group_class: Vec<u32>,
     gclass_ok: Vec<bool>,
     devices: Vec<DeviceCost>,
-    device_types: Vec<String>,
+    device_types: Vec<DeviceType>,
     links: Vec<Link>,
     /// `[from * n + to]`: latency, seconds (0 on the diagonal).
     latency: Vec<f64>,
@@ -159,15 +161,15 @@ impl CostModel {
         let n = graph.len();
 
         // Device types and per-device figures.
-        let mut type_index: HashMap<String, u32> = HashMap::new();
+        let mut type_index: HashMap<DeviceType, u32> = HashMap::new();
         let mut pool_index: HashMap<&str, u32> = HashMap::new();
         let mut devices = Vec::with_capacity(cluster.devices.len());
         for d in &cluster.devices {
-            let t = intern(&mut type_index, d.device_type.to_ascii_uppercase());
+            let t = intern(&mut type_index, d.device_type.clone());
             let a = d.availability.max(MIN_AVAILABILITY);
             // A CPU device's per-op overhead is executor work on the same contended cores, so it
             // stretches with availability too; an accelerator's launch cost does not.
-            let overhead = if d.device_type.eq_ignore_ascii_case("CPU") {
+            let overhead = if d.device_type == DeviceType::Cpu {
                 d.op_overhead / a
             } else {
                 d.op_overhead
@@ -193,14 +195,14 @@ impl CostModel {
                 *c = c.max(d.lanes as f64);
             }
         }
-        let mut device_types = vec![String::new(); type_index.len()];
-        for (name, &i) in &type_index {
-            device_types[i as usize] = name.clone();
+        let mut device_types = vec![DeviceType::Cpu; type_index.len()];
+        for (ty, &i) in &type_index {
+            device_types[i as usize] = ty.clone();
         }
         let nt = device_types.len();
 
         // Kernel classes of nodes: which device types may run them.
-        let mut classes: HashMap<Vec<String>, u32> = HashMap::new();
+        let mut classes: HashMap<Vec<DeviceType>, u32> = HashMap::new();
         let mut class_ok: Vec<bool> = Vec::new();
         let mut node_class = Vec::with_capacity(n);
         for node in graph.nodes() {
@@ -211,11 +213,7 @@ impl CostModel {
                     continue;
                 }
             }
-            let mut key: Vec<String> = node
-                .kernel_device_types
-                .iter()
-                .map(|t| t.to_ascii_uppercase())
-                .collect();
+            let mut key: Vec<DeviceType> = node.kernel_device_types.clone();
             key.sort();
             key.dedup();
             let before = classes.len();
@@ -377,11 +375,7 @@ impl CostModel {
         let nt = self.device_types.len();
         let mut by_op: HashMap<&str, Vec<(usize, &OpTypeCost)>> = HashMap::new();
         for f in fits {
-            if let Some(t) = self
-                .device_types
-                .iter()
-                .position(|d| d.eq_ignore_ascii_case(&f.device_type))
-            {
+            if let Some(t) = self.device_types.iter().position(|d| *d == f.device_type) {
                 by_op.entry(f.op.as_str()).or_default().push((t, f));
             }
         }
@@ -403,12 +397,12 @@ impl CostModel {
     }
 
     /// Index of device `d`'s type among the model's interned device types.
-    pub(crate) fn device_type_index(&self, d: usize) -> u32 {
+    pub(crate) fn device_type_index(&self, d: DeviceId) -> u32 {
         self.devices[d].dtype
     }
 
-    /// Name of interned device type `t` (upper case).
-    pub(crate) fn device_type_name(&self, t: u32) -> &str {
+    /// Interned device type `t`.
+    pub(crate) fn device_type_name(&self, t: u32) -> &DeviceType {
         &self.device_types[t as usize]
     }
 
@@ -529,12 +523,19 @@ impl CostModel {
         GroupId::range(self.group_memory.len())
     }
 
+    /// Ids of all devices, in cluster order.
+    pub fn device_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = DeviceId> + ExactSizeIterator + Clone {
+        DeviceId::range(self.devices.len())
+    }
+
     /// Seconds op `node` takes on device `device`: explicit, else measured or calibrated (work
     /// ÷ effective speed + the device's per-op overhead, which step stats do not include), else
     /// analytic (0 for a free op).
     #[inline]
-    pub fn op_time(&self, node: NodeId, device: usize) -> f64 {
-        let node = node.index();
+    pub fn op_time(&self, node: NodeId, device: DeviceId) -> f64 {
+        let (node, device) = (node.index(), device.index());
         let dev = &self.devices[device];
         if let Some(table) = &self.explicit {
             let t = table[node * self.devices.len() + device];
@@ -587,17 +588,19 @@ impl CostModel {
 
     /// Whether `device` has a kernel for op `node`.
     #[inline]
-    pub fn allowed(&self, node: NodeId, device: usize) -> bool {
-        self.class_ok[self.node_class[node.index()] as usize * self.devices.len() + device]
+    pub fn allowed(&self, node: NodeId, device: DeviceId) -> bool {
+        self.class_ok[self.node_class[node.index()] as usize * self.devices.len() + device.index()]
     }
 
     /// Whether `device` has kernels for every member of colocation group `group`.
     #[inline]
-    pub fn group_allowed(&self, group: GroupId, device: usize) -> bool {
-        self.gclass_ok[self.group_class[group.index()] as usize * self.devices.len() + device]
+    pub fn group_allowed(&self, group: GroupId, device: DeviceId) -> bool {
+        self.gclass_ok
+            [self.group_class[group.index()] as usize * self.devices.len() + device.index()]
     }
 
-    /// For each device (in cluster order), whether it has kernels for every member of `group`.
+    /// For each device (in cluster order, indexed by [`DeviceId`]), whether it has kernels for
+    /// every member of `group`.
     #[inline]
     pub fn group_devices(&self, group: GroupId) -> &[bool] {
         let nd = self.devices.len();
@@ -606,14 +609,14 @@ impl CostModel {
     }
 
     /// Memory capacity of `device`, bytes (`None`: unlimited).
-    pub fn capacity(&self, device: usize) -> Option<u64> {
+    pub fn capacity(&self, device: DeviceId) -> Option<u64> {
         self.devices[device].capacity
     }
 
     /// Compute pool of `device` (see [`Device::compute_pool`](crate::cluster::Device)), as an
     /// index below [`CostModel::num_pools`]; `None` for a device with a capacity of its own.
     #[inline]
-    pub fn pool(&self, device: usize) -> Option<usize> {
+    pub fn pool(&self, device: DeviceId) -> Option<usize> {
         let p = self.devices[device].pool;
         (p != u32::MAX).then_some(p as usize)
     }
@@ -630,34 +633,34 @@ impl CostModel {
     }
 
     /// Ops `device` runs at once.
-    pub fn lanes(&self, device: usize) -> usize {
+    pub fn lanes(&self, device: DeviceId) -> usize {
         self.devices[device].lanes as usize
     }
 
     /// Effective compute rate of `device`, FLOP/s (peak × availability).
-    pub fn speed(&self, device: usize) -> f64 {
+    pub fn speed(&self, device: DeviceId) -> f64 {
         self.devices[device].speed
     }
 
     /// The link from `from` to `to`.
     #[inline]
-    pub fn link(&self, from: usize, to: usize) -> Link {
-        self.links[from * self.devices.len() + to]
+    pub fn link(&self, from: DeviceId, to: DeviceId) -> Link {
+        self.links[from.index() * self.devices.len() + to.index()]
     }
 
     /// Seconds to move `bytes` from device `from` to device `to` over an idle link (0 when
     /// `from == to`).
     #[inline]
-    pub fn transfer_time(&self, bytes: u64, from: usize, to: usize) -> f64 {
-        let k = from * self.devices.len() + to;
+    pub fn transfer_time(&self, bytes: u64, from: DeviceId, to: DeviceId) -> f64 {
+        let k = from.index() * self.devices.len() + to.index();
         self.latency[k] + bytes as f64 * self.inv_bandwidth[k]
     }
 
     /// Latency (s) and 1/bandwidth (s/byte) of every link from device `from`, indexed by the
-    /// receiving device; both 0 for `from` itself. For loops over all receivers.
+    /// receiving device ([`DeviceId`]); both 0 for `from` itself. For loops over all receivers.
     #[inline]
-    pub fn links_from(&self, from: usize) -> (&[f64], &[f64]) {
-        let nd = self.devices.len();
+    pub fn links_from(&self, from: DeviceId) -> (&[f64], &[f64]) {
+        let (nd, from) = (self.devices.len(), from.index());
         (
             &self.latency[from * nd..(from + 1) * nd],
             &self.inv_bandwidth[from * nd..(from + 1) * nd],
@@ -674,14 +677,14 @@ impl CostModel {
     /// has).
     pub fn mean_op_time(&self, node: NodeId) -> f64 {
         let (mut sum, mut k) = (0.0, 0usize);
-        for d in 0..self.devices.len() {
+        for d in self.device_ids() {
             if self.allowed(node, d) {
                 sum += self.op_time(node, d);
                 k += 1;
             }
         }
         if k == 0 {
-            (0..self.devices.len())
+            self.device_ids()
                 .map(|d| self.op_time(node, d))
                 .sum::<f64>()
                 / self.devices.len().max(1) as f64
@@ -691,14 +694,14 @@ impl CostModel {
     }
 
     /// Fastest time of op `node` over the devices that have a kernel for it, and that device
-    /// (`(INFINITY, usize::MAX)` when none has).
-    pub fn min_op_time(&self, node: NodeId) -> (f64, usize) {
-        let mut best = (f64::INFINITY, usize::MAX);
-        for d in 0..self.devices.len() {
+    /// (`(INFINITY, None)` when none has).
+    pub fn min_op_time(&self, node: NodeId) -> (f64, Option<DeviceId>) {
+        let mut best = (f64::INFINITY, None);
+        for d in self.device_ids() {
             if self.allowed(node, d) {
                 let t = self.op_time(node, d);
                 if t < best.0 {
-                    best = (t, d);
+                    best = (t, Some(d));
                 }
             }
         }
@@ -709,7 +712,7 @@ impl CostModel {
     ///
     /// # Panics
     /// If `assignment` is shorter than the graph or names a device out of range.
-    pub fn device_memory(&self, assignment: &[usize]) -> Vec<u64> {
+    pub fn device_memory(&self, assignment: &[DeviceId]) -> Vec<u64> {
         let mut out = vec![0u64; self.devices.len()];
         for (i, &d) in assignment.iter().enumerate().take(self.work.len()) {
             out[d] = out[d].saturating_add(self.memory[i]);
@@ -766,29 +769,40 @@ mod tests {
         let c = cluster();
         let m = CostModel::new(&g, &c).unwrap();
         // MatMul: 2e6 FLOPs at 1 GFLOP/s = 2 ms; bytes 120 kB at 1 GB/s = 0.12 ms.
-        assert!((m.op_time(NodeId::new(1), 0) - (2e-3 + 1e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), DeviceId::new(0)) - (2e-3 + 1e-6)).abs() < 1e-12);
         // Half available: twice as long (compute part and the executor's overhead).
-        assert!((m.op_time(NodeId::new(1), 1) - (4e-3 + 2e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), DeviceId::new(1)) - (4e-3 + 2e-6)).abs() < 1e-12);
         // Relu: 1e4 FLOPs = 10 µs vs 80 kB = 80 µs: memory-bound.
-        assert!((m.op_time(NodeId::new(2), 0) - (80e-6 + 1e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(2), DeviceId::new(0)) - (80e-6 + 1e-6)).abs() < 1e-12);
         assert!(m.is_free(NodeId::new(0)) && !m.is_free(NodeId::new(1)));
         assert!(
-            m.allowed(NodeId::new(4), 0)
-                && !m.allowed(NodeId::new(4), 2)
-                && m.allowed(NodeId::new(3), 2)
+            m.allowed(NodeId::new(4), DeviceId::new(0))
+                && !m.allowed(NodeId::new(4), DeviceId::new(2))
+                && m.allowed(NodeId::new(3), DeviceId::new(2))
         );
-        assert!(!m.group_allowed(m.group_of(NodeId::new(4)), 2));
-        assert_eq!(m.min_op_time(NodeId::new(1)).1, 2, "the GPU is fastest");
+        assert!(!m.group_allowed(m.group_of(NodeId::new(4)), DeviceId::new(2)));
+        assert_eq!(
+            m.min_op_time(NodeId::new(1)).1,
+            Some(DeviceId::new(2)),
+            "the GPU is fastest"
+        );
         assert_eq!(m.memory(NodeId::new(1)), 40_000);
-        assert_eq!(m.device_memory(&[0, 0, 1, 1, 0]), vec![40_000, 440_000, 0]);
+        let on = |d: &[usize]| d.iter().map(|&d| DeviceId::new(d)).collect::<Vec<_>>();
+        assert_eq!(
+            m.device_memory(&on(&[0, 0, 1, 1, 0])),
+            vec![40_000, 440_000, 0]
+        );
         // Transfers: same process CPU↔CPU default link.
         let l = c.link_defaults.same_process;
         assert_eq!(
-            m.transfer_time(1000, 0, 1),
+            m.transfer_time(1000, DeviceId::new(0), DeviceId::new(1)),
             l.latency + 1000.0 / l.bandwidth
         );
-        assert_eq!(m.transfer_time(1000, 1, 1), 0.0);
-        assert_eq!(m.capacity(0), Some(1 << 20));
+        assert_eq!(
+            m.transfer_time(1000, DeviceId::new(1), DeviceId::new(1)),
+            0.0
+        );
+        assert_eq!(m.capacity(DeviceId::new(0)), Some(1 << 20));
     }
 
     #[test]
@@ -799,8 +813,9 @@ mod tests {
         let tpu = b.add("tpu", "X").unwrap();
         b.node_mut(tpu).kernel_device_types = vec!["TPU_SYSTEM".into()];
         let m = CostModel::new(&b.build().unwrap(), &cluster()).unwrap();
-        assert!((0..3).all(|d| m.allowed(noop, d)));
-        assert!((0..3).all(|d| !m.allowed(tpu, d)));
+        assert!(m.device_ids().all(|d| m.allowed(noop, d)));
+        assert!(m.device_ids().all(|d| !m.allowed(tpu, d)));
+        assert_eq!(m.device_ids().len(), 3);
     }
 
     #[test]
@@ -817,8 +832,8 @@ mod tests {
         let mut m = CostModel::new(&g, &cluster()).unwrap();
         m.set_op_times(NodeId::new(0), &[1.0, 2.0, f64::NAN])
             .unwrap();
-        assert_eq!(m.op_time(NodeId::new(0), 1), 2.0);
-        assert!(m.op_time(NodeId::new(0), 2) < 1e-3);
+        assert_eq!(m.op_time(NodeId::new(0), DeviceId::new(1)), 2.0);
+        assert!(m.op_time(NodeId::new(0), DeviceId::new(2)) < 1e-3);
         assert!(!m.is_free(NodeId::new(0)));
         assert!(m.set_op_times(NodeId::new(0), &[1.0]).is_err());
         assert!(m.set_op_times(NodeId::new(0), &[1.0, -1.0, 0.0]).is_err());
@@ -855,26 +870,26 @@ mod tests {
         assert_eq!(s.ops_measured, 2);
         // Median 600 µs on CPU:0; CPU:1 is half as fast.
         // (Measured times get the device's per-op overhead, 1 µs, which step stats lack.)
-        assert!((m.op_time(NodeId::new(1), 0) - 601e-6).abs() < 1e-12);
-        assert!((m.op_time(NodeId::new(1), 1) - 1202e-6).abs() < 1e-12);
-        assert!((m.op_time(NodeId::new(2), 0) - 51e-6).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), DeviceId::new(0)) - 601e-6).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(1), DeviceId::new(1)) - 1202e-6).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(2), DeviceId::new(0)) - 51e-6).abs() < 1e-12);
         // relu2 was never timed: the Relu fit (one size → through the origin) scales by size.
         // relu: 1e4 FLOPs + 8e4 bytes; relu2: 1e5 + 4.4e5.
         let expected = 50e-6 * (1e5 + 4.4e5) / (1e4 + 8e4) + 1e-6;
         assert!(
-            (m.op_time(NodeId::new(3), 0) - expected).abs() < 1e-12,
+            (m.op_time(NodeId::new(3), DeviceId::new(0)) - expected).abs() < 1e-12,
             "{}",
-            m.op_time(NodeId::new(3), 0)
+            m.op_time(NodeId::new(3), DeviceId::new(0))
         );
         // No GPU data: analytic.
         let analytic = CostModel::new(&g, &c).unwrap();
         assert_eq!(
-            m.op_time(NodeId::new(1), 2),
-            analytic.op_time(NodeId::new(1), 2)
+            m.op_time(NodeId::new(1), DeviceId::new(2)),
+            analytic.op_time(NodeId::new(1), DeviceId::new(2))
         );
         assert_eq!(
-            m.op_time(NodeId::new(0), 0),
-            analytic.op_time(NodeId::new(0), 0)
+            m.op_time(NodeId::new(0), DeviceId::new(0)),
+            analytic.op_time(NodeId::new(0), DeviceId::new(0))
         );
     }
 
@@ -892,24 +907,30 @@ mod tests {
         });
         let m = CostModel::new(&g, &c).unwrap();
         // relu: 1e4 FLOPs + 8e4 bytes → 1000 + 9000 = 1e4 work at 1 GFLOP/s = 10 µs + overhead.
-        assert!((m.op_time(NodeId::new(2), 0) - (10e-6 + 1e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(2), DeviceId::new(0)) - (10e-6 + 1e-6)).abs() < 1e-12);
         // Half available: twice the work time.
-        assert!((m.op_time(NodeId::new(2), 1) - (20e-6 + 2e-6)).abs() < 1e-12);
+        assert!((m.op_time(NodeId::new(2), DeviceId::new(1)) - (20e-6 + 2e-6)).abs() < 1e-12);
         // Other types and other device types stay analytic.
         let a = CostModel::analytic(&g, &c).unwrap();
-        assert_eq!(m.op_time(NodeId::new(1), 0), a.op_time(NodeId::new(1), 0));
-        assert_eq!(m.op_time(NodeId::new(2), 2), a.op_time(NodeId::new(2), 2));
-        assert!((a.op_time(NodeId::new(2), 0) - (80e-6 + 1e-6)).abs() < 1e-12);
+        assert_eq!(
+            m.op_time(NodeId::new(1), DeviceId::new(0)),
+            a.op_time(NodeId::new(1), DeviceId::new(0))
+        );
+        assert_eq!(
+            m.op_time(NodeId::new(2), DeviceId::new(2)),
+            a.op_time(NodeId::new(2), DeviceId::new(2))
+        );
+        assert!((a.op_time(NodeId::new(2), DeviceId::new(0)) - (80e-6 + 1e-6)).abs() < 1e-12);
         // A measurement of relu wins over the calibrated line; relu2 keeps the line since this
         // graph's own Relu fit only covers… relu2 too (one type): the graph's fit wins there.
         let mut meas = Measurements::new();
         meas.add("relu", CPU0, 40e-6);
         let mm = CostModel::with_measurements(&g, &c, &meas).unwrap();
-        assert!((mm.op_time(NodeId::new(2), 0) - (40e-6 + 1e-6)).abs() < 1e-12);
+        assert!((mm.op_time(NodeId::new(2), DeviceId::new(0)) - (40e-6 + 1e-6)).abs() < 1e-12);
         let expected = 40e-6 * (1e5 + 4.4e5) / (1e4 + 8e4);
-        assert!((mm.op_time(NodeId::new(3), 0) - (expected + 1e-6)).abs() < 1e-12);
+        assert!((mm.op_time(NodeId::new(3), DeviceId::new(0)) - (expected + 1e-6)).abs() < 1e-12);
         // cpu_only (a Relu without shapes: size 0) takes the graph's line through the origin.
-        assert!((mm.op_time(NodeId::new(4), 0) - 1e-6).abs() < 1e-12);
+        assert!((mm.op_time(NodeId::new(4), DeviceId::new(0)) - 1e-6).abs() < 1e-12);
     }
 
     #[test]
@@ -950,10 +971,10 @@ mod tests {
         let active = g.ancestors(&[NodeId::new(2)]);
         assert_eq!(active, vec![true, true, true, false, false]);
         let mut m = CostModel::new(&g, &cluster()).unwrap();
-        let before = m.op_time(NodeId::new(3), 0);
+        let before = m.op_time(NodeId::new(3), DeviceId::new(0));
         assert!(before > 0.0 && m.dag().preds(NodeId::new(3)).len() == 1);
         m.restrict_to(&g, active).unwrap();
-        assert_eq!(m.op_time(NodeId::new(3), 0), 0.0);
+        assert_eq!(m.op_time(NodeId::new(3), DeviceId::new(0)), 0.0);
         assert!(
             m.is_free(NodeId::new(3))
                 && !m.is_active(NodeId::new(3))
@@ -963,7 +984,7 @@ mod tests {
             m.dag().preds(NodeId::new(3)).is_empty(),
             "no edge into an op the step skips"
         );
-        assert!(m.op_time(NodeId::new(1), 0) > 0.0);
+        assert!(m.op_time(NodeId::new(1), DeviceId::new(0)) > 0.0);
         assert!(m.restrict_to(&g, vec![true]).is_err());
     }
 }

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::device_type::DeviceType;
 use crate::error::{Error, Result};
 
 /// A possibly partial device specification; `None` fields are unspecified (match anything).
@@ -13,8 +14,8 @@ pub struct DeviceName {
     pub job: Option<String>,
     pub replica: Option<u32>,
     pub task: Option<u32>,
-    /// Upper-case type (`CPU`, `GPU`).
-    pub device_type: Option<String>,
+    /// Type (`CPU`, `GPU`).
+    pub device_type: Option<DeviceType>,
     pub id: Option<u32>,
 }
 
@@ -66,13 +67,13 @@ impl DeviceName {
                     if ty.is_empty() || !ty.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                         return Err(bad("device type must be letters, digits or '_'"));
                     }
-                    name.device_type = Some(ty.to_ascii_uppercase());
+                    name.device_type = Some(DeviceType::parse(ty));
                     name.id = num(id)?;
                 }
                 legacy
                     if legacy.eq_ignore_ascii_case("cpu") || legacy.eq_ignore_ascii_case("gpu") =>
                 {
-                    name.device_type = Some(legacy.to_ascii_uppercase());
+                    name.device_type = Some(DeviceType::parse(legacy));
                     name.id = num(value)?;
                 }
                 other => return Err(bad(&format!("unknown part `{other}`"))),

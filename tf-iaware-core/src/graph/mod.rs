@@ -5,6 +5,7 @@
 pub mod builder;
 pub mod colocation;
 pub mod device_name;
+pub mod device_type;
 pub mod dtype;
 pub mod graph_def;
 pub mod model;
@@ -13,6 +14,7 @@ pub mod signature;
 
 pub use builder::OpGraphBuilder;
 pub use device_name::DeviceName;
+pub use device_type::DeviceType;
 pub use dtype::DType;
 pub use model::{Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpNode, TensorInfo};
 pub use sidecar::Sidecar;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::device_type::DeviceType;
 use super::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -80,8 +81,8 @@ pub struct OpNode {
     pub control_inputs: Vec<NodeId>,
     pub outputs: Vec<TensorInfo>,
     pub attrs: BTreeMap<String, Attr>,
-    /// Device types with a registered kernel (`["CPU", "GPU"]`); empty when unknown (no restriction).
-    pub kernel_device_types: Vec<String>,
+    /// Device types with a registered kernel (`[Cpu, Gpu]`); empty when unknown (no restriction).
+    pub kernel_device_types: Vec<DeviceType>,
     /// Colocation group (filled by the builder).
     pub group: GroupId,
 }
@@ -90,12 +91,22 @@ impl OpNode {
     /// Whether a kernel for this op is registered for `device_type`. Unknown kernels allow all,
     /// and so does TensorFlow's `DEFAULT` device type (kernels such as `NoOp` registered for
     /// every device).
-    pub fn has_kernel_for(&self, device_type: &str) -> bool {
+    pub fn has_kernel_for(&self, device_type: &DeviceType) -> bool {
         self.kernel_device_types.is_empty()
             || self
                 .kernel_device_types
                 .iter()
-                .any(|t| t.eq_ignore_ascii_case(device_type) || t == "DEFAULT")
+                .any(|t| t == device_type || *t == DeviceType::Default)
+    }
+
+    /// The kernel device types joined by `sep` (`CPU, GPU`), for messages.
+    pub fn kernel_list(&self, sep: &str) -> String {
+        let names: Vec<&str> = self
+            .kernel_device_types
+            .iter()
+            .map(DeviceType::as_str)
+            .collect();
+        names.join(sep)
     }
 
     /// Integer attribute.

@@ -1,7 +1,7 @@
 //! Baseline strategies: TensorFlow's own choice, and round-robin.
 
 use super::{eligible_devices, Placement, Strategy};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
@@ -55,11 +55,11 @@ impl Strategy for RoundRobin {
                 reason: "the cluster has no devices".into(),
             });
         }
-        let mut group_device = vec![usize::MAX; graph.groups().len()];
+        let mut group_device: Vec<Option<DeviceId>> = vec![None; graph.groups().len()];
         let mut next = 0usize;
         for id in graph.topo_order()? {
             let g = graph.node(id).group;
-            if group_device[g] != usize::MAX {
+            if group_device[g].is_some() {
                 continue;
             }
             let eligible = eligible_devices(graph, cluster, g);
@@ -72,12 +72,15 @@ impl Strategy for RoundRobin {
             // The next device in the rotation that is eligible.
             let n = cluster.devices.len();
             let pick = (0..n)
-                .map(|k| (next + k) % n)
+                .map(|k| DeviceId::new((next + k) % n))
                 .find(|d| eligible.contains(d))
                 .unwrap_or(eligible[0]);
-            group_device[g] = pick;
-            next = (pick + 1) % n;
+            group_device[g] = Some(pick);
+            next = (pick.index() + 1) % n;
         }
+        // Every group has a member in the topological order; were one missed, the list would be
+        // short and `from_groups` would say so.
+        let group_device: Vec<DeviceId> = group_device.into_iter().flatten().collect();
         Placement::from_groups(self.name(), graph, cluster, &group_device)
     }
 }

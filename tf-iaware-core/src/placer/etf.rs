@@ -31,7 +31,7 @@ use std::collections::BinaryHeap;
 use super::heft::upward_ranks;
 use super::sched::{timelines, Schedule, State, NONE};
 use super::{Placement, Strategy};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::Result;
 use crate::graph::{NodeId, OpGraph};
@@ -62,21 +62,21 @@ pub fn etf_schedule(graph: &OpGraph, cluster: &Cluster, cost: &CostModel) -> Res
 #[inline]
 fn best_with(
     state: &State<'_>,
-    devices: &[usize],
+    devices: &[DeviceId],
     free: f64,
     i: NodeId,
-    ready: impl Fn(usize) -> f64,
-) -> Option<(f64, f64, usize)> {
+    ready: impl Fn(DeviceId) -> f64,
+) -> Option<(f64, f64, DeviceId)> {
     let cost = state.cost;
     let g = cost.group_of(i);
     let placed = state.group_dev[g];
     let kernels = cost.group_devices(g);
     let need = cost.group_memory(g);
-    let mut best: Option<(f64, f64, usize)> = None;
+    let mut best: Option<(f64, f64, DeviceId)> = None;
     for &d in devices {
         let ok = match placed {
             NONE => kernels[d] && need <= state.mem_left[d],
-            p => p as usize == d,
+            p => p as usize == d.index(),
         };
         if !ok {
             continue;
@@ -158,7 +158,7 @@ mod by_timeline {
 
     /// One timeline: its lanes' free times and its two queues.
     struct Timeline {
-        devices: Vec<usize>,
+        devices: Vec<DeviceId>,
         lanes: Vec<f64>,
         /// Earliest free lane.
         free: f64,
@@ -171,10 +171,10 @@ mod by_timeline {
     /// got a device since the last look.
     fn best_on(
         state: &State<'_>,
-        devices: &[usize],
+        devices: &[DeviceId],
         free: f64,
         i: NodeId,
-    ) -> Option<(f64, f64, usize)> {
+    ) -> Option<(f64, f64, DeviceId)> {
         let cost = state.cost;
         let preds = cost.dag().preds(i);
         best_with(state, devices, free, i, |d| {
@@ -183,7 +183,9 @@ mod by_timeline {
                 let p = e.node;
                 let arrive = match state.node_dev[p] {
                     NONE => state.finish[p],
-                    pd => state.finish[p] + cost.transfer_time(e.bytes, pd as usize, d),
+                    pd => {
+                        state.finish[p] + cost.transfer_time(e.bytes, DeviceId::new(pd as usize), d)
+                    }
                 };
                 ready = ready.max(arrive);
             }
@@ -199,7 +201,7 @@ mod by_timeline {
         pos: u32,
         node: NodeId,
         finish: f64,
-        device: usize,
+        device: DeviceId,
     }
 
     impl Candidate {
@@ -316,7 +318,7 @@ mod by_timeline {
         let (tl, base) = timelines(cost);
         let mut lines: Vec<Timeline> = (0..base.len() - 1)
             .map(|t| Timeline {
-                devices: (0..nd).filter(|&d| tl[d] == t).collect(),
+                devices: cost.device_ids().filter(|&d| tl[d] == t).collect(),
                 lanes: vec![0.0; base[t + 1] - base[t]],
                 free: 0.0,
                 waiting: BinaryHeap::new(),
@@ -483,7 +485,7 @@ mod by_op {
         pos: u32,
         node: NodeId,
         finish: f64,
-        device: usize,
+        device: DeviceId,
         line: usize,
     }
 
@@ -517,7 +519,7 @@ mod by_op {
 
     /// One timeline: its devices and its lanes' free times.
     struct Timeline {
-        devices: Vec<usize>,
+        devices: Vec<DeviceId>,
         lanes: Vec<f64>,
         /// Earliest free lane.
         free: f64,
@@ -546,7 +548,7 @@ mod by_op {
             for &d in &line.devices {
                 let ok = match placed {
                     NONE => kernels[d] && need <= state.mem_left[d],
-                    p => p as usize == d,
+                    p => p as usize == d.index(),
                 };
                 if !ok {
                     continue;
@@ -590,7 +592,7 @@ mod by_op {
                 free: 0.0,
             })
             .collect();
-        for d in 0..nd {
+        for d in cost.device_ids() {
             lines[tl[d]].devices.push(d);
         }
         let mut ready_at = vec![0.0f64; nd];
@@ -683,7 +685,7 @@ impl Strategy for Etf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::tests::{cluster, graph, model};
+    use crate::sim::tests::{cluster, graph, ids, model};
 
     #[test]
     fn etf_starts_the_earliest_pair_first() {
@@ -694,7 +696,7 @@ mod tests {
         let s = etf_schedule(&g, &c, &m).unwrap();
         // t0 on dev 0 at 0. At 1, dev 0 can start at 1 and dev 1 at 1.5: t1 (highest rank) starts
         // first on dev 0 at 1; then t2 on dev 1 at 1.5 (vs dev 0 at 5), t3 on dev 1 at 2.5.
-        assert_eq!(s.device, vec![0, 0, 1, 1]);
+        assert_eq!(s.device, ids(&[0, 0, 1, 1]));
         assert_eq!(s.start, vec![0.0, 1.0, 1.5, 2.5]);
         assert_eq!(s.makespan, 5.0);
     }

@@ -9,7 +9,7 @@
 use super::sched::{timelines, Schedule, State, NONE};
 use super::simple::fastest_device_groups;
 use super::{Placement, Strategy};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::Result;
 use crate::graph::{NodeId, OpGraph};
@@ -201,11 +201,12 @@ pub fn heft_schedule_on(
             .map(|e| e.node)
             .filter(|&p| state.node_dev[p] != NONE)
             .max_by(|&a, &b| state.finish[a].total_cmp(&state.finish[b]))
-            .map(|p| state.node_dev[p] as usize)
-            .filter(|d| devices.contains(d));
+            .map(|p| DeviceId::new(state.node_dev[p] as usize))
+            .filter(|d| devices.contains(&d.index()));
         // (finish, start, device, lane, gap; usize::MAX: the open-ended gap). Ties go to the
         // lower device index.
-        let mut best: Option<(f64, f64, usize, usize, usize)> = None;
+        let mut best: Option<(f64, f64, DeviceId, usize, usize)> = None;
+        let devices = devices.map(DeviceId::new);
         for d in home.into_iter().chain(devices.filter(|&d| Some(d) != home)) {
             if placed == NONE
                 && !(kernels[d] && need <= state.mem_left[d] && only.is_none_or(|m| m[d]))
@@ -290,8 +291,9 @@ impl Strategy for Heft {
         // would be faster: keep whichever the simulator says is faster.
         let mut best = s.group_device;
         if let Ok(single) = fastest_device_groups(graph, cluster, cost) {
-            let step = |groups: &[usize]| -> Result<f64> {
-                let nodes: Vec<usize> = cost.node_ids().map(|i| groups[cost.group_of(i)]).collect();
+            let step = |groups: &[DeviceId]| -> Result<f64> {
+                let nodes: Vec<DeviceId> =
+                    cost.node_ids().map(|i| groups[cost.group_of(i)]).collect();
                 Ok(crate::sim::simulate(cost, &nodes)?.step_time)
             };
             if step(&single)? < step(&best)? {
@@ -389,7 +391,7 @@ mod tests {
         ];
         for (i, &(d, st, ft)) in expect.iter().enumerate() {
             assert_eq!(
-                (s.device[i], s.start[i], s.finish[i]),
+                (s.device[i].index(), s.start[i], s.finish[i]),
                 (d, st, ft),
                 "n{}",
                 i + 1

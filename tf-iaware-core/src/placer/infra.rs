@@ -10,7 +10,7 @@ use super::heft::heft_schedule_on;
 use super::sched::check_groups;
 use super::simple::{memory_left, out_of_memory, take};
 use super::{Placement, Strategy};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::Result;
 use crate::graph::{GroupId, NodeId, OpGraph};
@@ -104,9 +104,8 @@ fn group_anchors(cost: &CostModel) -> Vec<usize> {
 
 impl InfraAware {
     /// Devices in decreasing capability × availability that pass the threshold.
-    pub fn ranked_devices(&self, cost: &CostModel) -> Vec<usize> {
-        let nd = cost.num_devices();
-        let mut order: Vec<usize> = (0..nd).collect();
+    pub fn ranked_devices(&self, cost: &CostModel) -> Vec<DeviceId> {
+        let mut order: Vec<DeviceId> = cost.device_ids().collect();
         order.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
         let best = order.first().map_or(0.0, |&d| cost.speed(d));
         let threshold = if self.threshold.is_nan() {
@@ -127,9 +126,9 @@ impl InfraAware {
         cost: &CostModel,
         order: &[GroupId],
         work: &[f64],
-        devices: &[usize],
-        fallback: &[usize],
-    ) -> Result<Vec<usize>> {
+        devices: &[DeviceId],
+        fallback: &[DeviceId],
+    ) -> Result<Vec<DeviceId>> {
         let total: f64 = work.iter().sum();
         let score: f64 = devices.iter().map(|&d| cost.speed(d)).sum();
         let mut bounds = Vec::with_capacity(devices.len());
@@ -139,7 +138,7 @@ impl InfraAware {
             bounds.push(total * acc / score);
         }
         let mut left = memory_left(cost);
-        let mut group_device = vec![0usize; cost.num_groups()];
+        let mut group_device = vec![DeviceId::new(0); cost.num_groups()];
         let mut cum = 0.0;
         for &g in order {
             let mid = cum + work[g] / 2.0;
@@ -149,7 +148,7 @@ impl InfraAware {
                 .position(|&b| mid <= b)
                 .unwrap_or(devices.len() - 1);
             let need = cost.group_memory(g);
-            let fits = |d: usize, left: &[u64]| cost.group_allowed(g, d) && need <= left[d];
+            let fits = |d: DeviceId, left: &[u64]| cost.group_allowed(g, d) && need <= left[d];
             let pick = devices[j..]
                 .iter()
                 .chain(devices[..j].iter().rev())
@@ -174,10 +173,10 @@ impl InfraAware {
         graph: &OpGraph,
         cluster: &Cluster,
         cost: &CostModel,
-    ) -> Result<(Vec<usize>, f64)> {
+    ) -> Result<(Vec<DeviceId>, f64)> {
         check_groups(graph, cluster, cost)?;
         let ranked = self.ranked_devices(cost);
-        let mut all: Vec<usize> = (0..cost.num_devices()).collect();
+        let mut all: Vec<DeviceId> = cost.device_ids().collect();
         all.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
         let anchors = group_anchors(cost);
         let mut order: Vec<GroupId> = cost.group_ids().collect();
@@ -187,15 +186,15 @@ impl InfraAware {
         for (i, w) in cost.node_ids().map(|i| (i, cost.op_time(i, reference))) {
             work[cost.group_of(i)] += w;
         }
-        let mut assignment = vec![0usize; cost.num_nodes()];
-        let mut best: Option<(Vec<usize>, f64)> = None;
+        let mut assignment = vec![reference; cost.num_nodes()];
+        let mut best: Option<(Vec<DeviceId>, f64)> = None;
         let mut last_err = None;
         let mut stale = 0;
         let mut mask = vec![false; cost.num_devices()];
         for k in device_counts(ranked.len()) {
             // Two ways to fill the k best devices: capability-proportional slices, and HEFT
             // restricted to them; the simulator judges both.
-            let mut round: Option<(Vec<usize>, f64)> = None;
+            let mut round: Option<(Vec<DeviceId>, f64)> = None;
             let sliced = self.proportional(graph, cluster, cost, &order, &work, &ranked[..k], &all);
             mask.fill(false);
             for &d in &ranked[..k] {

@@ -48,7 +48,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::{GroupId, OpGraph};
@@ -84,16 +84,17 @@ impl Placement {
     }
 
     /// Puts every member of every group on the device chosen for that group
-    /// (`group_device[g]`, an index into `cluster.devices`).
+    /// (`group_device[g]`, a device of `cluster`).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `group_device` does not have one device per colocation
-    /// group; [`Error::BadId`] naming a device index the cluster does not have.
+    /// group; [`Error::BadId`] naming a device id the cluster does not have (one of a larger
+    /// cluster).
     pub fn from_groups(
         strategy: &str,
         graph: &OpGraph,
         cluster: &Cluster,
-        group_device: &[usize],
+        group_device: &[DeviceId],
     ) -> Result<Self> {
         if group_device.len() != graph.groups().len() {
             return Err(Error::InvalidArgument {
@@ -105,10 +106,13 @@ impl Placement {
                 ),
             });
         }
-        if let Some(&d) = group_device.iter().find(|&&d| d >= cluster.devices.len()) {
+        if let Some(&d) = group_device
+            .iter()
+            .find(|&&d| d.index() >= cluster.devices.len())
+        {
             return Err(Error::BadId {
                 kind: "device",
-                id: d,
+                id: d.index(),
                 len: cluster.devices.len(),
             });
         }
@@ -224,9 +228,10 @@ pub fn by_name_with(name: &str, options: &PlaceOptions) -> Result<Box<dyn Strate
 }
 
 /// Devices of `cluster` on which every member of group `g` has a kernel.
-pub fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<usize> {
+pub fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<DeviceId> {
     let members = &graph.group(g).members;
-    (0..cluster.devices.len())
+    cluster
+        .device_ids()
         .filter(|&d| {
             members.iter().all(|&m| {
                 graph

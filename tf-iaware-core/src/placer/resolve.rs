@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use super::Placement;
-use crate::cluster::{Cluster, Device};
+use crate::cluster::{Cluster, Device, DeviceId};
 use crate::error::{Error, Result};
 use crate::graph::{DeviceName, GroupId, NodeId, OpGraph, OpNode};
 
@@ -19,7 +19,7 @@ pub fn check_kernel(node: &OpNode, device: &Device) -> Result<()> {
         op: node.name.clone(),
         op_type: node.op.clone(),
         device: device.name.clone(),
-        available: node.kernel_device_types.join(", "),
+        available: node.kernel_list(", "),
     })
 }
 
@@ -37,39 +37,26 @@ pub fn split_colocation(
     }
 }
 
-/// TensorFlow's device-type priority (higher first).
-fn type_priority(device_type: &str) -> u8 {
-    if device_type.eq_ignore_ascii_case("TPU") {
-        3
-    } else if device_type.eq_ignore_ascii_case("GPU") {
-        2
-    } else if device_type.eq_ignore_ascii_case("CPU") {
-        1
-    } else {
-        0
-    }
-}
-
 /// Device TensorFlow's default placer gives colocation group `g`.
 ///
 /// # Errors
 /// [`Error::Infeasible`] if no device has kernels for all its members.
-pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Result<usize> {
+pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Result<DeviceId> {
     let group = graph.group(g);
-    let has_kernels = |d: usize| {
+    let has_kernels = |d: DeviceId| {
         let t = &cluster.devices[d].device_type;
         group
             .members
             .iter()
             .all(|&m| graph.node(m).has_kernel_for(t))
     };
-    let mut candidates: Vec<usize> = Vec::new();
+    let mut candidates: Vec<DeviceId> = Vec::new();
     if let Some(spec) = group
         .requested_device
         .as_deref()
         .and_then(|s| DeviceName::parse(s).ok())
     {
-        for (d, dev) in cluster.devices.iter().enumerate() {
+        for (d, dev) in cluster.device_ids().zip(&cluster.devices) {
             if dev.parsed_name().is_ok_and(|full| spec.matches(&full)) && has_kernels(d) {
                 candidates.push(d);
             }
@@ -77,14 +64,12 @@ pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Resu
     }
     if candidates.is_empty() {
         // Soft placement: any device with kernels.
-        candidates = (0..cluster.devices.len())
-            .filter(|&d| has_kernels(d))
-            .collect();
+        candidates = cluster.device_ids().filter(|&d| has_kernels(d)).collect();
     }
     // The first candidate of the highest priority.
     candidates
         .into_iter()
-        .map(|d| (type_priority(&cluster.devices[d].device_type), d))
+        .map(|d| (cluster.devices[d].device_type.priority(), d))
         .reduce(|best, c| if c.0 > best.0 { c } else { best })
         .map(|(_, d)| d)
         .ok_or_else(|| Error::Infeasible {
@@ -96,18 +81,23 @@ pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Resu
         })
 }
 
-/// The device index of every op (by node id) when `placement` runs on `cluster`.
+/// The device of every op (by node id) when `placement` runs on `cluster`.
 ///
 /// # Errors
 /// [`Error::MalformedDevice`]/[`Error::UnknownDevice`] for a device string that names no single
 /// device of the cluster; [`Error::NoKernel`] for an op placed on a device type without its kernel;
 /// [`Error::SplitColocation`] for a colocation group placed on two devices; [`Error::Infeasible`]
 /// for an unplaced group no device can run.
-pub fn assignment(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> Result<Vec<usize>> {
-    let mut cache: HashMap<&str, usize> = HashMap::new();
-    let mut out = vec![usize::MAX; graph.len()];
+pub fn assignment(
+    graph: &OpGraph,
+    cluster: &Cluster,
+    placement: &Placement,
+) -> Result<Vec<DeviceId>> {
+    let mut cache: HashMap<&str, DeviceId> = HashMap::new();
+    // Every node is in one group, so every slot is written below.
+    let mut out = vec![DeviceId::new(0); graph.len()];
     for (g, group) in graph.enumerate_groups() {
-        let mut chosen: Option<(usize, NodeId)> = None; // (device, member that fixed it)
+        let mut chosen: Option<(DeviceId, NodeId)> = None; // (device, member that fixed it)
         for &m in &group.members {
             let node = graph.node(m);
             let Some(spec) = placement.device_of(&node.name) else {

@@ -8,7 +8,7 @@
 //! member or neighbour is). Without this every variable would land on whichever device is idle at
 //! time 0 and drag its consumers there.
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::{GroupId, NodeId, OpGraph};
@@ -20,9 +20,9 @@ pub(crate) const NONE: u32 = u32::MAX;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
     /// Device of each colocation group.
-    pub group_device: Vec<usize>,
+    pub group_device: Vec<DeviceId>,
     /// Device of each op (that of its group).
-    pub device: Vec<usize>,
+    pub device: Vec<DeviceId>,
     /// Planned start of each op, seconds (floating free ops: when their inputs were ready).
     pub start: Vec<f64>,
     /// Planned end of each op, seconds.
@@ -45,8 +45,7 @@ fn fmt_bytes(b: u64) -> String {
 /// # Errors
 /// [`Error::Infeasible`] naming the first group that fits nowhere.
 pub(crate) fn check_groups(graph: &OpGraph, cluster: &Cluster, cost: &CostModel) -> Result<()> {
-    let nd = cost.num_devices();
-    if nd == 0 {
+    if cost.num_devices() == 0 {
         return Err(Error::Infeasible {
             group: "(all)".into(),
             reason: "the cluster has no devices".into(),
@@ -61,7 +60,7 @@ pub(crate) fn check_groups(graph: &OpGraph, cluster: &Cluster, cost: &CostModel)
                 .filter(|&&m| !graph.node(m).kernel_device_types.is_empty())
                 .map(|&m| {
                     let n = graph.node(m);
-                    format!("{} ({}): {}", n.name, n.op, n.kernel_device_types.join("/"))
+                    format!("{} ({}): {}", n.name, n.op, n.kernel_list("/"))
                 })
                 .collect();
             kinds.truncate(4);
@@ -78,11 +77,13 @@ pub(crate) fn check_groups(graph: &OpGraph, cluster: &Cluster, cost: &CostModel)
         if need == 0 {
             continue;
         }
-        let (best, most) = (0..nd)
+        // `allowed` has a device (checked above), and there is a device 0.
+        let (best, most) = cost
+            .device_ids()
             .filter(|&d| allowed[d])
             .map(|d| (d, cost.capacity(d).unwrap_or(u64::MAX)))
             .max_by_key(|&(_, c)| c)
-            .unwrap_or((0, 0));
+            .unwrap_or((DeviceId::new(0), 0));
         if need > most {
             return Err(Error::Infeasible {
                 group: group.name.clone(),
@@ -107,7 +108,7 @@ pub(crate) fn timelines(cost: &CostModel) -> (Vec<usize>, Vec<usize>) {
     let mut of_device = vec![0usize; nd];
     let mut count: Vec<usize> = Vec::with_capacity(nd);
     let mut of_pool = vec![usize::MAX; cost.num_pools()];
-    for (d, t) in of_device.iter_mut().enumerate() {
+    for (d, t) in cost.device_ids().zip(of_device.iter_mut()) {
         *t = match cost.pool(d) {
             Some(p) if of_pool[p] != usize::MAX => of_pool[p],
             Some(p) => {
@@ -157,11 +158,11 @@ impl<'a> State<'a> {
     pub fn new(graph: &'a OpGraph, cluster: &'a Cluster, cost: &'a CostModel) -> Result<Self> {
         check_groups(graph, cluster, cost)?;
         let n = cost.num_nodes();
-        let nd = cost.num_devices();
         Ok(State {
             cost,
             graph,
-            mem_left: (0..nd)
+            mem_left: cost
+                .device_ids()
                 .map(|d| cost.capacity(d).unwrap_or(u64::MAX))
                 .collect(),
             cluster,
@@ -177,7 +178,7 @@ impl<'a> State<'a> {
 
     /// Whether group `g` (unplaced) can go to `d`: kernels and free memory.
     #[inline]
-    pub fn group_fits(&self, g: GroupId, d: usize) -> bool {
+    pub fn group_fits(&self, g: GroupId, d: DeviceId) -> bool {
         self.cost.group_allowed(g, d) && self.cost.group_memory(g) <= self.mem_left[d]
     }
 
@@ -192,7 +193,7 @@ impl<'a> State<'a> {
             match self.node_dev[p] {
                 NONE => out.iter_mut().for_each(|t| *t = t.max(f)),
                 pd => {
-                    let (lat, inv) = self.cost.links_from(pd as usize);
+                    let (lat, inv) = self.cost.links_from(DeviceId::new(pd as usize));
                     let b = e.bytes as f64;
                     for ((t, &l), &i) in out.iter_mut().zip(lat).zip(inv) {
                         *t = t.max(f + l + b * i);
@@ -229,8 +230,8 @@ impl<'a> State<'a> {
         self.finish[node] = t;
     }
 
-    fn assign_group(&mut self, g: GroupId, d: usize) {
-        self.group_dev[g] = d as u32;
+    fn assign_group(&mut self, g: GroupId, d: DeviceId) {
+        self.group_dev[g] = d.index() as u32;
         if self.mem_left[d] != u64::MAX {
             self.mem_left[d] -= self.cost.group_memory(g);
         }
@@ -239,7 +240,7 @@ impl<'a> State<'a> {
             for &m in &self.graph.groups()[g].members {
                 if self.floating[m] {
                     self.floating[m] = false;
-                    self.node_dev[m] = d as u32;
+                    self.node_dev[m] = d.index() as u32;
                     self.newly_placed.push(m.index() as u32);
                 }
             }
@@ -252,17 +253,17 @@ impl<'a> State<'a> {
     ///
     /// # Errors
     /// [`Error::Infeasible`] if a floating producer's group fits nowhere.
-    pub fn commit(&mut self, node: NodeId, d: usize, start: f64, finish: f64) -> Result<()> {
+    pub fn commit(&mut self, node: NodeId, d: DeviceId, start: f64, finish: f64) -> Result<()> {
         let g = self.cost.group_of(node);
         if self.group_dev[g] == NONE {
             self.assign_group(g, d);
         }
-        self.node_dev[node] = d as u32;
+        self.node_dev[node] = d.index() as u32;
         self.start[node] = start;
         self.finish[node] = finish;
-        let mut stack: Vec<(NodeId, usize, u64)> = Vec::new();
+        let mut stack: Vec<(NodeId, DeviceId, u64)> = Vec::new();
         let push_floating =
-            |state: &Self, id: NodeId, target: usize, stack: &mut Vec<(NodeId, usize, u64)>| {
+            |state: &Self, id: NodeId, target: DeviceId, stack: &mut Vec<(NodeId, _, u64)>| {
                 for e in state.cost.dag().preds(id) {
                     let p = e.node;
                     if state.floating[p] && state.group_dev[state.cost.group_of(p)] == NONE {
@@ -279,8 +280,9 @@ impl<'a> State<'a> {
             let dev = if self.group_fits(pg, target) {
                 target
             } else {
-                let nd = self.cost.num_devices();
-                let best = (0..nd)
+                let best = self
+                    .cost
+                    .device_ids()
                     .filter(|&x| self.group_fits(pg, x))
                     .min_by(|&a, &b| {
                         self.cost
@@ -302,7 +304,9 @@ impl<'a> State<'a> {
     pub fn no_device(&self, node: NodeId) -> Error {
         let g = self.cost.group_of(node);
         let need = self.cost.group_memory(g);
-        let best = (0..self.cost.num_devices())
+        let best = self
+            .cost
+            .device_ids()
             .filter(|&d| self.cost.group_allowed(g, d))
             .max_by_key(|&d| self.mem_left[d]);
         let reason = match best {
@@ -327,7 +331,6 @@ impl<'a> State<'a> {
     /// # Errors
     /// [`Error::Infeasible`] naming a group that fits nowhere.
     pub fn finish_groups(&mut self) -> Result<Schedule> {
-        let nd = self.cost.num_devices();
         for g in GroupId::range(self.group_dev.len()) {
             if self.group_dev[g] != NONE {
                 continue;
@@ -338,16 +341,22 @@ impl<'a> State<'a> {
                 .iter()
                 .flat_map(|&m| dag.succs(m).iter().chain(dag.preds(m)))
                 .map(|e| self.group_dev[self.cost.group_of(e.node)])
-                .find(|&d| d != NONE && self.group_fits(g, d as usize));
+                .filter(|&d| d != NONE)
+                .map(|d| DeviceId::new(d as usize))
+                .find(|&d| self.group_fits(g, d));
             let dev = match neighbour {
-                Some(d) => d as usize,
+                Some(d) => d,
                 None => {
-                    let best = (0..nd).filter(|&d| self.group_fits(g, d)).max_by(|&a, &b| {
-                        self.cost
-                            .speed(a)
-                            .total_cmp(&self.cost.speed(b))
-                            .then(b.cmp(&a))
-                    });
+                    let best = self
+                        .cost
+                        .device_ids()
+                        .filter(|&d| self.group_fits(g, d))
+                        .max_by(|&a, &b| {
+                            self.cost
+                                .speed(a)
+                                .total_cmp(&self.cost.speed(b))
+                                .then(b.cmp(&a))
+                        });
                     match best {
                         Some(d) => d,
                         None => return Err(self.no_device(members[0])),
@@ -356,8 +365,12 @@ impl<'a> State<'a> {
             };
             self.assign_group(g, dev);
         }
-        let group_device: Vec<usize> = self.group_dev.iter().map(|&d| d as usize).collect();
-        let device: Vec<usize> = NodeId::range(self.cost.num_nodes())
+        let group_device: Vec<DeviceId> = self
+            .group_dev
+            .iter()
+            .map(|&d| DeviceId::new(d as usize))
+            .collect();
+        let device: Vec<DeviceId> = NodeId::range(self.cost.num_nodes())
             .map(|i| group_device[self.cost.group_of(i)])
             .collect();
         let makespan = self.finish.iter().copied().fold(0.0, f64::max);

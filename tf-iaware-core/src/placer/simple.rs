@@ -5,14 +5,14 @@ use rand::{Rng, SeedableRng};
 
 use super::sched::check_groups;
 use super::{Placement, Strategy};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::{GroupId, OpGraph};
 
 /// Free memory per device, bytes (`u64::MAX`: unlimited).
 pub(crate) fn memory_left(cost: &CostModel) -> Vec<u64> {
-    (0..cost.num_devices())
+    cost.device_ids()
         .map(|d| cost.capacity(d).unwrap_or(u64::MAX))
         .collect()
 }
@@ -32,7 +32,8 @@ pub(crate) fn out_of_memory(
     left: &[u64],
     g: GroupId,
 ) -> Error {
-    let best = (0..cost.num_devices())
+    let best = cost
+        .device_ids()
         .filter(|&d| cost.group_allowed(g, d))
         .max_by_key(|&d| left[d]);
     let most = best.map_or(0, |d| left[d]);
@@ -78,7 +79,8 @@ impl Strategy for Random {
             let need = cost.group_memory(g);
             candidates.clear();
             candidates.extend(
-                (0..cost.num_devices()).filter(|&d| cost.group_allowed(g, d) && need <= left[d]),
+                cost.device_ids()
+                    .filter(|&d| cost.group_allowed(g, d) && need <= left[d]),
             );
             if candidates.is_empty() {
                 return Err(out_of_memory(graph, cluster, cost, &left, g));
@@ -98,17 +100,17 @@ impl Strategy for Random {
 pub struct SingleFastest;
 
 /// Devices by the summed time of the ops they can run (fastest first), ties by index.
-pub(crate) fn devices_by_serial_time(cost: &CostModel) -> Vec<usize> {
+pub(crate) fn devices_by_serial_time(cost: &CostModel) -> Vec<DeviceId> {
     let nd = cost.num_devices();
     let mut total = vec![0.0f64; nd];
     for i in cost.node_ids() {
-        for (d, t) in total.iter_mut().enumerate() {
+        for (d, t) in cost.device_ids().zip(total.iter_mut()) {
             if cost.allowed(i, d) {
                 *t += cost.op_time(i, d);
             }
         }
     }
-    let mut order: Vec<usize> = (0..nd).collect();
+    let mut order: Vec<DeviceId> = cost.device_ids().collect();
     order.sort_by(|&a, &b| total[a].total_cmp(&total[b]).then(a.cmp(&b)));
     order
 }
@@ -122,7 +124,7 @@ pub(crate) fn fastest_device_groups(
     graph: &OpGraph,
     cluster: &Cluster,
     cost: &CostModel,
-) -> Result<Vec<usize>> {
+) -> Result<Vec<DeviceId>> {
     check_groups(graph, cluster, cost)?;
     let order = devices_by_serial_time(cost);
     let mut left = memory_left(cost);

@@ -1,12 +1,12 @@
 //! Strategy-level tests on hand-built graphs with known optimal answers.
 
 use super::*;
-use crate::cluster::Device;
+use crate::cluster::{Device, DeviceId};
 use crate::graph::{Attr, DType, OpGraphBuilder};
 use crate::report::{evaluate, PlaceWithReport};
 use crate::sim::lower_bound;
 use crate::sim::synthetic::{self, LayeredDag};
-use crate::sim::tests::{cluster, graph, model};
+use crate::sim::tests::{cluster, graph, ids, model};
 
 /// Strategies that take costs, memory and kernels into account.
 const AWARE: &[&str] = &["random", "single-fastest", "infra-aware", "etf", "heft"];
@@ -22,7 +22,7 @@ fn strategy(name: &str) -> Box<dyn Strategy> {
     .unwrap()
 }
 
-fn devices_of(g: &OpGraph, c: &Cluster, p: &Placement) -> Vec<usize> {
+fn devices_of(g: &OpGraph, c: &Cluster, p: &Placement) -> Vec<DeviceId> {
     resolve::assignment(g, c, p).unwrap()
 }
 
@@ -68,7 +68,7 @@ fn a_ten_times_slower_device_gets_no_work_when_the_fast_one_finishes_first() {
     let m = model(&g, &c, &[[1.0, 10.0]; 4]);
     for name in ["heft", "single-fastest", "infra-aware"] {
         let (p, report) = strategy(name).place_with_report(&g, &c, &m).unwrap();
-        assert_eq!(devices_of(&g, &c, &p), vec![0; 4], "{name}");
+        assert_eq!(devices_of(&g, &c, &p), ids(&[0; 4]), "{name}");
         assert_eq!(report.predicted_step_ms, 4000.0, "{name}");
         assert_eq!(report.devices[&c.devices[1].name].ops, 0, "{name}");
     }
@@ -77,7 +77,7 @@ fn a_ten_times_slower_device_gets_no_work_when_the_fast_one_finishes_first() {
     let m = model(&g, &c, &[[1.0, 10.0]; 11]);
     let (p, report) = strategy("heft").place_with_report(&g, &c, &m).unwrap();
     let d = devices_of(&g, &c, &p);
-    assert_eq!(d.iter().filter(|&&x| x == 1).count(), 1);
+    assert_eq!(d.iter().filter(|&&x| x.index() == 1).count(), 1);
     assert_eq!(report.predicted_step_ms, 10000.0);
 }
 
@@ -108,7 +108,10 @@ fn a_memory_cap_forces_a_split() {
     for &name in AWARE {
         let (p, report) = strategy(name).place_with_report(&g, &c, &m).unwrap();
         let d = devices_of(&g, &c, &p);
-        assert!(d.contains(&0) && d.contains(&1), "{name}: {d:?}");
+        assert!(
+            d.contains(&DeviceId::new(0)) && d.contains(&DeviceId::new(1)),
+            "{name}: {d:?}"
+        );
         for load in report.devices.values() {
             assert!(load.memory_bytes <= 250, "{name}: {report:?}");
         }
@@ -343,7 +346,7 @@ fn infra_aware_drops_devices_below_the_threshold() {
     c.devices[2].availability = 0.05;
     let m = CostModel::new(&g, &c).unwrap();
     let ia = InfraAware { threshold: 0.2 };
-    assert_eq!(ia.ranked_devices(&m), vec![0, 1, 3]);
+    assert_eq!(ia.ranked_devices(&m), ids(&[0, 1, 3]));
     let p = ia.place_with_cost(&g, &c, &m).unwrap();
     assert!(p.devices.values().all(|d| d != &c.devices[2].name));
 }
@@ -368,7 +371,7 @@ fn tf_default_is_simulated_where_tensorflow_would_place() {
     ));
     let m = CostModel::new(&g, &c).unwrap();
     let ev = evaluate(&g, &c, &m, &Placement::new("tf-default")).unwrap();
-    assert_eq!(ev.assignment, vec![2, 0, 1]);
+    assert_eq!(ev.assignment, ids(&[2, 0, 1]));
     assert_eq!(ev.sim.transfers.len(), 1);
     // A placement naming an unknown device, or splitting a group, is an error.
     let mut p = Placement::new("x");
@@ -400,9 +403,11 @@ fn from_groups_names_a_bad_device_instead_of_panicking() {
     let g = graph(3, &[(0, 1, 10), (1, 2, 10)]);
     let c = cluster(2, 0.0, 1e9);
     let groups = g.groups().len();
-    let p = Placement::from_groups("x", &g, &c, &vec![1; groups]).unwrap();
+    let one = c.device_id(1).unwrap();
+    let p = Placement::from_groups("x", &g, &c, &vec![one; groups]).unwrap();
     assert_eq!(p.device_of("t0"), Some(c.devices[1].name.as_str()));
-    let err = Placement::from_groups("x", &g, &c, &vec![7; groups]).unwrap_err();
+    // A user's number is checked where it becomes an id …
+    let err = c.device_id(7).unwrap_err();
     assert!(
         matches!(
             err,
@@ -414,5 +419,20 @@ fn from_groups_names_a_bad_device_instead_of_panicking() {
         ),
         "{err}"
     );
-    assert!(Placement::from_groups("x", &g, &c, &[0]).is_err());
+    assert_eq!(c.device_ids().collect::<Vec<_>>(), ids(&[0, 1]));
+    // … and an id of a larger cluster where it is used.
+    let seven = cluster(8, 0.0, 1e9).device_id(7).unwrap();
+    let err = Placement::from_groups("x", &g, &c, &vec![seven; groups]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BadId {
+                kind: "device",
+                id: 7,
+                len: 2
+            }
+        ),
+        "{err}"
+    );
+    assert!(Placement::from_groups("x", &g, &c, &ids(&[0])).is_err());
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::{NodeId, OpGraph};
@@ -95,8 +95,8 @@ pub struct PlacementReport {
 /// A placement resolved to devices, simulated and bounded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluation {
-    /// Device index of every op (ops without a device where TensorFlow would put them).
-    pub assignment: Vec<usize>,
+    /// Device of every op (ops without a device where TensorFlow would put them).
+    pub assignment: Vec<DeviceId>,
     /// The simulated step.
     pub sim: SimResult,
     /// The lower bound of the graph on the cluster.

@@ -24,19 +24,31 @@ pub mod synthetic;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
+use crate::cluster::DeviceId;
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::NodeId;
 
 /// When and where one op ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OpRun {
-    /// Device index.
-    pub device: usize,
+    /// Device.
+    pub device: DeviceId,
     /// Start, seconds from the beginning of the step.
     pub start: f64,
     /// End, seconds from the beginning of the step.
     pub end: f64,
+}
+
+impl Default for OpRun {
+    /// Device 0, from 0 to 0 s.
+    fn default() -> Self {
+        OpRun {
+            device: DeviceId::new(0),
+            start: 0.0,
+            end: 0.0,
+        }
+    }
 }
 
 /// One tensor (or control token) moved between devices.
@@ -46,10 +58,10 @@ pub struct TransferRun {
     pub producer: NodeId,
     /// Output index, or [`CONTROL`](crate::cost::CONTROL) for a control token.
     pub output: u32,
-    /// Sending device index.
-    pub from: usize,
-    /// Receiving device index.
-    pub to: usize,
+    /// Sending device.
+    pub from: DeviceId,
+    /// Receiving device.
+    pub to: DeviceId,
     /// Bytes moved.
     pub bytes: u64,
     /// When the producer finished (the transfer was issued), seconds.
@@ -63,7 +75,8 @@ pub struct TransferRun {
 pub struct SimResult {
     /// Predicted step time, seconds.
     pub step_time: f64,
-    /// Summed op time per device, seconds (can exceed `step_time` on a device with concurrency).
+    /// Summed op time per device (indexed by [`DeviceId`]), seconds (can exceed `step_time` on a
+    /// device with concurrency).
     pub busy: Vec<f64>,
     /// Bytes moved between devices.
     pub bytes_moved: u64,
@@ -110,7 +123,7 @@ pub fn lower_bound(cost: &CostModel) -> LowerBound {
     // its capacity once, however many devices share it.
     let mut pool_speed = vec![0.0f64; cost.num_pools()];
     let mut capacity = 0.0f64;
-    for d in 0..nd {
+    for d in cost.device_ids() {
         match cost.pool(d) {
             Some(p) => pool_speed[p] = pool_speed[p].max(cost.speed(d)),
             None => capacity += cost.speed(d) * cost.lanes(d) as f64,
@@ -124,7 +137,7 @@ pub fn lower_bound(cost: &CostModel) -> LowerBound {
     for &i in dag.topo() {
         let mut fastest = f64::INFINITY;
         let mut least_work = f64::INFINITY;
-        for d in 0..nd {
+        for d in cost.device_ids() {
             if cost.allowed(i, d) {
                 let t = cost.op_time(i, d);
                 fastest = fastest.min(t);
@@ -133,7 +146,7 @@ pub fn lower_bound(cost: &CostModel) -> LowerBound {
         }
         if !fastest.is_finite() {
             // No device has a kernel: no placement exists; count the op at its fastest anyway.
-            for d in 0..nd {
+            for d in cost.device_ids() {
                 let t = cost.op_time(i, d);
                 fastest = fastest.min(t);
                 least_work = least_work.min(t * cost.speed(d));
@@ -293,14 +306,14 @@ impl Shared {
 
 struct Sim<'a> {
     cost: &'a CostModel,
-    assign: &'a [usize],
+    assign: &'a [DeviceId],
     events: BinaryHeap<Event>,
     seq: u64,
     pending: Vec<u32>,
     free_lanes: Vec<u32>,
     /// Per device: ready ops by (ready time, topological position, node).
     queues: Vec<BinaryHeap<std::cmp::Reverse<(Time, u32, u32)>>>,
-    touched: Vec<usize>,
+    touched: Vec<DeviceId>,
     is_touched: Vec<bool>,
     channels: Vec<Shared>,
     channel_of: ChannelIndex,
@@ -332,7 +345,8 @@ impl ChannelIndex {
         }
     }
 
-    fn get(&self, from: usize, to: usize) -> Option<u32> {
+    fn get(&self, from: DeviceId, to: DeviceId) -> Option<u32> {
+        let (from, to) = (from.index(), to.index());
         match self {
             ChannelIndex::Dense { n, table } => {
                 Some(table[from * n + to]).filter(|&c| c != u32::MAX)
@@ -341,7 +355,8 @@ impl ChannelIndex {
         }
     }
 
-    fn insert(&mut self, from: usize, to: usize, c: u32) {
+    fn insert(&mut self, from: DeviceId, to: DeviceId, c: u32) {
+        let (from, to) = (from.index(), to.index());
         match self {
             ChannelIndex::Dense { n, table } => table[from * *n + to] = c,
             ChannelIndex::Sparse(m) => {
@@ -361,7 +376,7 @@ impl Sim<'_> {
         });
     }
 
-    fn touch(&mut self, d: usize) {
+    fn touch(&mut self, d: DeviceId) {
         if !self.is_touched[d] {
             self.is_touched[d] = true;
             self.touched.push(d);
@@ -532,8 +547,8 @@ impl Sim<'_> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] if `assignment` does not have one device per op or names a device
-/// out of range.
-pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
+/// the cost model's cluster does not have (an id of a larger cluster).
+pub fn simulate(cost: &CostModel, assignment: &[DeviceId]) -> Result<SimResult> {
     let n = cost.num_nodes();
     let nd = cost.num_devices();
     if assignment.len() != n {
@@ -542,7 +557,11 @@ pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
             reason: format!("has {} devices for a graph of {n} ops", assignment.len()),
         });
     }
-    if let Some((i, &d)) = assignment.iter().enumerate().find(|(_, &d)| d >= nd) {
+    if let Some((i, &d)) = assignment
+        .iter()
+        .enumerate()
+        .find(|(_, &d)| d.index() >= nd)
+    {
         return Err(Error::InvalidArgument {
             what: "simulated assignment".into(),
             reason: format!("op {i} is on device {d}, but the cluster has {nd}"),
@@ -557,7 +576,7 @@ pub fn simulate(cost: &CostModel, assignment: &[usize]) -> Result<SimResult> {
         pending: NodeId::range(n)
             .map(|i| dag.preds(i).len() as u32)
             .collect(),
-        free_lanes: (0..nd).map(|d| cost.lanes(d) as u32).collect(),
+        free_lanes: cost.device_ids().map(|d| cost.lanes(d) as u32).collect(),
         queues: (0..nd).map(|_| BinaryHeap::new()).collect(),
         touched: Vec::with_capacity(nd),
         is_touched: vec![false; nd],
@@ -626,6 +645,11 @@ pub(crate) mod tests {
     use crate::graph::{DType, OpGraph, OpGraphBuilder};
 
     /// Devices CPU:0..n of one process; every link has `latency` s and `bandwidth` bytes/s.
+    /// Device ids from their numbers (any number: ids of a larger cluster too).
+    pub(crate) fn ids(devices: &[usize]) -> Vec<DeviceId> {
+        devices.iter().map(|&d| DeviceId::new(d)).collect()
+    }
+
     pub(crate) fn cluster(n: usize, latency: f64, bandwidth: f64) -> Cluster {
         let mut c = Cluster::new(
             (0..n)
@@ -682,17 +706,17 @@ pub(crate) mod tests {
         let g = graph(6, &[(0, 1, 10), (1, 2, 10), (3, 4, 10), (4, 5, 10)]);
         let c = cluster(2, 0.5, 100.0);
         let m = model(&g, &c, &[&[1.0, 1.0]; 6]);
-        let r = simulate(&m, &[0, 0, 0, 1, 1, 1]).unwrap();
+        let r = simulate(&m, &ids(&[0, 0, 0, 1, 1, 1])).unwrap();
         assert_eq!(r.step_time, 3.0);
         assert_eq!(r.busy, vec![3.0, 3.0]);
         assert_eq!(r.bytes_moved, 0);
         // Interleaved: every edge crosses (0.5 + 0.1 s each).
-        let r = simulate(&m, &[0, 1, 0, 1, 0, 1]).unwrap();
+        let r = simulate(&m, &ids(&[0, 1, 0, 1, 0, 1])).unwrap();
         assert!((r.step_time - 4.2).abs() < 1e-12, "{}", r.step_time);
         assert_eq!(r.bytes_moved, 40);
         assert_eq!(r.transfers.len(), 4);
         // All on one device: 6 s.
-        assert_eq!(simulate(&m, &[0; 6]).unwrap().step_time, 6.0);
+        assert_eq!(simulate(&m, &ids(&[0; 6])).unwrap().step_time, 6.0);
     }
 
     #[test]
@@ -725,7 +749,7 @@ pub(crate) mod tests {
                 &[0.5, 0.5],
             ],
         );
-        let r = simulate(&m, &[0, 1, 1, 0, 0]).unwrap();
+        let r = simulate(&m, &ids(&[0, 1, 1, 0, 0])).unwrap();
         // t0: 0–2 on dev 0. One transfer to dev 1: 2 + 0.25 + 1 = 3.25.
         // t3: 2–3 on dev 0. Dev 1 gets t1 and t2 at 3.25: FIFO by topological position →
         // t1 3.25–4.25, t2 4.25–7.25. t2 → dev 0: 7.25 + 0.25 + 0.5 = 8. Control t1 → t4:
@@ -756,7 +780,7 @@ pub(crate) mod tests {
         let mut c = cluster(2, 0.0, 100.0);
         c.devices[0].concurrency = 2;
         let m = model(&g, &c, &[&[1.0, 1.0], &[1.0, 1.0], &[1.0, 1.0]]);
-        let r = simulate(&m, &[0, 0, 1]).unwrap();
+        let r = simulate(&m, &ids(&[0, 0, 1])).unwrap();
         // Both start at 1, share 100 B/s: both arrive at 3 (not 2). t2: 3–4.
         assert_eq!(r.ops[0].end, 1.0);
         assert_eq!(r.ops[1].end, 1.0, "two lanes");
@@ -769,7 +793,7 @@ pub(crate) mod tests {
         // then 200 B remain alone at 100 B/s: 2 s more.
         let g = graph(3, &[(0, 2, 100), (1, 2, 300)]);
         let m = model(&g, &c, &[&[1.0, 1.0], &[1.0, 1.0], &[1.0, 1.0]]);
-        let r = simulate(&m, &[0, 0, 1]).unwrap();
+        let r = simulate(&m, &ids(&[0, 0, 1])).unwrap();
         let ends: Vec<f64> = r.transfers.iter().map(|t| t.end).collect();
         assert_eq!(ends, vec![3.0, 5.0]);
         assert_eq!(r.step_time, 6.0);
@@ -784,7 +808,7 @@ pub(crate) mod tests {
         c.devices[0].compute_pool = Some("host".into());
         c.devices[1].compute_pool = Some("host".into());
         let m = model(&g, &c, &[[2.0, 2.0, 2.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]);
-        let r = simulate(&m, &[0, 1, 2]).unwrap();
+        let r = simulate(&m, &ids(&[0, 1, 2])).unwrap();
         let ends: Vec<f64> = r.ops.iter().map(|o| o.end).collect();
         assert_eq!(ends, vec![3.0, 2.0, 1.0]);
         assert_eq!(r.step_time, 3.0);
@@ -811,12 +835,12 @@ pub(crate) mod tests {
         }
         let m = model(&g, &c, &[[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]);
         assert_eq!(m.pool_capacity(0), 2.0);
-        let r = simulate(&m, &[0, 0, 0]).unwrap();
+        let r = simulate(&m, &ids(&[0, 0, 0])).unwrap();
         let ends: Vec<f64> = r.ops.iter().map(|o| o.end).collect();
         assert_eq!(ends, vec![1.0, 1.0, 2.0]);
         let g = graph(4, &[]);
         let m = model(&g, &c, &[[1.0, 1.0]; 4]);
-        let r = simulate(&m, &[0, 0, 1, 1]).unwrap();
+        let r = simulate(&m, &ids(&[0, 0, 1, 1])).unwrap();
         assert!(r.ops.iter().all(|o| (o.end - 2.0).abs() < 1e-9), "{r:?}");
         // The bound: one pool of two cores.
         let lb = lower_bound(&m);
@@ -828,8 +852,8 @@ pub(crate) mod tests {
         let g = graph(2, &[(0, 1, 1)]);
         let c = cluster(2, 0.0, 1.0);
         let m = CostModel::new(&g, &c).unwrap();
-        assert!(simulate(&m, &[0]).is_err());
-        let err = simulate(&m, &[0, 7]).unwrap_err().to_string();
+        assert!(simulate(&m, &ids(&[0])).is_err());
+        let err = simulate(&m, &ids(&[0, 7])).unwrap_err().to_string();
         assert!(err.contains("op 1") && err.contains("device 7"), "{err}");
     }
 
@@ -853,7 +877,7 @@ pub(crate) mod tests {
         assert!((lb.work - 4.5).abs() < 1e-8, "{}", lb.work);
         assert!((lb.value() - 4.5).abs() < 1e-8);
         // The simulated optimum respects it.
-        let best = simulate(&m, &[1, 1, 1, 0, 1, 1]).unwrap().step_time;
+        let best = simulate(&m, &ids(&[1, 1, 1, 0, 1, 1])).unwrap().step_time;
         assert!(best >= lb.value(), "{best}");
     }
 }

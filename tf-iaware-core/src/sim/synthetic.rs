@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::cluster::{Cluster, Device};
 use crate::error::{Error, Result};
-use crate::graph::{Attr, DType, NodeId, OpGraph, OpGraphBuilder};
+use crate::graph::{Attr, DType, DeviceType, NodeId, OpGraph, OpGraphBuilder};
 
 /// Shape of a synthetic layered DAG.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +117,7 @@ pub fn cluster(devices: usize, hosts: usize, seed: u64) -> Cluster {
                 let h = i % hosts;
                 let mut d = Device::nominal(
                     &format!("/job:worker/replica:0/task:{h}/device:CPU:{}", i / hosts),
-                    "CPU",
+                    DeviceType::Cpu,
                     None,
                     &format!("10.0.{}.{}:2222", h / 250, h % 250 + 1),
                 );
@@ -132,6 +132,7 @@ pub fn cluster(devices: usize, hosts: usize, seed: u64) -> Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::DeviceId;
 
     #[test]
     fn layered_dag_has_the_asked_shape() {
@@ -151,9 +152,12 @@ mod tests {
         assert_eq!(c.devices.len(), 8);
         c.validate().unwrap();
         assert_eq!(
-            c.locality(0, 3),
+            c.locality(DeviceId::new(0), DeviceId::new(3)),
             crate::cluster::model::Locality::SameProcess
         );
-        assert_eq!(c.locality(0, 1), crate::cluster::model::Locality::CrossHost);
+        assert_eq!(
+            c.locality(DeviceId::new(0), DeviceId::new(1)),
+            crate::cluster::model::Locality::CrossHost
+        );
     }
 }

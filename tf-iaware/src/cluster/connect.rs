@@ -8,6 +8,7 @@ use super::spec::ClusterSpec;
 use super::tf_config::{TaskId, TfConfig};
 use crate::config::SessionConfig;
 use crate::error::{Error, Result};
+use crate::graph::DeviceType;
 
 /// A connected cluster: its devices with live figures, how to open sessions on it, and the feed
 /// that keeps reading its metrics ([`MetricsFeed::refresh`]).
@@ -135,7 +136,7 @@ pub fn connect_tf_config_live(
                     index: task as usize,
                 };
                 d.host = tf_config.address(&id).unwrap_or("unknown").to_string();
-                if d.device_type.eq_ignore_ascii_case("CPU") {
+                if d.device_type == DeviceType::Cpu {
                     // Each task is its own process: its CPU devices share its cores, not the
                     // driver's; how many ops it runs at once is not known from here.
                     d.compute_pool = Some(d.host.clone());

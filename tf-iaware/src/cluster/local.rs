@@ -5,6 +5,7 @@ use tensorflow::{Graph, Session};
 use super::model::{Cluster, Device};
 use crate::config::SessionConfig;
 use crate::error::{Error, Result};
+use crate::graph::DeviceType;
 
 /// Lists the devices a session with `config` sees, as a [`Cluster`].
 ///
@@ -31,10 +32,11 @@ pub fn discover(config: &SessionConfig) -> Result<Cluster> {
         devices
             .into_iter()
             .map(|d| {
-                let memory =
-                    (d.device_type != "CPU" && d.memory_bytes > 0).then_some(d.memory_bytes as u64);
-                let mut device = Device::nominal(&d.name, &d.device_type, memory, "localhost");
-                if d.device_type == "CPU" {
+                let ty = DeviceType::from(d.device_type);
+                let cpu = ty == DeviceType::Cpu;
+                let memory = (!cpu && d.memory_bytes > 0).then_some(d.memory_bytes as u64);
+                let mut device = Device::nominal(&d.name, ty, memory, "localhost");
+                if cpu {
                     device.concurrency = inter_op;
                 }
                 device

@@ -20,7 +20,7 @@ use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
-use crate::graph::DeviceName;
+use crate::graph::{DeviceName, DeviceType};
 use crate::parallel::replicate::BatchData;
 use crate::parallel::{DataParallelPlan, Replica, WorkerCapacity};
 use crate::proto::StepStats;
@@ -35,7 +35,7 @@ pub fn worker_and_ps_devices(cluster: &Cluster) -> Result<(Vec<String>, Vec<Stri
     let mut ps = Vec::new();
     for d in &cluster.devices {
         let Ok(name) = d.parsed_name() else { continue };
-        if name.device_type.as_deref() != Some("CPU") || name.id != Some(0) {
+        if name.device_type != Some(DeviceType::Cpu) || name.id != Some(0) {
             continue;
         }
         match name.job.as_deref() {

@@ -10,6 +10,7 @@ use tf_iaware_sys as sys;
 use super::status::Status;
 use crate::error::{Error, Result};
 use crate::proto::KernelList;
+use tf_iaware_core::graph::DeviceType;
 
 /// Device types (`"CPU"`, `"GPU"`, …, sorted, deduplicated) with a kernel registered for op
 /// type `op`. Empty for ops that need no kernel (e.g. function calls resolved at run time).
@@ -17,8 +18,8 @@ use crate::proto::KernelList;
 /// # Errors
 /// [`Error::TensorFlow`] if the registry cannot be queried; [`Error::GraphDecode`] if its answer
 /// does not decode.
-pub fn kernel_device_types(op: &str) -> Result<Vec<String>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Vec<String>>>> = OnceLock::new();
+pub fn kernel_device_types(op: &str) -> Result<Vec<DeviceType>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Vec<DeviceType>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(op) {
         return Ok(hit.clone());
@@ -31,7 +32,7 @@ pub fn kernel_device_types(op: &str) -> Result<Vec<String>> {
     Ok(types)
 }
 
-fn query(op: &str) -> Result<Vec<String>> {
+fn query(op: &str) -> Result<Vec<DeviceType>> {
     let name = CString::new(op).map_err(|_| Error::InvalidGraph {
         node: op.into(),
         reason: "op type contains a NUL byte".into(),
@@ -60,7 +61,11 @@ fn query(op: &str) -> Result<Vec<String>> {
         what: format!("KernelList for {op}"),
         source,
     })?;
-    let mut types: Vec<String> = list.kernel.into_iter().map(|k| k.device_type).collect();
+    let mut types: Vec<DeviceType> = list
+        .kernel
+        .into_iter()
+        .map(|k| DeviceType::from(k.device_type))
+        .collect();
     types.sort();
     types.dedup();
     Ok(types)
@@ -74,7 +79,7 @@ mod tests {
     fn matmul_has_a_cpu_kernel_and_unknown_ops_have_none() {
         assert!(kernel_device_types("MatMul")
             .unwrap()
-            .contains(&"CPU".to_string()));
+            .contains(&DeviceType::Cpu));
         assert!(kernel_device_types("NoSuchOpAnywhere").unwrap().is_empty());
     }
 }

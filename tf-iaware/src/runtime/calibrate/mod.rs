@@ -129,7 +129,7 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
             .devices
             .iter()
             .find(|d| d.name == name)
-            .map(|d| (d.host.clone(), d.device_type.to_ascii_uppercase()))
+            .map(|d| (d.host.clone(), d.device_type.clone()))
     };
     for device in &cluster.devices {
         let mine = kind(&device.name);
