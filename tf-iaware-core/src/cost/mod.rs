@@ -9,8 +9,10 @@
 //! cluster's calibrated per-op-type lines ([`Cluster::op_costs`], fitted by [`OpCostFitter`] from
 //! a calibration network's step stats) instead wherever an op's type has one.
 //! [`CostModel::with_measurements`] fits times from the step stats of real runs of the graph
-//! itself and uses them before both. A tensor of `b` bytes cut between devices costs
-//! `latency + b / bandwidth` of their [`Link`].
+//! itself and uses them before both. The sources are layers of one lookup ([`CostSource`]:
+//! explicit → measured → calibrated → analytic), kept apart from the placement problem, so a
+//! placer asks [`CostModel::op_time`] whatever the source. A tensor of `b` bytes cut between
+//! devices costs `latency + b / bandwidth` of their [`Link`].
 //!
 //! ```
 //! use tf_iaware_core::cluster::{Cluster, Device};
@@ -42,6 +44,7 @@ pub mod analytic;
 pub mod dag;
 pub mod fit;
 pub mod measured;
+mod times;
 
 use std::collections::HashMap;
 
@@ -49,6 +52,9 @@ pub use analytic::{classify, op_memory, op_work, OpClass, OpKind, OpWork};
 pub use dag::{Dag, Edge, CONTROL};
 pub use fit::OpCostFitter;
 pub use measured::{Measurements, OpSample};
+pub use times::CostSource;
+
+use times::OpTimes;
 
 use crate::cluster::model::{Link, OpTypeCost, MIN_AVAILABILITY};
 use crate::cluster::{Cluster, DeviceId};
@@ -95,8 +101,8 @@ pub struct MeasurementSummary {
 /// [`NodeId`]s and [`GroupId`]s and the cluster's [`DeviceId`]s.
 #[derive(Clone, Debug)]
 pub struct CostModel {
+    // The placement problem: the DAG, memory, groups, eligibility, devices, links and pools.
     dag: Dag,
-    work: Vec<OpWork>,
     memory: Vec<u64>,
     group_of: Vec<u32>,
     group_memory: Vec<u64>,
@@ -115,16 +121,12 @@ pub struct CostModel {
     inv_bandwidth: Vec<f64>,
     mean_latency: f64,
     mean_inv_bandwidth: f64,
-    /// `[node * n_types + type]`: measured work in FLOP-equivalents (seconds × device speed);
-    /// NaN where there is no data.
-    measured: Option<Vec<f64>>,
-    /// `[node * n_devices + device]`: seconds set by [`CostModel::set_op_times`]; NaN where unset.
-    explicit: Option<Vec<f64>>,
-    summary: MeasurementSummary,
     /// Ops one training step runs (`None`: all); the others cost nothing and have no edges.
     active: Option<Vec<bool>>,
     /// Per compute pool: ops at full speed at once.
     pool_capacity: Vec<f64>,
+    /// What each op costs on each device, layer by layer (see [`CostSource`]).
+    times: OpTimes,
 }
 
 fn intern<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u32>, key: K) -> u32 {
@@ -145,7 +147,7 @@ impl CostModel {
             let mut table = vec![f64::NAN; graph.len() * model.device_types.len()];
             model.fill_from_fits(graph, &mut table, &cluster.op_costs);
             if table.iter().any(|v| !v.is_nan()) {
-                model.measured = Some(table);
+                model.times.calibrated = Some(table);
             }
         }
         Ok(model)
@@ -293,7 +295,6 @@ impl CostModel {
 
         Ok(CostModel {
             dag,
-            work,
             memory,
             group_of,
             group_memory,
@@ -308,11 +309,9 @@ impl CostModel {
             links,
             mean_latency,
             mean_inv_bandwidth,
-            measured: None,
-            explicit: None,
-            summary: MeasurementSummary::default(),
             active: None,
             pool_capacity,
+            times: OpTimes::analytic(work),
         })
     }
 
@@ -342,7 +341,7 @@ impl CostModel {
         let medians = fit::node_medians(self, graph, cluster, m, &mut summary);
         summary.ops_measured = medians.len();
         if medians.is_empty() {
-            self.summary = summary;
+            self.times.summary = summary;
             return;
         }
         let nt = self.device_types.len();
@@ -350,23 +349,16 @@ impl CostModel {
         for (&(node, t), &work) in &medians {
             table[node.index() * nt + t as usize] = work;
         }
-        // This graph's own per-type lines, then the cluster's calibrated ones (already in the
-        // table), then analytic.
+        // Ops without samples of their own: this graph's per-type lines (the calibrated layer
+        // below answers for the rest).
         let mut fitter = fit::OpCostFitter::new();
         fitter.add_medians(self, graph, &medians);
         let fits = fitter.fit();
         summary.types_fitted = fits.len();
         self.fill_from_fits(graph, &mut table, &fits);
-        if let Some(prior) = &self.measured {
-            for (slot, &p) in table.iter_mut().zip(prior) {
-                if slot.is_nan() {
-                    *slot = p;
-                }
-            }
-        }
-        summary.ops_covered = table.iter().filter(|v| !v.is_nan()).count();
-        self.measured = Some(table);
-        self.summary = summary;
+        self.times.measured = Some(table);
+        summary.ops_covered = self.times.covered();
+        self.times.summary = summary;
     }
 
     /// Fills the NaN slots of `table` (`[node * n_types + type]`, work) of ops whose (op type,
@@ -386,7 +378,7 @@ impl CostModel {
             let Some(lines) = by_op.get(n.op.as_str()) else {
                 continue;
             };
-            let w = &self.work[node];
+            let w = &self.times.work[node];
             for &(t, f) in lines {
                 let slot = &mut table[node * nt + t];
                 if slot.is_nan() {
@@ -414,12 +406,12 @@ impl CostModel {
     /// # Errors
     /// [`Error::InvalidArgument`] if `active` does not have one entry per node.
     pub fn restrict_to(&mut self, graph: &OpGraph, active: Vec<bool>) -> Result<()> {
-        if active.len() != graph.len() || graph.len() != self.work.len() {
+        if active.len() != graph.len() || graph.len() != self.times.work.len() {
             return Err(Error::InvalidArgument {
                 what: "active ops of a step".into(),
                 reason: format!(
                     "need one flag per op ({}), got {}",
-                    self.work.len(),
+                    self.times.work.len(),
                     active.len()
                 ),
             });
@@ -428,16 +420,7 @@ impl CostModel {
         // Inactive ops become free work everywhere, so the hot `op_time` needs no extra test.
         let (nt, nd) = (self.device_types.len(), self.devices.len());
         for node in (0..active.len()).filter(|&i| !active[i]) {
-            self.work[node] = OpWork {
-                free: true,
-                ..OpWork::default()
-            };
-            if let Some(t) = &mut self.measured {
-                t[node * nt..(node + 1) * nt].fill(f64::NAN);
-            }
-            if let Some(t) = &mut self.explicit {
-                t[node * nd..(node + 1) * nd].fill(f64::NAN);
-            }
+            self.times.clear(node, nd, nt);
         }
         self.active = Some(active);
         Ok(())
@@ -451,7 +434,7 @@ impl CostModel {
 
     /// What the measured mode made of its samples (all zero for an analytic model).
     pub fn measurement_summary(&self) -> &MeasurementSummary {
-        &self.summary
+        &self.times.summary
     }
 
     /// Sets the time of op `node` on every device explicitly (seconds, one per device in cluster
@@ -462,7 +445,7 @@ impl CostModel {
     /// [`Error::InvalidArgument`] if `node` is out of range, `times` has the wrong length, or a
     /// time is negative or infinite.
     pub fn set_op_times(&mut self, node: NodeId, times: &[f64]) -> Result<()> {
-        let (n, nd) = (self.work.len(), self.devices.len());
+        let (n, nd) = (self.times.work.len(), self.devices.len());
         if node.index() >= n {
             return Err(Error::BadId {
                 kind: "node",
@@ -485,7 +468,10 @@ impl CostModel {
                 reason: format!("{t} is not a duration in seconds"),
             });
         }
-        let table = self.explicit.get_or_insert_with(|| vec![f64::NAN; n * nd]);
+        let table = self
+            .times
+            .explicit
+            .get_or_insert_with(|| vec![f64::NAN; n * nd]);
         let node = node.index();
         table[node * nd..(node + 1) * nd].copy_from_slice(times);
         Ok(())
@@ -498,7 +484,7 @@ impl CostModel {
 
     /// Number of ops.
     pub fn num_nodes(&self) -> usize {
-        self.work.len()
+        self.times.work.len()
     }
 
     /// Number of devices.
@@ -513,7 +499,7 @@ impl CostModel {
 
     /// Ids of all ops, in graph order.
     pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator + Clone {
-        NodeId::range(self.work.len())
+        NodeId::range(self.times.work.len())
     }
 
     /// Ids of all colocation groups.
@@ -530,42 +516,37 @@ impl CostModel {
         DeviceId::range(self.devices.len())
     }
 
-    /// Seconds op `node` takes on device `device`: explicit, else measured or calibrated (work
-    /// ÷ effective speed + the device's per-op overhead, which step stats do not include), else
-    /// analytic (0 for a free op).
+    /// Seconds op `node` takes on device `device`, from the first cost layer that has a figure:
+    /// explicit, else measured, else calibrated (work ÷ effective speed + the device's per-op
+    /// overhead, which step stats do not include), else analytic (0 for a free op).
     #[inline]
     pub fn op_time(&self, node: NodeId, device: DeviceId) -> f64 {
+        self.op_time_source(node, device).0
+    }
+
+    /// [`CostModel::op_time`] and the layer that gave it.
+    #[inline]
+    pub fn op_time_source(&self, node: NodeId, device: DeviceId) -> (f64, CostSource) {
         let (node, device) = (node.index(), device.index());
-        let dev = &self.devices[device];
-        if let Some(table) = &self.explicit {
-            let t = table[node * self.devices.len() + device];
-            if !t.is_nan() {
-                return t;
-            }
-        }
-        if let Some(table) = &self.measured {
-            let w = table[node * self.device_types.len() + dev.dtype as usize];
-            if !w.is_nan() {
-                return w / dev.speed + dev.overhead;
-            }
-        }
-        let w = &self.work[node];
-        if w.free {
-            return 0.0;
-        }
-        (w.flops * dev.inv_flops).max(w.bytes * dev.inv_mem_bw) + dev.overhead
+        self.times.time(
+            node,
+            device,
+            &self.devices[device],
+            self.devices.len(),
+            self.device_types.len(),
+        )
     }
 
     /// Analytic work of op `node`.
     pub fn work(&self, node: NodeId) -> &OpWork {
-        &self.work[node.index()]
+        &self.times.work[node.index()]
     }
 
     /// Whether op `node` does no work of its own (see [`OpWork::free`]) and has no explicit time.
     pub fn is_free(&self, node: NodeId) -> bool {
         let node = node.index();
-        self.work[node].free
-            && self.explicit.as_ref().is_none_or(|t| {
+        self.times.work[node].free
+            && self.times.explicit.as_ref().is_none_or(|t| {
                 let nd = self.devices.len();
                 t[node * nd..(node + 1) * nd].iter().all(|v| v.is_nan())
             })
@@ -714,7 +695,7 @@ impl CostModel {
     /// If `assignment` is shorter than the graph or names a device out of range.
     pub fn device_memory(&self, assignment: &[DeviceId]) -> Vec<u64> {
         let mut out = vec![0u64; self.devices.len()];
-        for (i, &d) in assignment.iter().enumerate().take(self.work.len()) {
+        for (i, &d) in assignment.iter().enumerate().take(self.times.work.len()) {
             out[d] = out[d].saturating_add(self.memory[i]);
         }
         out
@@ -931,6 +912,24 @@ mod tests {
         assert!((mm.op_time(NodeId::new(3), DeviceId::new(0)) - (expected + 1e-6)).abs() < 1e-12);
         // cpu_only (a Relu without shapes: size 0) takes the graph's line through the origin.
         assert!((mm.op_time(NodeId::new(4), DeviceId::new(0)) - 1e-6).abs() < 1e-12);
+        // Each figure names its layer: measured over calibrated over analytic; explicit over
+        // them all.
+        let source = |m: &CostModel, n: usize, d: usize| {
+            m.op_time_source(NodeId::new(n), DeviceId::new(d)).1
+        };
+        assert_eq!(source(&m, 2, 0), CostSource::Calibrated);
+        assert_eq!(source(&m, 2, 2), CostSource::Analytic);
+        assert_eq!(source(&a, 2, 0), CostSource::Analytic);
+        // The placeholder does no work of its own.
+        assert_eq!(source(&mm, 0, 0), CostSource::Free);
+        assert_eq!(source(&mm, 2, 0), CostSource::Measured);
+        assert_eq!(source(&mm, 3, 0), CostSource::Measured);
+        let mut e = mm.clone();
+        e.set_op_times(NodeId::new(2), &[5e-6, f64::NAN, f64::NAN])
+            .unwrap();
+        assert_eq!(source(&e, 2, 0), CostSource::Explicit);
+        assert_eq!(e.op_time(NodeId::new(2), DeviceId::new(0)), 5e-6);
+        assert_eq!(source(&e, 2, 1), CostSource::Measured);
     }
 
     #[test]
