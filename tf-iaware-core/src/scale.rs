@@ -159,7 +159,7 @@ fn timed<T>(repeats: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)
 }
 
 /// The synthetic cluster of `workers` workers and `ps` ps tasks with `base`'s distributions.
-pub fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> SyntheticCluster {
+pub(crate) fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> SyntheticCluster {
     SyntheticSpec {
         workers,
         ps,
@@ -172,7 +172,7 @@ pub fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> SyntheticC
 ///
 /// # Errors
 /// As [`data_parallel::plan`] and [`data_parallel::simulate_step`].
-pub fn dp_row(
+pub(crate) fn dp_row(
     planner: &str,
     cluster: &SyntheticCluster,
     workload: &DpWorkload,
@@ -210,7 +210,7 @@ pub fn dp_row(
 ///
 /// # Errors
 /// [`Error::UnknownStrategy`](crate::Error::UnknownStrategy) and the strategy's own errors.
-pub fn per_op_row(
+pub(crate) fn per_op_row(
     strategy: &str,
     cluster: &SyntheticCluster,
     ops: usize,

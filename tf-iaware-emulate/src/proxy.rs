@@ -16,7 +16,7 @@ use tf_iaware::error::{Error, Result};
 const CHUNK: usize = 16 * 1024;
 
 /// A running proxy; stops accepting on drop (open connections end with their peers).
-pub struct LinkProxy {
+pub(crate) struct LinkProxy {
     port: u16,
     stop: Arc<AtomicBool>,
 }

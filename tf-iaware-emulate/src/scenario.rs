@@ -129,7 +129,7 @@ impl Scenario {
     ///
     /// # Errors
     /// [`Error::ClusterSpec`] naming the part that is wrong.
-    pub fn parse_inline(text: &str) -> Result<Scenario> {
+    pub(crate) fn parse_inline(text: &str) -> Result<Scenario> {
         let bad = |reason: String| Error::ClusterSpec {
             spec: format!("emulated:{text}"),
             reason,

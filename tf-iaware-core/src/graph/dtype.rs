@@ -18,18 +18,18 @@ impl DType {
     pub const BOOL: DType = DType(10);
     pub const BFLOAT16: DType = DType(14);
     pub const HALF: DType = DType(19);
-    pub const RESOURCE: DType = DType(20);
+    pub(crate) const RESOURCE: DType = DType(20);
     pub const VARIANT: DType = DType(21);
     /// Offset of the `*_REF` types.
     const REF_OFFSET: i32 = 100;
 
     /// Whether this is a reference type (`float_ref`, …), as produced by TF1 `VariableV2`.
-    pub fn is_ref(self) -> bool {
+    pub(crate) fn is_ref(self) -> bool {
         self.0 > Self::REF_OFFSET
     }
 
     /// Whether this is a resource handle (`DT_RESOURCE`).
-    pub fn is_resource(self) -> bool {
+    pub(crate) fn is_resource(self) -> bool {
         self == Self::RESOURCE
     }
 

@@ -90,7 +90,7 @@ impl OpNode {
     /// Whether a kernel for this op is registered for `device_type`. Unknown kernels allow all,
     /// and so does TensorFlow's `DEFAULT` device type (kernels such as `NoOp` registered for
     /// every device).
-    pub fn has_kernel_for(&self, device_type: &str) -> bool {
+    pub(crate) fn has_kernel_for(&self, device_type: &str) -> bool {
         self.kernel_device_types.is_empty()
             || self
                 .kernel_device_types
@@ -107,7 +107,7 @@ impl OpNode {
     }
 
     /// Integer-list attribute (`strides`, `ksize`).
-    pub fn attr_ints(&self, name: &str) -> Option<&[i64]> {
+    pub(crate) fn attr_ints(&self, name: &str) -> Option<&[i64]> {
         match self.attrs.get(name)? {
             Attr::Ints(v) => Some(v),
             _ => None,
@@ -123,7 +123,7 @@ impl OpNode {
     }
 
     /// Boolean attribute (`transpose_a`).
-    pub fn attr_bool(&self, name: &str) -> Option<bool> {
+    pub(crate) fn attr_bool(&self, name: &str) -> Option<bool> {
         match self.attrs.get(name)? {
             Attr::Bool(b) => Some(*b),
             _ => None,
@@ -279,7 +279,7 @@ impl OpGraph {
     }
 
     /// Ids of all colocation groups.
-    pub fn group_ids(
+    pub(crate) fn group_ids(
         &self,
     ) -> impl DoubleEndedIterator<Item = GroupId> + ExactSizeIterator + Clone {
         GroupId::range(self.groups.len())
@@ -299,7 +299,7 @@ impl OpGraph {
     }
 
     /// Producers (data and control) of `id`, deduplicated, in input order.
-    pub fn producers(&self, id: NodeId) -> Vec<NodeId> {
+    pub(crate) fn producers(&self, id: NodeId) -> Vec<NodeId> {
         let n = &self.nodes[id.index()];
         let mut out: Vec<NodeId> = Vec::with_capacity(n.inputs.len() + n.control_inputs.len());
         for p in n
@@ -316,7 +316,7 @@ impl OpGraph {
     }
 
     /// Bytes of the tensor flowing along input `input` of `id` (0 when unknown or a handle).
-    pub fn input_bytes(&self, id: NodeId, input: usize) -> u64 {
+    pub(crate) fn input_bytes(&self, id: NodeId, input: usize) -> u64 {
         let i = &self.nodes[id.index()].inputs[input];
         self.nodes[i.node.index()]
             .outputs

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 /// Longest line the parser accepts, bytes.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Most labels one sample may carry.
-pub const MAX_LABELS: usize = 128;
+pub(crate) const MAX_LABELS: usize = 128;
 /// Content type of the format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4";
 
@@ -136,14 +136,14 @@ pub struct Exposition {
 }
 
 /// Whether `s` is a valid metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
-pub fn is_metric_name(s: &str) -> bool {
+pub(crate) fn is_metric_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b':')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
 }
 
 /// Whether `s` is a valid label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
-pub fn is_label_name(s: &str) -> bool {
+pub(crate) fn is_label_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
@@ -152,7 +152,7 @@ pub fn is_label_name(s: &str) -> bool {
 /// Formats a value the way Prometheus reads it back exactly: the shortest decimal that
 /// round-trips (in exponent notation when very large or small, as `1e+22` would otherwise be
 /// 23 digits), `NaN`, `+Inf`, `-Inf`.
-pub fn format_value(v: f64, out: &mut String) {
+pub(crate) fn format_value(v: f64, out: &mut String) {
     if v.is_nan() {
         out.push_str("NaN");
     } else if v == f64::INFINITY {
@@ -674,7 +674,7 @@ fn unescape_help(s: &str) -> std::result::Result<String, String> {
 
 /// Parses a sample value: decimal or exponent notation, `NaN`, `+Inf`, `-Inf` (as Go's
 /// `ParseFloat`, which Prometheus uses, less hexadecimal floats).
-pub fn parse_value(s: &str) -> Option<f64> {
+pub(crate) fn parse_value(s: &str) -> Option<f64> {
     if s.is_empty()
         || !s
             .bytes()

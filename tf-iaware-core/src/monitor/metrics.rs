@@ -987,7 +987,7 @@ fn set_mode(sec: &mut CpuModeSeconds, mode: &str, v: f64) {
 }
 
 /// Sum of per-CPU mode counters (for pages without an all-CPU line).
-pub fn sum_modes<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSeconds {
+pub(crate) fn sum_modes<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSeconds {
     let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) => Some(a + b),
         (a, None) => a,

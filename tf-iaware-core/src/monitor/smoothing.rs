@@ -10,7 +10,7 @@ const MAX_WINDOW_READINGS: usize = 4096;
 
 /// Smoothing state of one gauge.
 #[derive(Clone, Debug)]
-pub struct Smoother {
+pub(crate) struct Smoother {
     tau_s: f64,
     window_s: f64,
     ewma: Option<(f64, f64)>,
@@ -82,7 +82,7 @@ impl Smoother {
 
 /// Smoothers for many gauges, by key; gauges not updated in a round are forgotten.
 #[derive(Clone, Debug)]
-pub struct SmootherBank {
+pub(crate) struct SmootherBank {
     tau_s: f64,
     window_s: f64,
     gauges: HashMap<String, (Smoother, u64)>,
@@ -101,17 +101,17 @@ impl SmootherBank {
     }
 
     /// EWMA time constant, s.
-    pub fn tau_s(&self) -> f64 {
+    pub(crate) fn tau_s(&self) -> f64 {
         self.tau_s
     }
 
     /// Window span, s.
-    pub fn window_s(&self) -> f64 {
+    pub(crate) fn window_s(&self) -> f64 {
         self.window_s
     }
 
     /// Starts a round of updates.
-    pub fn begin_round(&mut self) {
+    pub(crate) fn begin_round(&mut self) {
         self.round += 1;
     }
 
@@ -130,7 +130,7 @@ impl SmootherBank {
     }
 
     /// Ends a round: forgets gauges not updated in it (an interface or GPU that went away).
-    pub fn end_round(&mut self) {
+    pub(crate) fn end_round(&mut self) {
         let round = self.round;
         self.gauges.retain(|_, (_, seen)| *seen == round);
     }

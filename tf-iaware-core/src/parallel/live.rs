@@ -22,7 +22,7 @@ pub struct ReplicaMemory {
 impl ReplicaMemory {
     /// From the memory of the same replica graph at two batch sizes (`(batch, bytes)`, distinct
     /// batches): the line through both points, clamped to non-negative figures.
-    pub fn from_two(a: (usize, u64), b: (usize, u64)) -> Self {
+    pub(crate) fn from_two(a: (usize, u64), b: (usize, u64)) -> Self {
         let ((b1, m1), (b2, m2)) = if a.0 <= b.0 { (a, b) } else { (b, a) };
         if b2 == b1 {
             return ReplicaMemory {

@@ -52,7 +52,7 @@ pub enum BatchData {
 
 /// Name of the op that initialises only the replicas' synthetic batches (after a re-plan, when
 /// the variables on the ps survived). Present in every replicated graph (a no-op for fed ones).
-pub const INIT_DATA_OP: &str = "init_data";
+pub(crate) const INIT_DATA_OP: &str = "init_data";
 
 /// What an op of the replicated graph is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,7 +110,7 @@ fn refuse(op: &str, reason: impl Into<String>) -> Error {
 }
 
 /// Whether op type `op` is an optimizer's update of a variable from a gradient.
-pub fn is_optimizer_update(op: &str, signature: Option<&OpSignature>) -> bool {
+pub(crate) fn is_optimizer_update(op: &str, signature: Option<&OpSignature>) -> bool {
     let family = [
         "Apply",
         "ResourceApply",

@@ -26,7 +26,7 @@ use crate::monitor::snapshot::unix_now_ms;
 use crate::monitor::{Monitor, MonitorConfig, ScrapeOptions, Scraper, Snapshot, Target};
 
 /// Port a task's metrics are read on when TF_CONFIG has no `"metrics"` entry for it.
-pub const FALLBACK_METRICS_PORT: u16 = 9100;
+pub(crate) const FALLBACK_METRICS_PORT: u16 = 9100;
 
 /// How a [`MetricsFeed`] reads.
 #[derive(Clone, Debug, PartialEq)]

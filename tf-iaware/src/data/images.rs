@@ -38,7 +38,7 @@ impl LabelledImages {
     }
 
     /// Values per image.
-    pub fn image_len(&self) -> usize {
+    pub(crate) fn image_len(&self) -> usize {
         self.shape.iter().product()
     }
 
@@ -106,7 +106,7 @@ impl LabelledImages {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the shape if the images do not fit into it.
-    pub fn fit_to(&self, input: &[i64]) -> Result<LabelledImages> {
+    pub(crate) fn fit_to(&self, input: &[i64]) -> Result<LabelledImages> {
         let describe = || format!("{input:?}");
         let (h, w, c) = match *input {
             [h, w, c] if h > 0 && w > 0 && c > 0 => (h as usize, w as usize, c as usize),

@@ -22,7 +22,7 @@ pub struct Var {
 
 /// One replica's loss, its weight in the global loss (its share of the global batch), the name
 /// prefix of its ops (`""` for a single model) and its device.
-pub struct TowerLoss {
+pub(crate) struct TowerLoss {
     pub loss: Output,
     pub weight: f32,
     pub prefix: String,
@@ -66,7 +66,7 @@ enum Inputs<'a> {
 }
 
 /// What attribute setters return: TensorFlow and C-string errors alike.
-pub type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
+pub(crate) type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
 fn tf_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::tf(format!("building {what}"), e)
@@ -114,7 +114,7 @@ impl Net {
     }
 
     /// Runs `f` with ops going to `device`.
-    pub fn on_device<T>(
+    pub(crate) fn on_device<T>(
         &mut self,
         device: Option<String>,
         f: impl FnOnce(&mut Net) -> Result<T>,
@@ -146,7 +146,11 @@ impl Net {
     }
 
     /// Runs `f` with `name` pushed on the name scope.
-    pub fn scoped<T>(&mut self, name: &str, f: impl FnOnce(&mut Net) -> Result<T>) -> Result<T> {
+    pub(crate) fn scoped<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut Net) -> Result<T>,
+    ) -> Result<T> {
         self.scope.push(name.to_string());
         let out = f(self);
         self.scope.pop();
@@ -265,7 +269,7 @@ impl Net {
     }
 
     /// An int32 vector constant.
-    pub fn const_i32(&mut self, name: &str, values: &[i32]) -> Result<Output> {
+    pub(crate) fn const_i32(&mut self, name: &str, values: &[i32]) -> Result<Output> {
         let t = Tensor::<i32>::new(&[values.len() as u64])
             .with_values(values)
             .map_err(|e| tf_err(name, e))?;
@@ -277,7 +281,7 @@ impl Net {
     }
 
     /// A float32 constant of any shape.
-    pub fn const_f32(&mut self, name: &str, dims: &[u64], values: &[f32]) -> Result<Output> {
+    pub(crate) fn const_f32(&mut self, name: &str, dims: &[u64], values: &[f32]) -> Result<Output> {
         let t = Tensor::<f32>::new(dims)
             .with_values(values)
             .map_err(|e| tf_err(name, e))?;
@@ -421,7 +425,7 @@ impl Net {
     }
 
     /// `Conv2D` (NHWC, SAME or VALID) with a new `[k, k, in, out]` kernel, He-initialised.
-    pub fn conv2d(
+    pub(crate) fn conv2d(
         &mut self,
         x: Output,
         k: i64,
@@ -442,7 +446,7 @@ impl Net {
     }
 
     /// `DepthwiseConv2dNative` with a new `[k, k, c, 1]` kernel.
-    pub fn depthwise(&mut self, x: Output, k: i64, c: i64, stride: i64) -> Result<Output> {
+    pub(crate) fn depthwise(&mut self, x: Output, k: i64, c: i64, stride: i64) -> Result<Output> {
         let std = (2.0 / (k * k) as f32).sqrt();
         let w = self.variable("depthwise_kernel", &[k, k, c, 1], std, 0.0)?;
         self.op("DepthwiseConv2dNative", "depthwise", &[x, w.read], |d| {
@@ -455,7 +459,7 @@ impl Net {
     }
 
     /// `BiasAdd` with a new zero bias of `c` channels.
-    pub fn bias_add(&mut self, x: Output, c: i64) -> Result<Output> {
+    pub(crate) fn bias_add(&mut self, x: Output, c: i64) -> Result<Output> {
         let b = self.variable("bias", &[c], 0.0, 0.0)?;
         self.op("BiasAdd", "BiasAdd", &[x, b.read], |d| {
             d.set_attr_type("T", DataType::Float)?;
@@ -465,7 +469,7 @@ impl Net {
     }
 
     /// `FusedBatchNormV3` in training mode with new scale (1) and offset (0) of `c` channels.
-    pub fn batch_norm(&mut self, x: Output, c: i64) -> Result<Output> {
+    pub(crate) fn batch_norm(&mut self, x: Output, c: i64) -> Result<Output> {
         let gamma = self.variable("gamma", &[c], 0.0, 1.0)?;
         let beta = self.variable("beta", &[c], 0.0, 0.0)?;
         let empty = self.const_f32("empty", &[0], &[])?;
@@ -575,7 +579,7 @@ impl Net {
     }
 
     /// Mean softmax cross-entropy of `logits` against one-hot `labels`, as the op named `name`.
-    pub fn softmax_xent_loss(
+    pub(crate) fn softmax_xent_loss(
         &mut self,
         logits: Output,
         labels: Output,
@@ -602,7 +606,7 @@ impl Net {
     ///
     /// # Errors
     /// [`Error::TensorFlow`] if TensorFlow has no gradient for an op of the model.
-    pub fn minimize_momentum(
+    pub(crate) fn minimize_momentum(
         &mut self,
         towers: &[TowerLoss],
         learning_rate: f32,
@@ -702,7 +706,7 @@ impl Net {
 
     /// An `init` op that runs every initialiser created so far (for graphs that do not train;
     /// [`Net::minimize_momentum`] makes its own).
-    pub fn init_op(&mut self) -> Result<Operation> {
+    pub(crate) fn init_op(&mut self) -> Result<Operation> {
         let deps = self.initializers.clone();
         self.group("init", &deps)
     }
@@ -720,7 +724,12 @@ impl Net {
     /// A non-trainable float variable on the current device holding a fixed synthetic batch:
     /// uniform noise in [-1, 1) (seeded), or — with `one_hot` — one-hot rows over the last
     /// dimension. Initialised by `init`; read every step without feeding anything.
-    pub fn synthetic_input(&mut self, base: &str, shape: &[i64], one_hot: bool) -> Result<Output> {
+    pub(crate) fn synthetic_input(
+        &mut self,
+        base: &str,
+        shape: &[i64],
+        one_hot: bool,
+    ) -> Result<Output> {
         let prefix: String = self
             .tower
             .iter()

@@ -128,12 +128,12 @@ pub(crate) fn assemble(
 }
 
 /// Name of the op that gives a zoo model's logits (`[batch, classes]`), for evaluation.
-pub const LOGITS: &str = "logits";
+pub(crate) const LOGITS: &str = "logits";
 
 /// Learning rate of the zoo's momentum SGD.
-pub const LEARNING_RATE: f32 = 0.01;
+pub(crate) const LEARNING_RATE: f32 = 0.01;
 /// Momentum of the zoo's momentum SGD.
-pub const MOMENTUM: f32 = 0.9;
+pub(crate) const MOMENTUM: f32 = 0.9;
 
 fn mlp(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
     let h = net.scoped("dense", |n| n.dense(x, 784, 256))?;

@@ -98,7 +98,7 @@ fn summed_task_seconds(dir: &Path, proc_dir: &Path) -> std::result::Result<f64, 
 
 /// Reads every file of a located cgroup (the I/O half of [`CgroupSource::read`]); process
 /// files are read under `proc_dir`.
-pub fn read_layout(layout: &CgroupLayout, proc_dir: &Path) -> CgroupReading {
+pub(crate) fn read_layout(layout: &CgroupLayout, proc_dir: &Path) -> CgroupReading {
     let mut r = CgroupReading {
         version: layout.cpu.version,
         path: layout.cpu.path.clone(),

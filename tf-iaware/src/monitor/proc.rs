@@ -30,12 +30,12 @@ impl ProcSource {
     }
 
     /// `<root>/proc`.
-    pub fn proc_dir(&self) -> &Path {
+    pub(crate) fn proc_dir(&self) -> &Path {
         &self.proc_dir
     }
 
     /// `<root>/proc/<pid>` or `<root>/proc/self`.
-    pub fn process_dir(&self) -> &Path {
+    pub(crate) fn process_dir(&self) -> &Path {
         &self.process_dir
     }
 
@@ -58,7 +58,7 @@ impl ProcSource {
     }
 
     /// Host name (`/proc/sys/kernel/hostname`), if readable.
-    pub fn hostname(&self) -> Option<String> {
+    pub(crate) fn hostname(&self) -> Option<String> {
         let text = std::fs::read_to_string(self.proc_dir.join("sys/kernel/hostname")).ok()?;
         let name = text.trim();
         (!name.is_empty()).then(|| name.to_string())

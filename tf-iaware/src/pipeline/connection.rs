@@ -199,7 +199,7 @@ impl Connection {
     }
 
     /// How sessions on this cluster are created (target, threads, deadlines).
-    pub fn session_config(&self) -> &SessionConfig {
+    pub(crate) fn session_config(&self) -> &SessionConfig {
         &self.config
     }
 

@@ -109,7 +109,7 @@ impl Step {
     ///
     /// # Errors
     /// As [`Step::check`].
-    pub fn active_ops(&self, graph: &OpGraph) -> Result<Vec<bool>> {
+    pub(crate) fn active_ops(&self, graph: &OpGraph) -> Result<Vec<bool>> {
         self.check(graph)?;
         if self.is_empty() {
             return Ok(vec![true; graph.len()]);

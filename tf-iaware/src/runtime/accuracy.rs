@@ -62,9 +62,9 @@ pub enum Mode {
 }
 
 /// Training seconds of each probe window of [`Mode::Adaptive`].
-pub const PROBE_S: f64 = 1.5;
+pub(crate) const PROBE_S: f64 = 1.5;
 /// Images per second asynchronous training must read, relative to synchronous, to be chosen.
-pub const ASYNC_GAIN: f64 = 1.25;
+pub(crate) const ASYNC_GAIN: f64 = 1.25;
 
 /// LB-BSP-style re-sizing of a synchronous plan's shares from measured replica times.
 #[derive(Clone, Debug)]
@@ -421,7 +421,7 @@ pub fn contender(name: &str, p: &Planning<'_>) -> Result<Contender> {
 }
 
 /// The evaluation of variables on held-out images, in a local session.
-pub struct Evaluator {
+pub(crate) struct Evaluator {
     session: PlacedSession,
     state: Vec<StateVar>,
     x: Operation,

@@ -88,7 +88,7 @@ pub enum Trigger {
 
 /// A move [`DriftWatch`] has called.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Detection {
+pub(crate) struct Detection {
     /// Which signal.
     pub trigger: Trigger,
     /// Moved workers and their speed factor (new ÷ old: 0.5 = half as fast).
@@ -111,7 +111,7 @@ struct Strikes {
 
 /// Decides when a worker has moved (see the module docs). Pure: fed readings and windows.
 #[derive(Clone, Debug)]
-pub struct DriftWatch {
+pub(crate) struct DriftWatch {
     options: AdaptOptions,
     /// Availability per worker when the plan was made.
     base: BTreeMap<String, f64>,
@@ -141,7 +141,7 @@ impl DriftWatch {
     /// `now_unix_ms`; returns a [`Trigger::Metrics`] detection once some worker has been beyond
     /// the threshold for `metric_patience` fresh readings. Readings not newer than the last
     /// one of their worker, and workers without a baseline, are ignored.
-    pub fn observe_metrics(
+    pub(crate) fn observe_metrics(
         &mut self,
         step: usize,
         readings: &[(String, f64, u64)],
@@ -205,7 +205,7 @@ impl DriftWatch {
     /// Feeds the replicas' busy windows `(worker, ms)` of step `step`; returns a
     /// [`Trigger::StepTime`] detection once a window has been beyond the threshold of its
     /// baseline for `step_patience` steps (factor = baseline ÷ window).
-    pub fn observe_step(
+    pub(crate) fn observe_step(
         &mut self,
         step: usize,
         spans: &[(String, f64)],
@@ -255,7 +255,7 @@ pub type Reading = (String, f64, u64);
 
 /// Reads a cluster's live metrics on a background thread and keeps the latest view, and every
 /// fresh reading since it was last drained (so patience counts agent samples, not steps).
-pub struct LiveWatcher {
+pub(crate) struct LiveWatcher {
     latest: Arc<Mutex<(Cluster, u64)>>,
     pending: Arc<Mutex<Vec<Reading>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -339,13 +339,13 @@ impl LiveWatcher {
     }
 
     /// Every fresh reading since the last call, oldest first.
-    pub fn drain(&self) -> Vec<Reading> {
+    pub(crate) fn drain(&self) -> Vec<Reading> {
         std::mem::take(&mut *self.pending.lock())
     }
 
     /// CPU time the reader thread used ÷ wall time since it started: what reading the metrics
     /// costs this process (`None` where thread CPU time cannot be read).
-    pub fn cost_share(&self) -> Option<f64> {
+    pub(crate) fn cost_share(&self) -> Option<f64> {
         let tid = (*self.tid.lock())?;
         let cpu = crate::monitor::sampler::thread_cpu_time(tid)?;
         Some(cpu.as_secs_f64() / self.started.elapsed().as_secs_f64().max(1e-9))

@@ -122,7 +122,7 @@ pub struct Prepared {
 ///
 /// # Errors
 /// As [`train`].
-pub fn prepare_run(
+pub(crate) fn prepare_run(
     workload: impl Into<Workload>,
     plan: &DataParallelPlan,
     cluster: &Cluster,
@@ -166,7 +166,7 @@ pub fn prepare_run(
 ///
 /// # Errors
 /// The errors of [`apply::apply`] and [`PlacedSession::new`].
-pub fn plan_session(
+pub(crate) fn plan_session(
     plan: &DataParallelPlan,
     analyzed: &crate::graph::analyze::Analyzed,
     placement: &crate::placer::Placement,
@@ -263,7 +263,7 @@ pub fn calibrate_workers(
 
 /// Each replica's busy window in one traced step of `plan`, ms (replicas without one are left
 /// out).
-pub fn replica_spans_ms(
+pub(crate) fn replica_spans_ms(
     plan: &DataParallelPlan,
     stats: &crate::proto::StepStats,
 ) -> Vec<(String, f64)> {
@@ -339,7 +339,7 @@ fn without(all: &[String], gone: &[String]) -> Vec<String> {
 }
 
 /// The ps devices `plan` uses: every variable's device and the global device, sorted, distinct.
-pub fn plan_ps(plan: &DataParallelPlan) -> Vec<String> {
+pub(crate) fn plan_ps(plan: &DataParallelPlan) -> Vec<String> {
     let mut ps: Vec<String> = plan
         .variable_devices
         .values()
@@ -438,7 +438,7 @@ impl RecoveringReport {
     /// The run as a [`TrainReport`] of `global_batch`-sample steps whose first `warmup` are
     /// not timed; a traced last step ([`RecoveryOptions::trace_last`]) is not timed either
     /// unless it is the only timed one.
-    pub fn train_report(&self, warmup: usize, global_batch: usize) -> TrainReport {
+    pub(crate) fn train_report(&self, warmup: usize, global_batch: usize) -> TrainReport {
         let mut times: Vec<f64> = self.step_ms.iter().skip(warmup).copied().collect();
         if self.step_stats.is_some() && times.len() > 1 {
             times.pop();

@@ -99,7 +99,7 @@ pub fn healthz(address: &str, timeout: Duration) -> bool {
 type Seen = Arc<Mutex<BTreeMap<String, (String, Option<Instant>)>>>;
 
 /// Probes agents in the background and remembers when each last answered.
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     seen: Seen,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,

@@ -52,7 +52,7 @@ pub const MAX_STEPS: usize = 10_000_000;
 /// # Errors
 /// [`Error::InvalidArgument`] naming the input for a negative dimension, an element count that
 /// overflows, or a batch larger than the available memory.
-pub fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
+pub(crate) fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
     let bad = |reason: String| Error::InvalidArgument {
         what: format!("input `{what}` of shape {dims:?}"),
         reason,
@@ -171,7 +171,7 @@ impl Trainer {
     }
 
     /// Sets the deadline of every later run, ms (RunOptions `timeout_in_ms`; 0: none).
-    pub fn set_run_timeout_ms(&mut self, ms: i64) {
+    pub(crate) fn set_run_timeout_ms(&mut self, ms: i64) {
         self.session.run_timeout_ms = ms;
     }
 
@@ -189,7 +189,7 @@ impl Trainer {
     ///
     /// # Errors
     /// [`Error::UnknownOp`] if the graph has no such op; [`Error::TensorFlow`] if it fails.
-    pub fn run_op(&self, name: &str) -> Result<()> {
+    pub(crate) fn run_op(&self, name: &str) -> Result<()> {
         let op = self.session.op(name, "Trainer::run_op")?;
         self.session.run(&[], &[op], &[], false).map(|_| ())
     }

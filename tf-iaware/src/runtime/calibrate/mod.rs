@@ -48,7 +48,7 @@ use crate::runtime::replicated::Workload;
 /// Timed runs per size (the median counts), after one warm-up run.
 const RUNS: usize = 5;
 /// A cached profile older than this is recalibrated, seconds (7 days).
-pub const MAX_AGE_S: u64 = 7 * 24 * 3600;
+pub(crate) const MAX_AGE_S: u64 = 7 * 24 * 3600;
 
 fn now_s() -> u64 {
     SystemTime::now()
@@ -156,11 +156,11 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
 
 /// Contended share of a device (of what its hard cap leaves) below which a calibration counts
 /// as taken under heavy co-tenant load (and is not cached): a quarter was lost to others.
-pub const MIN_FREE_FRACTION: f64 = 0.75;
+pub(crate) const MIN_FREE_FRACTION: f64 = 0.75;
 
 /// Environment variable that overrides [`MIN_FREE_FRACTION`] (a number in 0–1; 0 caches
 /// whatever the load).
-pub const MIN_FREE_FRACTION_ENV: &str = "TF_IAWARE_CALIBRATION_MIN_FREE";
+pub(crate) const MIN_FREE_FRACTION_ENV: &str = "TF_IAWARE_CALIBRATION_MIN_FREE";
 
 /// The per-user cache folder: `$TF_IAWARE_CACHE_DIR`, else `$XDG_CACHE_HOME/tf-iaware`, else
 /// `~/.cache/tf-iaware`; profiles are in its `calibration/` folder.
@@ -219,7 +219,7 @@ pub fn apply_cached(cluster: &mut Cluster) -> Result<bool> {
 ///
 /// # Errors
 /// [`Error::Json`] for a cached file that is not a profile; errors of [`CalibrationProfile::apply`].
-pub fn apply_cached_status(cluster: &mut Cluster) -> Result<CacheStatus> {
+pub(crate) fn apply_cached_status(cluster: &mut Cluster) -> Result<CacheStatus> {
     let path = profile_path(cluster);
     let miss = |reason: String, created: Option<u64>| CacheStatus {
         hit: false,
@@ -316,7 +316,7 @@ fn loaded_devices(cluster: &Cluster, min_free: f64) -> Vec<String> {
 ///
 /// # Errors
 /// As [`calibrate`]; [`Error::Io`] if the cache cannot be written.
-pub fn calibrate_and_cache(
+pub(crate) fn calibrate_and_cache(
     cluster: &mut Cluster,
     config: &SessionConfig,
     options: &CalibrateOptions,
@@ -457,7 +457,7 @@ fn read_listing(path: &Path) -> CachedProfile {
 ///
 /// # Errors
 /// [`Error::Io`] if it exists but cannot be removed.
-pub fn invalidate(cluster: &Cluster) -> Result<bool> {
+pub(crate) fn invalidate(cluster: &Cluster) -> Result<bool> {
     let path = profile_path(cluster);
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(true),
@@ -472,7 +472,7 @@ pub fn invalidate(cluster: &Cluster) -> Result<bool> {
 /// record ([`WorkerCapacity::availability`](crate::parallel::WorkerCapacity::availability)), with
 /// the hardware fingerprint of its device.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
-pub struct WorkerProfile {
+pub(crate) struct WorkerProfile {
     /// [`PROFILE_FORMAT`] when written.
     pub format: u32,
     /// TensorFlow version that ran the steps.
@@ -514,7 +514,7 @@ fn machine_of(host: &str) -> &str {
 /// [`cache_dir`]`/workers/<hash>.json`, the hash over the TensorFlow version, model, probe
 /// batch, and each worker's and the ps's device name and machine (not port: an emulated
 /// cluster's ports change from run to run).
-pub fn workers_profile_path(
+pub(crate) fn workers_profile_path(
     workload: impl Into<Workload>,
     probe_batch: usize,
     cluster: &Cluster,
