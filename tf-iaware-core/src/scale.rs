@@ -351,7 +351,7 @@ pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Resul
 
 /// Least-squares exponent of `plan_ms ∝ size^e` per (planner, sweep) with at least two
 /// distinct sizes.
-pub fn growth(rows: &[StudyRow]) -> Vec<Growth> {
+pub(crate) fn growth(rows: &[StudyRow]) -> Vec<Growth> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for r in rows {
         let k = (r.planner.clone(), r.sweep.clone());

@@ -71,7 +71,12 @@ impl CpuCgroup {
     ///
     /// # Errors
     /// [`Error::Io`] naming the cgroup file that could not be written.
-    pub fn create(hierarchy: &Hierarchy, name: &str, cores: f64, busy: f64) -> Result<CpuCgroup> {
+    pub(crate) fn create(
+        hierarchy: &Hierarchy,
+        name: &str,
+        cores: f64,
+        busy: f64,
+    ) -> Result<CpuCgroup> {
         let path = hierarchy
             .root()
             .join(format!("{PREFIX}{}-{name}", std::process::id()));
@@ -103,7 +108,7 @@ impl CpuCgroup {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub fn set_busy(&self, cores: f64, busy: f64) -> Result<()> {
+    pub(crate) fn set_busy(&self, cores: f64, busy: f64) -> Result<()> {
         let busy = busy.clamp(0.0, 0.99);
         quota(&self.hierarchy, &self.path.join("tf"), cores * (1.0 - busy))?;
         quota(
@@ -130,7 +135,7 @@ impl CpuCgroup {
     }
 
     /// The node's folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -152,7 +157,7 @@ fn write(path: &Path, value: &str) -> Result<()> {
 }
 
 /// Moves any remaining processes to the root group and removes `path` and its children.
-pub fn remove(path: &Path, root: &Path) {
+pub(crate) fn remove(path: &Path, root: &Path) {
     if let Ok(entries) = std::fs::read_dir(path) {
         for e in entries.flatten() {
             if e.path().is_dir() {

@@ -26,7 +26,7 @@ impl LinkProxy {
     ///
     /// # Errors
     /// [`Error::Io`] if it cannot listen or resolve the target.
-    pub fn start(target: impl ToSocketAddrs, link: LinkSpec) -> Result<LinkProxy> {
+    pub(crate) fn start(target: impl ToSocketAddrs, link: LinkSpec) -> Result<LinkProxy> {
         let target = target
             .to_socket_addrs()
             .map_err(|e| Error::io("proxy target", e))?
@@ -61,7 +61,7 @@ impl LinkProxy {
     }
 
     /// Port peers dial.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 }

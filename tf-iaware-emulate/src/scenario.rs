@@ -63,7 +63,7 @@ fn w(cpu: f64, busy: f64) -> WorkerSpec {
 }
 
 /// Most workers an inline scenario may ask for: each is a TensorFlow process on this machine.
-pub const MAX_WORKERS: usize = 64;
+pub(crate) const MAX_WORKERS: usize = 64;
 
 impl Scenario {
     /// A built-in scenario, or an inline description (see [`Scenario::parse_inline`]).

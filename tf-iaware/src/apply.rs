@@ -72,7 +72,7 @@ pub fn validate(
 ///
 /// # Errors
 /// Validation errors of [`validate`].
-pub fn rewrite(
+pub(crate) fn rewrite(
     graph_def: &GraphDef,
     graph: &OpGraph,
     cluster: &Cluster,

@@ -28,7 +28,7 @@ pub struct TensorInfo {
 
 impl TensorInfo {
     /// Size in bytes when the dtype has a fixed size and every dimension is known.
-    pub fn bytes(&self) -> Option<u64> {
+    pub(crate) fn bytes(&self) -> Option<u64> {
         let elem = self.dtype.size_bytes()?;
         let dims = self.shape.as_ref()?;
         dims.iter()
@@ -194,7 +194,7 @@ impl OpGraph {
     }
 
     /// The nodes with their ids, in GraphDef order.
-    pub fn enumerate(
+    pub(crate) fn enumerate(
         &self,
     ) -> impl DoubleEndedIterator<Item = (NodeId, &OpNode)> + ExactSizeIterator + Clone {
         self.node_ids().zip(&self.nodes)
@@ -258,7 +258,7 @@ impl OpGraph {
     ///
     /// # Panics
     /// If `id` is from a graph with more groups (as [`OpGraph::node`]).
-    pub fn group(&self, id: GroupId) -> &ColocationGroup {
+    pub(crate) fn group(&self, id: GroupId) -> &ColocationGroup {
         &self.groups[id.index()]
     }
 

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use crate::error::{Error, Result};
 
 /// Longest line the parser accepts, bytes.
-pub const MAX_LINE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Most labels one sample may carry.
 pub(crate) const MAX_LABELS: usize = 128;
 /// Content type of the format.
@@ -36,7 +36,7 @@ pub enum MetricType {
 
 impl MetricType {
     /// The keyword of the TYPE line.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             MetricType::Counter => "counter",
             MetricType::Gauge => "gauge",
@@ -76,7 +76,7 @@ pub struct Sample {
 
 impl Sample {
     /// A sample with `labels` and `value`, built in code.
-    pub fn new(name: &str, labels: &[(&str, &str)], value: f64) -> Self {
+    pub(crate) fn new(name: &str, labels: &[(&str, &str)], value: f64) -> Self {
         Sample {
             name: name.to_string(),
             labels: labels
@@ -113,7 +113,7 @@ pub struct Family {
 
 impl Family {
     /// An empty family.
-    pub fn new(name: &str, kind: MetricType, help: &str) -> Self {
+    pub(crate) fn new(name: &str, kind: MetricType, help: &str) -> Self {
         Family {
             name: name.to_string(),
             help: Some(help.to_string()),
@@ -123,7 +123,7 @@ impl Family {
     }
 
     /// Appends a sample named like the family.
-    pub fn push(&mut self, labels: &[(&str, &str)], value: f64) {
+    pub(crate) fn push(&mut self, labels: &[(&str, &str)], value: f64) {
         self.samples.push(Sample::new(&self.name, labels, value));
     }
 }
@@ -194,7 +194,7 @@ impl Exposition {
     }
 
     /// Adds a family (merging samples into an existing family of the same name).
-    pub fn add(&mut self, family: Family) {
+    pub(crate) fn add(&mut self, family: Family) {
         match self.index.get(&family.name) {
             Some(&i) => self.families[i].samples.extend(family.samples),
             None => {
@@ -220,7 +220,7 @@ impl Exposition {
     }
 
     /// Number of samples on the page.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.families.iter().map(|f| f.samples.len()).sum()
     }
 

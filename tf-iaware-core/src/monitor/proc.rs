@@ -132,7 +132,7 @@ pub fn parse_stat_cpus(text: &str, path: &Path) -> Result<StatCpus> {
 /// idle and iowait and guest time is not counted twice.
 ///
 /// `None` when no time elapsed or a counter went backwards (CPU hot-plugged, counters reset).
-pub fn utilisation(prev: &CpuModeSeconds, cur: &CpuModeSeconds) -> Option<f64> {
+pub(crate) fn utilisation(prev: &CpuModeSeconds, cur: &CpuModeSeconds) -> Option<f64> {
     let total = cur.total() - prev.total();
     let busy = cur.busy() - prev.busy();
     if total.is_nan() || total <= 0.0 || busy < -1e-9 || cur.idle < prev.idle {

@@ -19,7 +19,7 @@ pub(crate) struct Smoother {
 
 impl Smoother {
     /// A smoother with EWMA time constant `tau_s` and window span `window_s`, seconds.
-    pub fn new(tau_s: f64, window_s: f64) -> Self {
+    pub(crate) fn new(tau_s: f64, window_s: f64) -> Self {
         Smoother {
             tau_s,
             window_s,
@@ -31,7 +31,7 @@ impl Smoother {
     /// Adds reading `value` taken at time `t_s` (seconds, non-decreasing) and returns the
     /// smoothed gauge. Non-finite values are not added; the last smoothed state is returned
     /// with `last` set to the value.
-    pub fn update(&mut self, t_s: f64, value: f64) -> Smoothed {
+    pub(crate) fn update(&mut self, t_s: f64, value: f64) -> Smoothed {
         if !value.is_finite() {
             let mut s = self.current().unwrap_or(Smoothed::constant(value));
             s.last = value;
@@ -60,7 +60,7 @@ impl Smoother {
     }
 
     /// The smoothed gauge as of the last reading (`None` before the first).
-    pub fn current(&self) -> Option<Smoothed> {
+    pub(crate) fn current(&self) -> Option<Smoothed> {
         let (_, ewma) = self.ewma?;
         let &(_, last) = self.history.back()?;
         let n = self.history.len() as f64;
@@ -91,7 +91,7 @@ pub(crate) struct SmootherBank {
 
 impl SmootherBank {
     /// A bank whose smoothers use EWMA time constant `tau_s` and window `window_s`, seconds.
-    pub fn new(tau_s: f64, window_s: f64) -> Self {
+    pub(crate) fn new(tau_s: f64, window_s: f64) -> Self {
         SmootherBank {
             tau_s,
             window_s,
@@ -117,7 +117,7 @@ impl SmootherBank {
 
     /// Updates gauge `key` with `value` (if any) at `t_s` and returns it smoothed; `None` when
     /// there is no value this round.
-    pub fn update(&mut self, key: &str, t_s: f64, value: Option<f64>) -> Option<Smoothed> {
+    pub(crate) fn update(&mut self, key: &str, t_s: f64, value: Option<f64>) -> Option<Smoothed> {
         let value = value?;
         let round = self.round;
         let (tau, window) = (self.tau_s, self.window_s);

@@ -56,7 +56,7 @@ impl ReplicaMemory {
     }
 
     /// Most samples that fit in `free_bytes` (0 when not even the fixed part does).
-    pub fn max_batch(&self, free_bytes: u64) -> usize {
+    pub(crate) fn max_batch(&self, free_bytes: u64) -> usize {
         if free_bytes < self.fixed_bytes {
             return 0;
         }

@@ -69,7 +69,7 @@ impl WorkerCapacity {
     }
 
     /// Most samples this worker may take (`usize::MAX` without a memory limit).
-    pub fn cap(&self) -> usize {
+    pub(crate) fn cap(&self) -> usize {
         self.max_batch.unwrap_or(usize::MAX)
     }
 

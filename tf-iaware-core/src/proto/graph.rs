@@ -102,7 +102,7 @@ pub struct Dim {
 
 impl TensorShapeProto {
     /// Dimensions, or `None` for unknown rank (unknown sizes are `-1`).
-    pub fn dims(&self) -> Option<Vec<i64>> {
+    pub(crate) fn dims(&self) -> Option<Vec<i64>> {
         (!self.unknown_rank).then(|| self.dim.iter().map(|d| d.size).collect())
     }
 }

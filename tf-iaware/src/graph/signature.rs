@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 ///
 /// # Errors
 /// [`Error::TensorFlow`] naming the op type if TensorFlow does not know it.
-pub fn signatures<'a>(
+pub(crate) fn signatures<'a>(
     graph: &Graph,
     types: impl IntoIterator<Item = &'a str>,
 ) -> Result<BTreeMap<String, OpSignature>> {

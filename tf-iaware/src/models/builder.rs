@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// A trainable variable: its handle and the tensor read from it each step.
 #[derive(Clone)]
-pub struct Var {
+pub(crate) struct Var {
     pub name: String,
     pub handle: Operation,
     pub read: Output,
@@ -74,7 +74,7 @@ fn tf_err(what: &str, e: impl std::fmt::Display) -> Error {
 
 impl Net {
     /// An empty graph; `seed` makes every initialiser deterministic.
-    pub fn new(seed: u64) -> Net {
+    pub(crate) fn new(seed: u64) -> Net {
         Net {
             graph: Graph::new(),
             scope: Vec::new(),
@@ -94,12 +94,12 @@ impl Net {
     }
 
     /// Op name → device of every op created under a device context.
-    pub fn placement(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn placement(&self) -> &BTreeMap<String, String> {
         &self.placement
     }
 
     /// Builds one replica: ops get the name prefix `prefix/` and `device`; variables are shared.
-    pub fn tower<T>(
+    pub(crate) fn tower<T>(
         &mut self,
         prefix: &str,
         device: Option<&str>,
@@ -141,7 +141,7 @@ impl Net {
     }
 
     /// Trainable variables, in creation order.
-    pub fn vars(&self) -> &[Var] {
+    pub(crate) fn vars(&self) -> &[Var] {
         &self.vars
     }
 
@@ -190,7 +190,7 @@ impl Net {
 
     /// Adds an op of type `ty` named (uniquely, in scope) `base`, with `inputs` and attributes
     /// set by `attrs`.
-    pub fn op(
+    pub(crate) fn op(
         &mut self,
         ty: &str,
         base: &str,
@@ -259,7 +259,7 @@ impl Net {
     }
 
     /// A float32 placeholder of a fixed shape.
-    pub fn placeholder(&mut self, name: &str, shape: &[i64]) -> Result<Output> {
+    pub(crate) fn placeholder(&mut self, name: &str, shape: &[i64]) -> Result<Output> {
         let shape = Shape::from(shape);
         self.op("Placeholder", name, &[], |d| {
             d.set_attr_type("dtype", DataType::Float)?;
@@ -298,7 +298,13 @@ impl Net {
 
     /// A resource variable initialised with a truncated normal of `stddev` (seeded), or with the
     /// constant `fill` when `stddev` is 0.
-    pub fn variable(&mut self, base: &str, shape: &[i64], stddev: f32, fill: f32) -> Result<Var> {
+    pub(crate) fn variable(
+        &mut self,
+        base: &str,
+        shape: &[i64],
+        stddev: f32,
+        fill: f32,
+    ) -> Result<Var> {
         let mut canonical = self.scope.join("/");
         if !canonical.is_empty() {
             canonical.push('/');
@@ -489,7 +495,7 @@ impl Net {
     }
 
     /// `Relu`.
-    pub fn relu(&mut self, x: Output) -> Result<Output> {
+    pub(crate) fn relu(&mut self, x: Output) -> Result<Output> {
         self.op("Relu", "Relu", &[x], |d| {
             Ok(d.set_attr_type("T", DataType::Float)?)
         })
@@ -497,7 +503,14 @@ impl Net {
     }
 
     /// `MaxPool` or `AvgPool` (`kind`), square window `k`, stride `s`.
-    pub fn pool(&mut self, kind: &str, x: Output, k: i64, s: i64, padding: &str) -> Result<Output> {
+    pub(crate) fn pool(
+        &mut self,
+        kind: &str,
+        x: Output,
+        k: i64,
+        s: i64,
+        padding: &str,
+    ) -> Result<Output> {
         self.op(kind, kind, &[x], |d| {
             d.set_attr_type("T", DataType::Float)?;
             d.set_attr_int_list("ksize", &[1, k, k, 1])?;
@@ -509,7 +522,7 @@ impl Net {
     }
 
     /// Element-wise `AddV2`.
-    pub fn add(&mut self, a: Output, b: Output) -> Result<Output> {
+    pub(crate) fn add(&mut self, a: Output, b: Output) -> Result<Output> {
         self.op("AddV2", "add", &[a, b], |d| {
             Ok(d.set_attr_type("T", DataType::Float)?)
         })
@@ -517,7 +530,7 @@ impl Net {
     }
 
     /// `ConcatV2` along `axis`.
-    pub fn concat(&mut self, xs: &[Output], axis: i32) -> Result<Output> {
+    pub(crate) fn concat(&mut self, xs: &[Output], axis: i32) -> Result<Output> {
         let t = Tensor::<i32>::new(&[])
             .with_values(&[axis])
             .map_err(|e| tf_err("concat/axis", e))?;
@@ -541,7 +554,7 @@ impl Net {
     }
 
     /// `Mean` over `axes`.
-    pub fn mean(&mut self, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
+    pub(crate) fn mean(&mut self, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
         let ax = self.const_i32("Mean/reduction_indices", axes)?;
         self.op("Mean", "Mean", &[x, ax], |d| {
             d.set_attr_type("T", DataType::Float)?;
@@ -552,7 +565,7 @@ impl Net {
     }
 
     /// `Reshape` to `shape`.
-    pub fn reshape(&mut self, x: Output, shape: &[i32]) -> Result<Output> {
+    pub(crate) fn reshape(&mut self, x: Output, shape: &[i32]) -> Result<Output> {
         let s = self.const_i32("Reshape/shape", shape)?;
         self.op("Reshape", "Reshape", &[x, s], |d| {
             d.set_attr_type("T", DataType::Float)?;
@@ -562,7 +575,7 @@ impl Net {
     }
 
     /// Fully connected layer: `MatMul` with a new `[cin, cout]` kernel plus a bias.
-    pub fn dense(&mut self, x: Output, cin: i64, cout: i64) -> Result<Output> {
+    pub(crate) fn dense(&mut self, x: Output, cin: i64, cout: i64) -> Result<Output> {
         let std = (2.0 / cin as f32).sqrt();
         let w = self.variable("kernel", &[cin, cout], std, 0.0)?;
         let y = self.op("MatMul", "MatMul", &[x, w.read], |d| {

@@ -61,17 +61,17 @@ impl Step {
     }
 
     /// Names of the target ops, in the order given.
-    pub fn targets(&self) -> &[String] {
+    pub(crate) fn targets(&self) -> &[String] {
         &self.targets
     }
 
     /// The fetched tensors, in the order given.
-    pub fn fetches(&self) -> &[TensorRef] {
+    pub(crate) fn fetches(&self) -> &[TensorRef] {
         &self.fetches
     }
 
     /// Whether the step names no op at all.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.targets.is_empty() && self.fetches.is_empty()
     }
 
@@ -81,7 +81,7 @@ impl Step {
     /// [`Error::Handle`] for a handle that named nothing when it was added;
     /// [`Error::UnknownOp`] for a target or fetch the graph lacks; [`Error::Handle`] for a fetch
     /// index beyond the op's outputs.
-    pub fn check(&self, graph: &OpGraph) -> Result<()> {
+    pub(crate) fn check(&self, graph: &OpGraph) -> Result<()> {
         if let Some(e) = self.deferred_error() {
             return Err(Error::Handle {
                 handle: "in the step".into(),

@@ -439,7 +439,7 @@ impl Evaluator {
     ///
     /// # Errors
     /// The errors of replicating and importing the model.
-    pub fn new(model: &AccuracyModel, test: &LabelledImages) -> Result<Evaluator> {
+    pub(crate) fn new(model: &AccuracyModel, test: &LabelledImages) -> Result<Evaluator> {
         let (analyzed, sidecar) = (&model.workload.analyzed, &model.workload.sidecar);
         // One replica over the whole held-out set: the same checkpoint ops as training has.
         let plan = DataParallelPlan {

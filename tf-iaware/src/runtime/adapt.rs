@@ -125,7 +125,7 @@ pub(crate) struct DriftWatch {
 
 impl DriftWatch {
     /// A watch for a plan made when the workers had availability `baseline` (worker, 0–1).
-    pub fn new(options: &AdaptOptions, baseline: &[(String, f64)]) -> Self {
+    pub(crate) fn new(options: &AdaptOptions, baseline: &[(String, f64)]) -> Self {
         DriftWatch {
             options: options.clone(),
             base: baseline.iter().cloned().collect(),
@@ -251,7 +251,7 @@ impl DriftWatch {
 }
 
 /// A reading of one device: (device, availability, taken Unix ms).
-pub type Reading = (String, f64, u64);
+pub(crate) type Reading = (String, f64, u64);
 
 /// Reads a cluster's live metrics on a background thread and keeps the latest view, and every
 /// fresh reading since it was last drained (so patience counts agent samples, not steps).
@@ -275,7 +275,11 @@ impl LiveWatcher {
     ///
     /// # Errors
     /// [`Error::MonitorThread`](crate::Error::MonitorThread) if the thread cannot start.
-    pub fn spawn(mut feed: MetricsFeed, cluster: Cluster, interval: Duration) -> Result<Self> {
+    pub(crate) fn spawn(
+        mut feed: MetricsFeed,
+        cluster: Cluster,
+        interval: Duration,
+    ) -> Result<Self> {
         let latest = Arc::new(Mutex::new((cluster, 0u64)));
         let pending = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -334,7 +338,7 @@ impl LiveWatcher {
     }
 
     /// The cluster as last refreshed, and how many refreshes there have been.
-    pub fn latest(&self) -> (Cluster, u64) {
+    pub(crate) fn latest(&self) -> (Cluster, u64) {
         self.latest.lock().clone()
     }
 
@@ -384,7 +388,7 @@ pub struct ReplanRecord {
 }
 
 /// Makes a plan from worker figures and the cluster's live view.
-pub type Planner = dyn FnMut(&[WorkerCapacity], &Cluster) -> Result<DataParallelPlan>;
+pub(crate) type Planner = dyn FnMut(&[WorkerCapacity], &Cluster) -> Result<DataParallelPlan>;
 
 /// Trains a data-parallel plan of a workload (any training graph, or a zoo model) step by step,
 /// re-planning between steps when a worker moves (see the module docs).

@@ -110,7 +110,7 @@ pub fn prepare(
 }
 
 /// A session over `plan`'s graph, ready to step, checkpoint and restore.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub trainer: Trainer,
     pub placement: crate::placer::Placement,
     pub op_graph: crate::graph::OpGraph,
@@ -312,7 +312,7 @@ fn answers(address: &str) -> bool {
 }
 
 /// Devices (of `plan`'s replicas, its ps, or any list) whose task still accepts connections.
-pub fn reachable(devices: &[String], tf_config: &TfConfig) -> Vec<String> {
+pub(crate) fn reachable(devices: &[String], tf_config: &TfConfig) -> Vec<String> {
     devices
         .iter()
         .filter(|d| address_of(d, tf_config).is_some_and(answers))

@@ -61,7 +61,7 @@ impl Default for HangDetection {
 
 impl HangDetection {
     /// The deadline of a run after `retries` retries, given the expected step (ms) if known.
-    pub fn deadline(&self, expected_ms: Option<f64>, retries: u32) -> Duration {
+    pub(crate) fn deadline(&self, expected_ms: Option<f64>, retries: u32) -> Duration {
         let expected = self
             .predicted_step_ms
             .into_iter()
@@ -77,7 +77,7 @@ impl HangDetection {
 
 /// Whether the agent at `address` (`host:port`) answers `GET /healthz` with 200 within
 /// `timeout` (connect, write and read each bounded).
-pub fn healthz(address: &str, timeout: Duration) -> bool {
+pub(crate) fn healthz(address: &str, timeout: Duration) -> bool {
     let Some(addr) = address.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
         return false;
     };
@@ -108,7 +108,7 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     /// Starts probing `agents` (device → `host:port` of its task's agent) as `options` says.
-    pub fn start(agents: BTreeMap<String, String>, options: &HangDetection) -> Watchdog {
+    pub(crate) fn start(agents: BTreeMap<String, String>, options: &HangDetection) -> Watchdog {
         let seen = Arc::new(Mutex::new(
             agents
                 .into_iter()
@@ -157,7 +157,7 @@ impl Watchdog {
     /// Of `devices`, those whose agent answered once and has been silent for the silence
     /// period since. A device without an agent, or whose agent never answered, is never
     /// called hung (nothing tells it from a slow one).
-    pub fn silent(&self, devices: &[String]) -> Vec<String> {
+    pub(crate) fn silent(&self, devices: &[String]) -> Vec<String> {
         let Ok(m) = self.seen.lock() else {
             return Vec::new();
         };

@@ -66,7 +66,7 @@ fn host() -> String {
 ///
 /// # Errors
 /// [`Error::TensorFlow`] if a benchmark cannot run; [`Error::Calibration`] if the times do not fit.
-pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<CalibrationProfile> {
+pub(crate) fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<CalibrationProfile> {
     let mut profile = CalibrationProfile::new(&crate::tf::version(), &host(), now_s());
     for device in &cluster.devices {
         let samples = compute::time_matmuls(cluster, config, &device.name)?;
