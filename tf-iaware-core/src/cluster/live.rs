@@ -44,7 +44,7 @@ use crate::monitor::snapshot::{GpuSnapshot, Snapshot};
 /// cores it may run on (module docs): `max(free / cap, machine / (cap + machine − free))`, in
 /// ½…1 — at least the fair share the scheduler gives a process competing with co-tenants that
 /// take the rest. Non-finite or non-positive input counts as 1 (no information).
-pub fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
+pub(crate) fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
     if !(cap.is_finite() && machine.is_finite() && free.is_finite()) || cap <= 0.0 {
         return 1.0;
     }
@@ -166,7 +166,7 @@ pub fn gpu_for_tf_index<'a>(
 
 /// Which devices of a cluster one reading describes: those of one task (`job`, `task`), or all
 /// (`None`, an in-process cluster).
-pub type TaskFilter<'a> = Option<(&'a str, u32)>;
+pub(crate) type TaskFilter<'a> = Option<(&'a str, u32)>;
 
 fn in_task(name: &str, task: TaskFilter) -> bool {
     let Some((job, index)) = task else {

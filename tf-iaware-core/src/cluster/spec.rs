@@ -9,7 +9,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 
 /// Most CPU devices `local:cpu=N` accepts.
-pub const MAX_LOCAL_CPUS: usize = 256;
+pub(crate) const MAX_LOCAL_CPUS: usize = 256;
 
 /// A parsed `--cluster` value.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,12 +33,12 @@ use super::model::{Cluster, Device, Link, LinkDefaults, MIN_AVAILABILITY, NOMINA
 use crate::error::{Error, Result};
 
 /// Most workers a synthetic spec may ask for.
-pub const MAX_WORKERS: usize = 100_000;
+pub(crate) const MAX_WORKERS: usize = 100_000;
 /// Most ps tasks a synthetic spec may ask for.
-pub const MAX_PS: usize = 4_096;
+pub(crate) const MAX_PS: usize = 4_096;
 /// Smallest capability multiplier a draw is clamped to (a worker of zero speed has no
 /// meaning).
-pub const MIN_CAPABILITY: f64 = 1e-3;
+pub(crate) const MIN_CAPABILITY: f64 = 1e-3;
 
 /// A distribution of a per-worker figure.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -260,7 +260,7 @@ impl NetSpec {
     }
 
     /// The link this tier stands for.
-    pub fn link(&self) -> Link {
+    pub(crate) fn link(&self) -> Link {
         Link::new(self.latency, self.bandwidth)
     }
 }
@@ -467,7 +467,7 @@ impl SyntheticSpec {
 
     /// Bandwidth each worker has to itself, bytes/s: its host's link shared by the host's
     /// workers.
-    pub fn worker_bandwidth(&self) -> f64 {
+    pub(crate) fn worker_bandwidth(&self) -> f64 {
         self.net.bandwidth / self.per_host as f64
     }
 

@@ -223,7 +223,7 @@ impl TfConfig {
     }
 
     /// `ClusterDef` for a `ServerDef` or a session `ConfigProto`.
-    pub fn cluster_def(&self) -> ClusterDef {
+    pub(crate) fn cluster_def(&self) -> ClusterDef {
         ClusterDef {
             job: self
                 .cluster
@@ -301,9 +301,9 @@ fn jobs(v: &Value, what: &str) -> std::result::Result<BTreeMap<String, Vec<Strin
 }
 
 /// The most tasks a TF_CONFIG cluster may list (all jobs together).
-pub const MAX_TASKS: usize = 100_000;
+pub(crate) const MAX_TASKS: usize = 100_000;
 /// The largest TF_CONFIG file [`TfConfig::from_file`] reads, bytes.
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
 fn check_address(a: &str) -> std::result::Result<(), String> {
     let (host, port) = a.rsplit_once(':').ok_or("has no :port")?;

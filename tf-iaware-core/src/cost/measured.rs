@@ -30,7 +30,7 @@ pub struct Measurements {
 
 /// The device part of a step-stats device string: `…/device:GPU:0/stream:all` → `…/device:GPU:0`;
 /// `None` for a memcpy stream (its entries are transfers, not ops).
-pub fn base_device(device: &str) -> Option<&str> {
+pub(crate) fn base_device(device: &str) -> Option<&str> {
     let Some(at) = device.find("/device:") else {
         return Some(device);
     };
@@ -49,7 +49,7 @@ pub fn base_device(device: &str) -> Option<&str> {
 }
 
 /// The largest measurements file [`Measurements::load`] reads, bytes.
-pub const MAX_FILE_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 256 << 20;
 
 impl Measurements {
     /// No samples.

@@ -503,27 +503,29 @@ impl CostModel {
     }
 
     /// Number of ops.
-    pub fn num_nodes(&self) -> usize {
+    pub(crate) fn num_nodes(&self) -> usize {
         self.work.len()
     }
 
     /// Number of devices.
-    pub fn num_devices(&self) -> usize {
+    pub(crate) fn num_devices(&self) -> usize {
         self.devices.len()
     }
 
     /// Number of colocation groups.
-    pub fn num_groups(&self) -> usize {
+    pub(crate) fn num_groups(&self) -> usize {
         self.group_memory.len()
     }
 
     /// Ids of all ops, in graph order.
-    pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator + Clone {
+    pub(crate) fn node_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator + Clone {
         NodeId::range(self.work.len())
     }
 
     /// Ids of all colocation groups.
-    pub fn group_ids(
+    pub(crate) fn group_ids(
         &self,
     ) -> impl DoubleEndedIterator<Item = GroupId> + ExactSizeIterator + Clone {
         GroupId::range(self.group_memory.len())
@@ -556,12 +558,12 @@ impl CostModel {
     }
 
     /// Analytic work of op `node`.
-    pub fn work(&self, node: NodeId) -> &OpWork {
+    pub(crate) fn work(&self, node: NodeId) -> &OpWork {
         &self.work[node.index()]
     }
 
     /// Whether op `node` does no work of its own (see [`OpWork::free`]) and has no explicit time.
-    pub fn is_free(&self, node: NodeId) -> bool {
+    pub(crate) fn is_free(&self, node: NodeId) -> bool {
         let node = node.index();
         self.work[node].free
             && self.explicit.as_ref().is_none_or(|t| {
@@ -571,84 +573,84 @@ impl CostModel {
     }
 
     /// Bytes op `node` holds in device memory (see [`analytic::op_memory`]).
-    pub fn memory(&self, node: NodeId) -> u64 {
+    pub(crate) fn memory(&self, node: NodeId) -> u64 {
         self.memory[node.index()]
     }
 
     /// Colocation group of `node`.
-    pub fn group_of(&self, node: NodeId) -> GroupId {
+    pub(crate) fn group_of(&self, node: NodeId) -> GroupId {
         GroupId::new(self.group_of[node.index()] as usize)
     }
 
     /// Bytes colocation group `group` holds in device memory.
-    pub fn group_memory(&self, group: GroupId) -> u64 {
+    pub(crate) fn group_memory(&self, group: GroupId) -> u64 {
         self.group_memory[group.index()]
     }
 
     /// Whether `device` has a kernel for op `node`.
     #[inline]
-    pub fn allowed(&self, node: NodeId, device: usize) -> bool {
+    pub(crate) fn allowed(&self, node: NodeId, device: usize) -> bool {
         self.class_ok[self.node_class[node.index()] as usize * self.devices.len() + device]
     }
 
     /// Whether `device` has kernels for every member of colocation group `group`.
     #[inline]
-    pub fn group_allowed(&self, group: GroupId, device: usize) -> bool {
+    pub(crate) fn group_allowed(&self, group: GroupId, device: usize) -> bool {
         self.gclass_ok[self.group_class[group.index()] as usize * self.devices.len() + device]
     }
 
     /// For each device (in cluster order), whether it has kernels for every member of `group`.
     #[inline]
-    pub fn group_devices(&self, group: GroupId) -> &[bool] {
+    pub(crate) fn group_devices(&self, group: GroupId) -> &[bool] {
         let nd = self.devices.len();
         let c = self.group_class[group.index()] as usize;
         &self.gclass_ok[c * nd..(c + 1) * nd]
     }
 
     /// Memory capacity of `device`, bytes (`None`: unlimited).
-    pub fn capacity(&self, device: usize) -> Option<u64> {
+    pub(crate) fn capacity(&self, device: usize) -> Option<u64> {
         self.devices[device].capacity
     }
 
     /// Compute pool of `device` (see [`Device::compute_pool`](crate::cluster::Device)), as an
     /// index below [`CostModel::num_pools`]; `None` for a device with a capacity of its own.
     #[inline]
-    pub fn pool(&self, device: usize) -> Option<usize> {
+    pub(crate) fn pool(&self, device: usize) -> Option<usize> {
         let p = self.devices[device].pool;
         (p != u32::MAX).then_some(p as usize)
     }
 
     /// Number of compute pools.
-    pub fn num_pools(&self) -> usize {
+    pub(crate) fn num_pools(&self) -> usize {
         self.pool_capacity.len()
     }
 
     /// Ops compute pool `pool` runs at full speed at once: the largest concurrency of its
     /// members (the cores their process's thread pools run on).
-    pub fn pool_capacity(&self, pool: usize) -> f64 {
+    pub(crate) fn pool_capacity(&self, pool: usize) -> f64 {
         self.pool_capacity[pool]
     }
 
     /// Ops `device` runs at once.
-    pub fn lanes(&self, device: usize) -> usize {
+    pub(crate) fn lanes(&self, device: usize) -> usize {
         self.devices[device].lanes as usize
     }
 
     /// Effective compute rate of `device`, FLOP/s (peak × availability).
-    pub fn speed(&self, device: usize) -> f64 {
+    pub(crate) fn speed(&self, device: usize) -> f64 {
         self.devices[device].speed
     }
 
     /// The link from `from` to `to`.
     #[inline]
-    pub fn link(&self, from: usize, to: usize) -> Link {
+    pub(crate) fn link(&self, from: usize, to: usize) -> Link {
         self.links[from * self.devices.len() + to]
     }
 
     /// Seconds to move `bytes` from device `from` to device `to` over an idle link (0 when
     /// `from == to`).
     #[inline]
-    pub fn transfer_time(&self, bytes: u64, from: usize, to: usize) -> f64 {
+    pub(crate) fn transfer_time(&self, bytes: u64, from: usize, to: usize) -> f64 {
         let k = from * self.devices.len() + to;
         self.latency[k] + bytes as f64 * self.inv_bandwidth[k]
     }
@@ -656,7 +658,7 @@ impl CostModel {
     /// Latency (s) and 1/bandwidth (s/byte) of every link from device `from`, indexed by the
     /// receiving device; both 0 for `from` itself. For loops over all receivers.
     #[inline]
-    pub fn links_from(&self, from: usize) -> (&[f64], &[f64]) {
+    pub(crate) fn links_from(&self, from: usize) -> (&[f64], &[f64]) {
         let nd = self.devices.len();
         (
             &self.latency[from * nd..(from + 1) * nd],
@@ -666,13 +668,13 @@ impl CostModel {
 
     /// Mean seconds to move `bytes` between two distinct devices (mean latency + bytes × mean
     /// 1/bandwidth over all ordered pairs); 0 with fewer than two devices.
-    pub fn mean_transfer_time(&self, bytes: u64) -> f64 {
+    pub(crate) fn mean_transfer_time(&self, bytes: u64) -> f64 {
         self.mean_latency + bytes as f64 * self.mean_inv_bandwidth
     }
 
     /// Mean seconds of op `node` over the devices that have a kernel for it (all devices if none
     /// has).
-    pub fn mean_op_time(&self, node: NodeId) -> f64 {
+    pub(crate) fn mean_op_time(&self, node: NodeId) -> f64 {
         let (mut sum, mut k) = (0.0, 0usize);
         for d in 0..self.devices.len() {
             if self.allowed(node, d) {

@@ -104,7 +104,7 @@ fn group_anchors(cost: &CostModel) -> Vec<usize> {
 
 impl InfraAware {
     /// Devices in decreasing capability × availability that pass the threshold.
-    pub fn ranked_devices(&self, cost: &CostModel) -> Vec<usize> {
+    pub(crate) fn ranked_devices(&self, cost: &CostModel) -> Vec<usize> {
         let nd = cost.num_devices();
         let mut order: Vec<usize> = (0..nd).collect();
         order.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
@@ -169,7 +169,7 @@ impl InfraAware {
     ///
     /// # Errors
     /// [`Error::Infeasible`](crate::Error::Infeasible) naming a group that fits nowhere.
-    pub fn choose(
+    pub(crate) fn choose(
         &self,
         graph: &OpGraph,
         cluster: &Cluster,

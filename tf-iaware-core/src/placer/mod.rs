@@ -89,7 +89,7 @@ impl Placement {
     /// # Errors
     /// [`Error::InvalidArgument`] if `group_device` does not have one device per colocation
     /// group; [`Error::BadId`] naming a device index the cluster does not have.
-    pub fn from_groups(
+    pub(crate) fn from_groups(
         strategy: &str,
         graph: &OpGraph,
         cluster: &Cluster,
@@ -157,7 +157,7 @@ pub trait Strategy: Send + Sync {
 }
 
 /// Names of every strategy [`by_name`] knows.
-pub const STRATEGIES: &[&str] = &[
+pub(crate) const STRATEGIES: &[&str] = &[
     "tf-default",
     "round-robin",
     "random",
@@ -224,7 +224,7 @@ pub fn by_name_with(name: &str, options: &PlaceOptions) -> Result<Box<dyn Strate
 }
 
 /// Devices of `cluster` on which every member of group `g` has a kernel.
-pub fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<usize> {
+pub(crate) fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<usize> {
     let members = &graph.group(g).members;
     (0..cluster.devices.len())
         .filter(|&d| {

@@ -54,7 +54,7 @@ fn type_priority(device_type: &str) -> u8 {
 ///
 /// # Errors
 /// [`Error::Infeasible`] if no device has kernels for all its members.
-pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Result<usize> {
+pub(crate) fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Result<usize> {
     let group = graph.group(g);
     let has_kernels = |d: usize| {
         let t = &cluster.devices[d].device_type;

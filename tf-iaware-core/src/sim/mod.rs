@@ -84,7 +84,7 @@ pub struct LowerBound {
 
 impl LowerBound {
     /// `max(critical_path, work)`, seconds.
-    pub fn value(&self) -> f64 {
+    pub(crate) fn value(&self) -> f64 {
         self.critical_path.max(self.work)
     }
 }
