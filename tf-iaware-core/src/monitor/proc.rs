@@ -41,7 +41,7 @@ pub struct CpuTicks {
 
 impl CpuTicks {
     /// The same counters in seconds, given the kernel's ticks per second (USER_HZ).
-    pub(crate) fn to_seconds(&self, ticks_per_second: u64) -> CpuModeSeconds {
+    pub(crate) fn to_seconds(self, ticks_per_second: u64) -> CpuModeSeconds {
         let tps = ticks_per_second.max(1) as f64;
         let s = |t: u64| t as f64 / tps;
         CpuModeSeconds {
