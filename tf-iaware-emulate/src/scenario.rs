@@ -35,19 +35,26 @@ impl WorkerSpec {
 /// A change during a run: before step `at_step`, worker `worker`'s co-tenant load becomes `busy`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DriftEvent {
+    /// The step before which the load changes (0-based).
     pub at_step: usize,
+    /// Index of the worker in [`Scenario::workers`].
     pub worker: usize,
+    /// The worker's new [`WorkerSpec::busy`]: share of its quota the co-tenant burns, 0–1.
     pub busy: f64,
 }
 
 /// A whole emulated cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
+    /// Name (what `--scenario` takes).
     pub name: String,
+    /// One line for listings.
     pub description: String,
+    /// The worker tasks, in order.
     pub workers: Vec<WorkerSpec>,
     /// Number of parameter-server tasks (unlimited CPU).
     pub ps: usize,
+    /// Load changes during a run, by step.
     pub drift: Vec<DriftEvent>,
 }
 

@@ -16,7 +16,9 @@ use crate::proto::GraphDef;
 
 /// A placed graph: the rewritten GraphDef and the TensorFlow graph imported from it.
 pub struct Placed {
+    /// The GraphDef with a device on every node.
     pub graph_def: GraphDef,
+    /// The TensorFlow graph imported from `graph_def`.
     pub graph: Graph,
 }
 

@@ -46,11 +46,26 @@ pub enum Distribution {
     /// Always `x`.
     Const(f64),
     /// Uniform on `[lo, hi)`.
-    Uniform { lo: f64, hi: f64 },
+    Uniform {
+        /// Lower end (included).
+        lo: f64,
+        /// Upper end (excluded).
+        hi: f64,
+    },
     /// Beta with shapes `a`, `b` (values in 0–1, mean `a / (a + b)`).
-    Beta { a: f64, b: f64 },
+    Beta {
+        /// First shape (α > 0).
+        a: f64,
+        /// Second shape (β > 0).
+        b: f64,
+    },
     /// `exp(N(mu, sigma²))` (positive, median `exp(mu)`).
-    LogNormal { mu: f64, sigma: f64 },
+    LogNormal {
+        /// Mean of the underlying normal.
+        mu: f64,
+        /// Standard deviation of the underlying normal (≥ 0).
+        sigma: f64,
+    },
 }
 
 /// What a field's values must be.

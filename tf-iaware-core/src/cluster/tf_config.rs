@@ -15,7 +15,9 @@ use crate::proto::{ClusterDef, JobDef};
 /// One task of a cluster: job name and index.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TaskId {
+    /// Job name (`worker`, `ps`, `chief`, …).
     pub job: String,
+    /// Index of the task within its job.
     pub index: usize,
 }
 

@@ -10,11 +10,15 @@ use crate::error::{Error, Result};
 /// A possibly partial device specification; `None` fields are unspecified (match anything).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DeviceName {
+    /// Job name (`/job:…`).
     pub job: Option<String>,
+    /// Replica number (`/replica:…`).
     pub replica: Option<u32>,
+    /// Task number (`/task:…`).
     pub task: Option<u32>,
     /// Upper-case type (`CPU`, `GPU`).
     pub device_type: Option<String>,
+    /// Device number within its type (`/device:CPU:…`).
     pub id: Option<u32>,
 }
 

@@ -21,6 +21,7 @@ crate::index::index_type!(
 /// One output tensor of an op.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorInfo {
+    /// Element type.
     pub dtype: DType,
     /// Dimensions (`-1` unknown), `None` when even the rank is unknown.
     pub shape: Option<Vec<i64>>,
@@ -46,14 +47,23 @@ impl TensorInfo {
 /// A decoded attribute value (the kinds cost models and colocation read).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Attr {
+    /// An integer (`i`).
     Int(i64),
+    /// A float (`f`).
     Float(f32),
+    /// A boolean (`b`).
     Bool(bool),
+    /// A string (`s`, lossily decoded as UTF-8).
     Str(String),
+    /// A data type (`type`).
     Type(DType),
+    /// A shape (`shape`): dimensions (`-1` unknown), `None` for unknown rank.
     Shape(Option<Vec<i64>>),
+    /// A list of integers.
     Ints(Vec<i64>),
+    /// A list of strings.
     Strs(Vec<String>),
+    /// A list of data types.
     Types(Vec<DType>),
     /// A kind tf-iaware does not read (tensor, function, …).
     Other,
@@ -63,22 +73,30 @@ pub enum Attr {
 /// (the consumer's declared input type — a reference type for TF1 `Assign`, say).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Input {
+    /// The producing node.
     pub node: NodeId,
+    /// Index of the output of `node`.
     pub output: usize,
+    /// Type of the tensor as the consumer declares it.
     pub dtype: DType,
 }
 
 /// One op of the graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpNode {
+    /// Name of the op, unique in the graph.
     pub name: String,
     /// Op type (`MatMul`, `Conv2D`, …).
     pub op: String,
     /// Device requested in the GraphDef (may be empty or partial).
     pub requested_device: String,
+    /// Data inputs, in order.
     pub inputs: Vec<Input>,
+    /// Nodes that must run before this one (`^name` inputs).
     pub control_inputs: Vec<NodeId>,
+    /// Output tensors, in order.
     pub outputs: Vec<TensorInfo>,
+    /// The attributes it reads, by name.
     pub attrs: BTreeMap<String, Attr>,
     /// Device types with a registered kernel (`["CPU", "GPU"]`); empty when unknown (no restriction).
     pub kernel_device_types: Vec<String>,
@@ -136,6 +154,7 @@ impl OpNode {
 pub struct ColocationGroup {
     /// Name of the group's first member in graph order (what `loc:@…` would name).
     pub name: String,
+    /// Nodes of the group, in graph order.
     pub members: Vec<NodeId>,
     /// First non-empty requested device among the members.
     pub requested_device: Option<String>,

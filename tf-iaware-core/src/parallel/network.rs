@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// A trainable variable: its name and size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VarInfo {
+    /// Name of the variable (or of its colocation group).
     pub name: String,
     /// Size of the variable, bytes.
     pub bytes: u64,

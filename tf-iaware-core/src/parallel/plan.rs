@@ -19,7 +19,9 @@ pub struct Replica {
 /// Where everything of a synchronous data-parallel step goes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DataParallelPlan {
+    /// Strategy that made the plan (`even`, `infra-aware`, …).
     pub strategy: String,
+    /// One entry per worker replica, in order.
     pub replicas: Vec<Replica>,
     /// Variable name → parameter-server device.
     pub variable_devices: BTreeMap<String, String>,
@@ -41,6 +43,7 @@ impl DataParallelPlan {
 /// whatever the batch, so a weak worker pays them slowly too).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerCapacity {
+    /// Worker device (first CPU of the worker task).
     pub device: String,
     /// Marginal throughput, samples per second.
     pub samples_per_sec: f64,

@@ -47,7 +47,10 @@ pub enum BatchData {
     /// one-hot rows for label inputs), drawn with `seed` when `init` or `init_data` runs: nothing
     /// crosses the network per step, as in a benchmark of the model rather than of the input
     /// pipeline.
-    Synthetic { seed: i64 },
+    Synthetic {
+        /// Seed of the random batch.
+        seed: i64,
+    },
 }
 
 /// Name of the op that initialises only the replicas' synthetic batches (after a re-plan, when
@@ -60,7 +63,10 @@ pub enum Role {
     /// Replica `k`'s copy of a tower op (runs on that replica's worker).
     Replica(usize),
     /// Part of the combination of gradients for optimizer update `update` (runs with it).
-    Combine { update: String },
+    Combine {
+        /// Name of the optimizer update op.
+        update: String,
+    },
     /// The replicas' losses combined into the original loss's name.
     Loss,
     /// An op of the original graph kept once: variables, their reads and updates, `init`,

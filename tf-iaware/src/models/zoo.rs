@@ -12,8 +12,11 @@ pub const MODELS: &[&str] = &["mlp", "lenet", "resnet20", "mobilenet", "inceptio
 
 /// A built model: the graph and how to train it.
 pub struct Model {
+    /// Name in [`MODELS`].
     pub name: String,
+    /// The built graph and its named tensors.
     pub net: Net,
+    /// How to train it: inputs, loss, train op, batch shapes.
     pub sidecar: Sidecar,
 }
 

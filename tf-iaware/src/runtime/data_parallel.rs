@@ -381,12 +381,14 @@ pub struct DeadlineRetry {
 pub struct Recovery {
     /// Global step whose attempt (or the initialisation or checkpoint before it) failed.
     pub step: usize,
+    /// What was lost (a worker, a ps task, …).
     pub kind: FaultKind,
     /// Devices of the lost tasks: workers that no longer answer, ps tasks that stopped
     /// answering or whose variables are gone (restarted).
     pub lost: Vec<String>,
     /// The failing run's error.
     pub error: String,
+    /// The plan that replaced the old one.
     pub plan: DataParallelPlan,
     /// Session target after the recovery (`grpc://host:port`; another task when the master was
     /// lost for good).
@@ -412,9 +414,11 @@ pub struct RecoveringReport {
     pub losses: Vec<f32>,
     /// Wall time of every global step, ms, as `losses`.
     pub step_ms: Vec<f64>,
+    /// Every recovery, in order.
     pub recoveries: Vec<Recovery>,
     /// Runs retried after their deadline passed with every worker alive.
     pub deadline_retries: Vec<DeadlineRetry>,
+    /// The plan in use when training ended.
     pub final_plan: DataParallelPlan,
     /// Steps run in all, redone ones included.
     pub steps_run: usize,

@@ -26,6 +26,7 @@ pub struct HangDetection {
     /// Deadline of a run = max(`floor`, `factor` × the expected step), doubled for each retry
     /// of the same run.
     pub factor: f64,
+    /// Shortest deadline of a run.
     pub floor: Duration,
     /// Floor of the deadline of a session's first runs — initialisation or restore, and its
     /// first step, which registers the graph on every task (seconds on a loaded machine).

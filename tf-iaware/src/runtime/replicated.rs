@@ -168,7 +168,9 @@ impl Workload {
 pub struct GraphWorkload {
     /// Its name in reports.
     pub name: String,
+    /// The graph as TensorFlow analysed it.
     pub analyzed: Analyzed,
+    /// Its inputs, loss and train op.
     pub sidecar: Sidecar,
     /// Where each replica's batch comes from.
     pub data: BatchData,
@@ -218,8 +220,11 @@ pub fn variables(graph: &OpGraph) -> Vec<VarInfo> {
 
 /// A graph replicated for a plan, analysed by TensorFlow, with a device for every op.
 pub struct ReplicatedGraph {
+    /// The replicated graph as TensorFlow analysed it.
     pub analyzed: Analyzed,
+    /// What each op of it is (replica, combination, global).
     pub replication: Replication,
+    /// A device for every op.
     pub placement: Placement,
 }
 

@@ -54,8 +54,11 @@ pub(crate) fn executed_counts(stats: &StepStats) -> BTreeMap<String, usize> {
 /// A placed op that step stats saw on another device.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Mismatch {
+    /// Name of the op.
     pub op: String,
+    /// Device it was placed on.
     pub placed: String,
+    /// Device step stats saw it run on.
     pub ran: String,
 }
 

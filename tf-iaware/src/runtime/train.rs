@@ -18,8 +18,11 @@ use crate::proto::StepStats;
 /// Percentiles of step wall times, ms.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepTimes {
+    /// Median, ms.
     pub median: f64,
+    /// 10th percentile, ms.
     pub p10: f64,
+    /// 90th percentile, ms.
     pub p90: f64,
 }
 
@@ -76,13 +79,17 @@ pub(crate) fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
 pub struct TrainReport {
     /// Measured steps (warm-up excluded).
     pub steps: usize,
+    /// Warm-up steps run before the measured ones.
     pub warmup: usize,
+    /// Percentiles of the measured steps, ms.
     pub step_ms: StepTimes,
     /// Every measured step's wall time, ms.
     pub step_ms_all: Vec<f64>,
     /// Samples per second at the median step time.
     pub images_per_sec: f64,
+    /// Loss of the first step (warm-up included).
     pub loss_first: f32,
+    /// Loss of the last step.
     pub loss_last: f32,
     /// Loss of every step, warm-up included.
     pub losses: Vec<f32>,
@@ -90,6 +97,7 @@ pub struct TrainReport {
     pub executed: BTreeMap<String, usize>,
     /// Placed ops that ran elsewhere (should be empty).
     pub mismatches: Vec<stats::Mismatch>,
+    /// Step stats of the last, traced, step (not serialised).
     #[serde(skip)]
     pub step_stats: Option<StepStats>,
 }
