@@ -36,10 +36,10 @@
 //! assert!((cost.op_time(mm, 0) - 2.0 * 64.0 * 256.0 * 128.0 / 1e10).abs() < 1e-12);
 //! ```
 
-pub mod analytic;
-pub mod dag;
-pub mod fit;
-pub mod measured;
+pub(crate) mod analytic;
+pub(crate) mod dag;
+pub(crate) mod fit;
+pub(crate) mod measured;
 
 use std::collections::HashMap;
 

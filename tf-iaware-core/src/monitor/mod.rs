@@ -10,7 +10,7 @@ pub mod exposition;
 pub mod gpu;
 pub mod metrics;
 pub mod proc;
-pub mod smoothing;
+pub(crate) mod smoothing;
 pub mod snapshot;
 
 pub use exposition::Exposition;

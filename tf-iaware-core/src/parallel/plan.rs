@@ -553,7 +553,8 @@ fn balance(
 
 /// Splits `total` into integer shares proportional to `weights` (largest remainder), each at
 /// least 1 when `total >= weights.len()`.
-pub fn proportional_shares(weights: &[f64], total: usize) -> Vec<usize> {
+#[cfg(test)]
+fn proportional_shares(weights: &[f64], total: usize) -> Vec<usize> {
     let n = weights.len();
     if n == 0 {
         return Vec::new();

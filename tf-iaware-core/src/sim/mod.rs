@@ -626,7 +626,7 @@ pub(crate) mod tests {
     use crate::graph::{DType, OpGraph, OpGraphBuilder};
 
     /// Devices CPU:0..n of one process; every link has `latency` s and `bandwidth` bytes/s.
-    pub(crate) fn cluster(n: usize, latency: f64, bandwidth: f64) -> Cluster {
+    pub fn cluster(n: usize, latency: f64, bandwidth: f64) -> Cluster {
         let mut c = Cluster::new(
             (0..n)
                 .map(|i| {
@@ -668,7 +668,7 @@ pub(crate) mod tests {
         b.build().unwrap()
     }
 
-    pub(crate) fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
+    pub fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
         let mut m = CostModel::new(g, c).unwrap();
         for (i, t) in times.iter().enumerate() {
             m.set_op_times(NodeId::new(i), t.as_ref()).unwrap();

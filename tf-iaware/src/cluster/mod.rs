@@ -5,8 +5,8 @@
 pub use tf_iaware_core::cluster::*;
 
 pub mod connect;
-pub mod feed;
-pub mod local;
+pub(crate) mod feed;
+pub(crate) mod local;
 
 pub use connect::{connect, connect_live, LiveConnection};
 pub use feed::{LiveOptions, LiveWarning, MetricsFeed};

@@ -3,7 +3,7 @@
 //! ([`calibration`]).
 
 pub mod builder;
-pub mod calibration;
+pub(crate) mod calibration;
 pub mod replicated;
 pub mod zoo;
 

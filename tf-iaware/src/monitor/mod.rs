@@ -22,8 +22,8 @@ pub mod agent;
 pub mod cgroup;
 pub mod gpu;
 pub mod proc;
-pub mod sampler;
-pub mod scrape;
+pub(crate) mod sampler;
+pub(crate) mod scrape;
 
 pub use agent::{Agent, AgentConfig, MetricsSource};
 pub use sampler::{sample_once, Monitor, MonitorConfig};
