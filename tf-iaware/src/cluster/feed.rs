@@ -204,7 +204,7 @@ impl MetricsFeed {
     /// [`Error::Scrape`](crate::Error::Scrape) for a metrics address that is not
     /// `host:port`; [`Error::MonitorThread`](crate::Error::MonitorThread) if the scraper's
     /// runtime cannot start.
-    pub fn tf_config(tf_config: &TfConfig, options: &LiveOptions) -> Result<Self> {
+    pub(crate) fn tf_config(tf_config: &TfConfig, options: &LiveOptions) -> Result<Self> {
         if !options.enabled {
             return Ok(Self::off());
         }
