@@ -3,14 +3,14 @@
 //!
 //! - Data-parallel planners ([`DP_PLANNERS`](crate::sim::data_parallel::DP_PLANNERS)) over
 //!   synthetic clusters of each worker count: time to plan, the simulated step
-//!   ([`simulate_step`](crate::sim::data_parallel::simulate_step)), its lower bound and the share of
+//!   (`simulate_step`), its lower bound and the share of
 //!   workers given a replica.
 //! - Per-op strategies (HEFT, ETF, …) over layered DAGs of each op count on a fixed number of
 //!   devices, and over a fixed graph on each device count: time to place, the simulated step
 //!   ([`simulate`](crate::sim::simulate)), its [`lower_bound`](crate::sim::lower_bound) and the share of
 //!   devices given an op.
 //!
-//! [`growth`] fits `time ∝ size^e` to each planner's sweep (least squares on logs).
+//! `growth` fits `time ∝ size^e` to each planner's sweep (least squares on logs).
 
 use std::time::Instant;
 
@@ -256,7 +256,7 @@ pub(crate) fn per_op_row(
 /// `tf-iaware bench --simulate` prints.
 ///
 /// # Errors
-/// As [`dp_row`] and [`per_op_row`].
+/// As `dp_row` and `per_op_row`.
 pub fn compare(
     cluster: &SyntheticCluster,
     strategies: &[String],

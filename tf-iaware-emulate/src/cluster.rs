@@ -508,10 +508,10 @@ impl EmulatedCluster {
         }
     }
 
-    /// Starts ps `k` again, as [`EmulatedCluster::restart_task`].
+    /// Starts ps `k` again, as `EmulatedCluster::restart_task`.
     ///
     /// # Errors
-    /// As [`EmulatedCluster::restart_task`].
+    /// As `EmulatedCluster::restart_task`.
     pub fn restart_ps(&mut self, k: usize) -> Result<()> {
         self.restart_task(&TaskId {
             job: "ps".into(),

@@ -73,7 +73,7 @@ fn w(cpu: f64, busy: f64) -> WorkerSpec {
 pub(crate) const MAX_WORKERS: usize = 64;
 
 impl Scenario {
-    /// A built-in scenario, or an inline description (see [`Scenario::parse_inline`]).
+    /// A built-in scenario, or an inline description (see `Scenario::parse_inline`).
     ///
     /// # Errors
     /// [`Error::ClusterSpec`] naming the text and what is wrong.

@@ -102,7 +102,7 @@ pub fn import(def: &GraphDef, what: &str) -> Result<Graph> {
     Ok(tf_graph)
 }
 
-/// [`rewrite`], then [`import`] of the result.
+/// `rewrite`, then [`import`] of the result.
 ///
 /// # Errors
 /// Validation errors of [`validate`]; [`Error::TensorFlow`] if TensorFlow rejects the result.

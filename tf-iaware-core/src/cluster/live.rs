@@ -25,7 +25,7 @@
 //!   against co-tenants wanting `T = M − free` (when they leave it less than `C`) still gets
 //!   `M·C / (C + T)` cores. The contended share is therefore
 //!   `s = max(free / C, M / (C + M − free))`, at most 1 — 1 when nothing competes, ½ when
-//!   co-tenants take every core of a process without a quota ([`contended_share`]).
+//!   co-tenants take every core of a process without a quota (`contended_share`).
 //!
 //! `availability = (C / A) × s`.
 //!
@@ -55,7 +55,7 @@ pub(crate) fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
         .clamp(0.5, 1.0)
 }
 
-/// [`contended_share`] of a device that is its own machine (a GPU, or a process without a
+/// `contended_share` of a device that is its own machine (a GPU, or a process without a
 /// quota): `max(f, 1 / (2 − f))` of the free share `free_fraction` (0–1).
 pub fn contended_availability(free_fraction: f64) -> f64 {
     contended_share(1.0, 1.0, free_fraction)
@@ -70,7 +70,7 @@ pub struct CpuFigures {
     pub cap: f64,
     /// Cores the process may run on (`M`).
     pub machine: f64,
-    /// [`contended_share`] (`s`).
+    /// `contended_share` (`s`).
     pub contention: f64,
     /// Free cores (last interval), 0…C.
     pub free_cores: f64,

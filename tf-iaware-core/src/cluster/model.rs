@@ -1,6 +1,6 @@
 //! [`Cluster`], [`Device`] and [`Link`]: plain data the placers, the cost model and the simulator
 //! read; plus the calibration [`CalibrationProfile`] and the pure least-squares fits
-//! ([`fit_link`], [`fit_compute`]) that turn timed micro-benchmarks into its figures.
+//! (`fit_link`, `fit_compute`) that turn timed micro-benchmarks into its figures.
 //!
 //! Units: seconds, bytes, bytes/s and FLOP/s throughout.
 
@@ -442,7 +442,7 @@ impl Cluster {
     /// The link from device `a` to device `b` (indices): an explicit [`LinkSpec`] if there is
     /// one, else the default for their [`Locality`]. `None` when `a == b` (no transfer).
     ///
-    /// Looks through [`Cluster::links`]; to query many pairs use [`Cluster::link_matrix`].
+    /// Looks through [`Cluster::links`]; to query many pairs use `Cluster::link_matrix`.
     ///
     /// # Panics
     /// If `a` or `b` is out of range.
@@ -831,7 +831,7 @@ impl CalibrationProfile {
         }
     }
 
-    /// Fits and records device `name` from timed ops `(flops, seconds)` (see [`fit_compute`]),
+    /// Fits and records device `name` from timed ops `(flops, seconds)` (see `fit_compute`),
     /// replacing an earlier entry.
     ///
     /// # Errors
@@ -846,7 +846,7 @@ impl CalibrationProfile {
 
     /// Fits and records the memory bandwidth of device `name` from timed memory-bound ops
     /// `(bytes moved, seconds)` — copies or element-wise ops of several sizes — as
-    /// `seconds = overhead + bytes / bandwidth` (see [`fit_link`]; the overhead is not kept).
+    /// `seconds = overhead + bytes / bandwidth` (see `fit_link`; the overhead is not kept).
     ///
     /// # Errors
     /// [`Error::Calibration`] from the fit.
@@ -876,7 +876,7 @@ impl CalibrationProfile {
     }
 
     /// Fits and records the link `from → to` from timed transfers `(bytes, seconds)` (see
-    /// [`fit_link`]), replacing an earlier entry.
+    /// `fit_link`), replacing an earlier entry.
     ///
     /// # Errors
     /// [`Error::Calibration`] from the fit.

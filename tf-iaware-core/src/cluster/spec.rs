@@ -1,6 +1,6 @@
 //! `--cluster` spec strings (DESIGN.md §5): `local`, `local:cpu=N`, `tf-config`,
 //! `tf-config:PATH`, `emulated:SCENARIO`, `synthetic:workers=N:…` (see
-//! [`synthetic`](super::synthetic)).
+//! `synthetic`).
 
 use std::fmt;
 use std::path::PathBuf;

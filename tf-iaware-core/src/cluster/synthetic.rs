@@ -314,7 +314,7 @@ fn with_unit(
     ))
 }
 
-/// A parsed `synthetic:` spec (see the [module docs](self) for the grammar).
+/// A parsed `synthetic:` spec (see the module docs for the grammar).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyntheticSpec {
     /// Worker tasks.
@@ -323,7 +323,7 @@ pub struct SyntheticSpec {
     pub ps: usize,
     /// Availability of each worker (0–1).
     pub avail: Distribution,
-    /// Capability of each worker, as a multiple of [`NOMINAL_CPU_FLOPS`].
+    /// Capability of each worker, as a multiple of `NOMINAL_CPU_FLOPS`.
     pub cap: Distribution,
     /// Each host's link (same rack).
     pub net: NetSpec,

@@ -172,7 +172,7 @@ impl TfConfig {
     ///
     /// # Errors
     /// [`Error::Io`] if unreadable; [`Error::InvalidArgument`] for a file over
-    /// [`MAX_FILE_BYTES`]; [`Error::TfConfig`] if invalid.
+    /// `MAX_FILE_BYTES`; [`Error::TfConfig`] if invalid.
     pub fn from_file(path: &Path) -> Result<TfConfig> {
         let text = crate::io::read_capped(path, MAX_FILE_BYTES, "TF_CONFIG file")?;
         Self::parse(&text, &path.display().to_string())

@@ -251,7 +251,7 @@ const OPTIMISERS: &[(&str, f64)] = &[
     ("PowerSign", 12.0),
 ];
 
-/// How one op type is costed; resolved once per op type by [`OpKind::of`].
+/// How one op type is costed; resolved once per op type by `OpKind::of`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OpKind {
     /// No work (see [`OpClass::Free`]).

@@ -9,7 +9,7 @@ use crate::graph::{NodeId, OpGraph};
 pub const CONTROL: u32 = u32::MAX;
 
 /// One dependency, seen from either end: `node` is the other end (the producer in
-/// [`Dag::preds`], the consumer in [`Dag::succs`]).
+/// `Dag::preds`, the consumer in `Dag::succs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Edge {
     /// The node at the other end.

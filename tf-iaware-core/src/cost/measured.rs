@@ -62,7 +62,7 @@ impl Measurements {
     ///
     /// # Errors
     /// [`Error::Io`] if it cannot be read; [`Error::InvalidArgument`] for a file over
-    /// [`MAX_FILE_BYTES`]; [`Error::Json`] naming the file if it is not a measurements document.
+    /// `MAX_FILE_BYTES`; [`Error::Json`] naming the file if it is not a measurements document.
     pub fn load(path: &Path) -> Result<Self> {
         let text = crate::io::read_capped(path, MAX_FILE_BYTES, "measurements file")?;
         serde_json::from_str(&text).map_err(|source| Error::Json {

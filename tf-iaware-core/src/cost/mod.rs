@@ -4,7 +4,7 @@
 //! [`CostModel::analytic`]: an op's time on device `d` is
 //! `max(flops / (peak_flops × availability), bytes / (memory_bandwidth × availability)) + op_overhead`
 //! (on CPU devices `op_overhead / availability`: the executor shares the contended cores)
-//! ([`analytic`] counts FLOPs and bytes from shapes); free ops (views, constants, handles, control
+//! (`analytic` counts FLOPs and bytes from shapes); free ops (views, constants, handles, control
 //! flow — TensorFlow runs them inline in its executor) cost nothing. [`CostModel::new`] uses the
 //! cluster's calibrated per-op-type lines ([`Cluster::op_costs`], fitted by [`OpCostFitter`] from
 //! a calibration network's step stats) instead wherever an op's type has one.
@@ -136,7 +136,7 @@ impl CostModel {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming a device or link whose figures are unusable (see
-    /// [`Cluster::validate`]); [`Error::InvalidGraph`] for a cycle.
+    /// `Cluster::validate`); [`Error::InvalidGraph`] for a cycle.
     pub fn new(graph: &OpGraph, cluster: &Cluster) -> Result<Self> {
         let mut model = CostModel::analytic(graph, cluster)?;
         if !cluster.op_costs.is_empty() {

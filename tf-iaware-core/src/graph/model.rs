@@ -1,5 +1,5 @@
 //! [`OpGraph`]: a TensorFlow graph as plain data — what placement, cost and simulation need,
-//! with no TensorFlow handle. Build it from TensorFlow with [`crate::graph::analyze`] or by hand
+//! with no TensorFlow handle. Build it from TensorFlow with `tf_iaware::graph::analyze` or by hand
 //! with [`OpGraphBuilder`](super::OpGraphBuilder) (tests, synthetic benchmarks).
 
 use std::collections::{BTreeMap, HashMap};

@@ -117,7 +117,7 @@ pub fn parse_cpu_max(text: &str, path: &Path) -> Result<Option<f64>> {
 }
 
 /// Memory limit in bytes from v1 `memory.limit_in_bytes` or v2 `memory.max`; `None` when
-/// unlimited (`max`, or at least [`UNLIMITED_MEMORY_BYTES`]).
+/// unlimited (`max`, or at least `UNLIMITED_MEMORY_BYTES`).
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if the text is neither `max` nor a number.

@@ -1,7 +1,7 @@
 //! Data-parallel plans at the cluster's live state: calibrated worker figures rescaled to each
 //! worker's availability now, shares capped by free memory, ps weighted by their effective
-//! speed. Pure: the cluster's live figures come from [`cluster::connect`](crate::cluster::connect)
-//! or a [`MetricsFeed`](crate::cluster::MetricsFeed).
+//! speed. Pure: the cluster's live figures come from `tf_iaware::cluster::connect`
+//! or a `tf_iaware::cluster::MetricsFeed`.
 
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +37,7 @@ impl ReplicaMemory {
         }
     }
 
-    /// [`ReplicaMemory::from_two`] over two analysed replica graphs: the memory of a graph is
+    /// `ReplicaMemory::from_two` over two analysed replica graphs: the memory of a graph is
     /// the sum of [`op_memory`](crate::cost::op_memory) over its ops — an upper bound (every
     /// output held at once), so a share that passes it fits.
     pub fn of_graphs(a: (usize, &OpGraph), b: (usize, &OpGraph)) -> Self {

@@ -248,7 +248,7 @@ pub fn infra_aware(
 }
 
 /// [`infra_aware`] for a cluster whose ps links are known: the synchronisation cost of `k`
-/// replicas is [`PsNetwork::sync_ms`] of the variables laid out by `sharding` over the ps in
+/// replicas is `PsNetwork::sync_ms` of the variables laid out by `sharding` over the ps in
 /// proportion to their link bandwidths (not `per_replica_overhead_ms`), so it uses as many
 /// workers as pay for the ps traffic they add. `ps` are the ps device names, in the order of
 /// [`PsNetwork::ps_bandwidth`]; with [`Sharding::Balanced`] the plan's

@@ -198,7 +198,7 @@ fn attr(node: &NodeDef, name: &str) -> Option<AttrValue> {
 }
 
 /// Replicates `def` (its sidecar `sidecar`, op signatures `signatures` from
-/// [`Analyzed`](crate::graph::analyze::Analyzed)) as `plan` says: replica `k` on
+/// `tf_iaware::graph::analyze::Analyzed`) as `plan` says: replica `k` on
 /// `plan.replicas[k].device` with that share of the batch (replicas with an empty share are left
 /// out). Devices are not set here: see `runtime::replicated` for the placement.
 ///

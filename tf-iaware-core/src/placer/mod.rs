@@ -157,7 +157,7 @@ pub trait Strategy: Send + Sync {
 }
 
 /// Names of every strategy [`by_name`] knows.
-pub(crate) const STRATEGIES: &[&str] = &[
+pub const STRATEGIES: &[&str] = &[
     "tf-default",
     "round-robin",
     "random",

@@ -22,7 +22,7 @@ pub trait PlaceWithReport {
     /// TensorFlow's placer would put them).
     ///
     /// # Errors
-    /// As [`Strategy::place`], and [`PlacementReport::new`]'s errors.
+    /// As [`Strategy::place`], and `PlacementReport::new`'s errors.
     fn place_with_report(
         &self,
         graph: &OpGraph,

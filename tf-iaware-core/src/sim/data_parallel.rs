@@ -5,7 +5,7 @@
 //!
 //! where pulling the variables and pushing the gradients each take one latency plus the longer
 //! of the busiest ps link (`replicas × its bytes ÷ its bandwidth`: every replica contends for
-//! it) and a worker's own link ([`PsNetwork::phase_ms`]). Its lower bound ([`lower_bound`]) is
+//! it) and a worker's own link (`PsNetwork::phase_ms`). Its lower bound (`lower_bound`) is
 //! the least, over the number of replicas `k`, of the ideal synchronisation of `k` replicas
 //! (bytes spread over the ps in proportion to bandwidth) plus the batch over the `k` fastest
 //! workers' summed throughput (or the cheapest fixed cost): no plan under this model beats it.
@@ -13,7 +13,7 @@
 //! The planners that run here are listed in [`DP_PLANNERS`]; [`plan`] is the one place that maps
 //! a name to a planner. The asynchronous and backup-worker contenders (`async-ps`,
 //! `sync-backup`, `infra-aware-async`) train for real (`bench --data digits`) but have no
-//! simulated step yet: they join there, with their own step model in [`simulate_step`].
+//! simulated step yet: they join there, with their own step model in `simulate_step`.
 
 use std::collections::HashMap;
 

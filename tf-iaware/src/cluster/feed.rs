@@ -42,7 +42,7 @@ pub struct LiveOptions {
     /// scrapes), default 2.5 s. An agent that stays unreachable costs this once.
     pub first_reading_wait: Duration,
     /// Port tried on a task's host when TF_CONFIG names no agent for it (`None`: no fallback;
-    /// default [`FALLBACK_METRICS_PORT`]).
+    /// default `FALLBACK_METRICS_PORT`).
     pub fallback_port: Option<u16>,
     /// Sampling interval of the in-process sampler (default 250 ms).
     pub local_interval: Duration,

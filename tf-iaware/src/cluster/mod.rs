@@ -1,6 +1,6 @@
 //! Clusters: the plain-data model of [`tf_iaware_core::cluster`] (re-exported here), and
-//! connecting to a real one — local devices through TensorFlow ([`local`]), TF_CONFIG clusters and
-//! their metrics agents ([`connect`], [`feed`]).
+//! connecting to a real one — local devices through TensorFlow (`local`), TF_CONFIG clusters and
+//! their metrics agents (`connect`, `feed`).
 
 pub use tf_iaware_core::cluster::*;
 

@@ -1,4 +1,4 @@
-//! Op signatures from TensorFlow's op registry: [`signatures`] reads them for the op types of a
+//! Op signatures from TensorFlow's op registry: `signatures` reads them for the op types of a
 //! graph; the [`OpSignature`] type is [`tf_iaware_core::graph::signature`]'s, re-exported here.
 
 use std::collections::BTreeMap;

@@ -31,8 +31,8 @@ pub(crate) struct TowerLoss {
 
 /// A graph under construction.
 ///
-/// [`Net::tower`] builds layers under a name prefix and on a device; variables are created
-/// once and shared. Ops created under a device context are recorded in [`Net::placement`].
+/// `Net::tower` builds layers under a name prefix and on a device; variables are created
+/// once and shared. Ops created under a device context are recorded in `Net::placement`.
 /// (Data-parallel replicas of a zoo model are made from its single-tower graph by
 /// [`parallel::replicate`](crate::parallel::replicate), like any user's graph.)
 pub struct Net {

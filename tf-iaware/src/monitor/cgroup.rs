@@ -1,4 +1,4 @@
-//! [`CgroupSource`]: the thin layer that reads the observed process's cgroup files; where the
+//! `CgroupSource`: the thin layer that reads the observed process's cgroup files; where the
 //! controllers are and the parsers of their files are [`tf_iaware_core::monitor::cgroup`]'s,
 //! re-exported here.
 

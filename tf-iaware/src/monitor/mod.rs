@@ -10,7 +10,7 @@
 //!   dcgm-exporter pages) concurrently, with timeouts, back into [`Snapshot`]s, marking
 //!   unreachable or old ones stale.
 //!
-//! Pure parsing and arithmetic ([`proc`], [`cgroup`], [`derive`](mod@derive), [`smoothing`],
+//! Pure parsing and arithmetic ([`proc`], [`cgroup`], [`derive`](mod@derive), `smoothing`,
 //! [`exposition`], [`metrics`]) are [`tf_iaware_core::monitor`]'s, re-exported here; this crate
 //! adds the thin I/O around them.
 

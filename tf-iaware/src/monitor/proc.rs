@@ -1,4 +1,4 @@
-//! [`ProcSource`]: the thin layer that reads the live `/proc` files of the host and of one
+//! `ProcSource`: the thin layer that reads the live `/proc` files of the host and of one
 //! process; the parsers and arithmetic over its text are [`tf_iaware_core::monitor::proc`]'s,
 //! re-exported here.
 

@@ -139,7 +139,7 @@ impl Connection {
     /// why and nothing is cached). Later connections reuse the cache.
     ///
     /// # Errors
-    /// As [`calibrate::calibrate_and_cache`].
+    /// As `calibrate::calibrate_and_cache`.
     pub fn calibrate(&mut self) -> Result<CalibrationOutcome> {
         let outcome = calibrate::calibrate_and_cache(
             &mut self.cluster,

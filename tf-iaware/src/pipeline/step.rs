@@ -10,7 +10,7 @@ use super::handle::{OpHandle, TensorHandle, TensorRef};
 
 /// One training step: targets run for their effect (the optimizer's update op) and fetched
 /// tensors (the loss, metrics). Built from the user's own handles; a handle that names nothing is
-/// reported when the step is used ([`Step::check`]), so the builder chains without `?`.
+/// reported when the step is used (`Step::check`), so the builder chains without `?`.
 #[derive(Clone, Debug, Default)]
 pub struct Step {
     targets: Vec<String>,

@@ -55,8 +55,8 @@ pub enum Mode {
         /// Gradients each step does without.
         backups: usize,
     },
-    /// Measures a synchronous and an asynchronous window of [`PROBE_S`] seconds each and goes
-    /// on asynchronously only if that read at least [`ASYNC_GAIN`] times the images per second:
+    /// Measures a synchronous and an asynchronous window of `PROBE_S` seconds each and goes
+    /// on asynchronously only if that read at least `ASYNC_GAIN` times the images per second:
     /// stale gradients make an asynchronous sample worth less, so asynchrony must pay for it.
     Adaptive,
 }

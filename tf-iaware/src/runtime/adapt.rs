@@ -1,13 +1,13 @@
 //! Adaptation during synchronous data-parallel training: watch every worker's live metrics and
 //! every replica's step window, and re-plan between steps when a worker moves.
 //!
-//! * [`DriftWatch`] (pure) decides. A **metrics** move: a worker's live availability is more
+//! * `DriftWatch` (pure) decides. A **metrics** move: a worker's live availability is more
 //!   than [`AdaptOptions::availability_threshold`] (relative) away from what it was when the
 //!   plan was made, in [`AdaptOptions::metric_patience`] consecutive *fresh* readings (a reading
 //!   counts once, by its time stamp). A **step-time** move: a replica's busy window is more than
 //!   [`AdaptOptions::step_threshold`] away from its own baseline (the median of its first
 //!   windows after the plan) for [`AdaptOptions::step_patience`] steps.
-//! * [`LiveWatcher`] reads the cluster's metrics on a background thread (every
+//! * `LiveWatcher` reads the cluster's metrics on a background thread (every
 //!   [`AdaptOptions::refresh_interval`]), so a training step never waits on the network.
 //! * [`AdaptiveTrainer`] trains a [`DataParallelPlan`] step by step; on a move it rescales the
 //!   moved workers' figures (metrics: to their availability now, see
@@ -33,7 +33,7 @@ use crate::error::Result;
 use crate::monitor::snapshot::unix_now_ms;
 use crate::parallel::{self, DataParallelPlan, WorkerCapacity};
 
-/// When [`DriftWatch`] calls a move.
+/// When `DriftWatch` calls a move.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AdaptOptions {
     /// Relative change of a worker's availability that counts as a move (default 0.15).
@@ -476,7 +476,7 @@ impl AdaptiveTrainer {
         &self.records
     }
 
-    /// CPU share spent reading live metrics (see [`LiveWatcher::cost_share`]).
+    /// CPU share spent reading live metrics (see `LiveWatcher::cost_share`).
     pub fn metrics_cost_share(&self) -> Option<f64> {
         self.watcher.as_ref().and_then(LiveWatcher::cost_share)
     }

@@ -4,7 +4,7 @@
 //! A stopped (`SIGSTOP`) or frozen process still completes TCP handshakes on its gRPC port —
 //! the kernel answers them — so a port that accepts says nothing. Its metrics agent runs in the
 //! same process (`tf-iaware worker --metrics`), so an agent whose `GET /healthz` goes
-//! unanswered is a process that does not run. A [`Watchdog`] probes every agent in the
+//! unanswered is a process that does not run. A `Watchdog` probes every agent in the
 //! background; when a run passes its deadline, the tasks whose agent has been silent for
 //! [`HangDetection::silence`] are hung, and the others are alive — merely slow (a loaded
 //! machine), in which case the run is retried with a longer deadline instead of dropping
