@@ -3,7 +3,7 @@
 //!
 //! The parser is strict where a mistake would corrupt readings — bad metric or label names,
 //! broken quoting or escapes, values that are not numbers, duplicate series or labels,
-//! conflicting HELP/TYPE lines, lines over `MAX_LINE_BYTES` — and tolerant of what real
+//! conflicting HELP/TYPE lines, lines over [`MAX_LINE_BYTES`] — and tolerant of what real
 //! exporters legitimately emit: extra labels and series, untyped samples, comments, blank lines,
 //! CRLF line ends, trailing commas in label sets, timestamps, non-contiguous families.
 
@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use crate::error::{Error, Result};
 
 /// Longest line the parser accepts, bytes.
-pub(crate) const MAX_LINE_BYTES: usize = 64 * 1024;
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Most labels one sample may carry.
 pub(crate) const MAX_LABELS: usize = 128;
 /// Content type of the format.
