@@ -14,149 +14,273 @@ pub enum Error {
     /// Bytes that do not decode as a GraphDef.
     #[error("not a valid GraphDef ({what}): {source}")]
     GraphDecode {
+        /// Where the bytes came from (a file, a buffer).
         what: String,
+        /// The underlying error.
         #[source]
         source: prost::DecodeError,
     },
     /// A structurally broken graph (dangling input, duplicate name, …).
     #[error("invalid graph: node `{node}`: {reason}")]
-    InvalidGraph { node: String, reason: String },
+    InvalidGraph {
+        /// Name of the node.
+        node: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// An attribute that is present but does not decode or has the wrong kind.
     #[error("node `{node}`: attribute `{attr}`: {reason}")]
     BadAttr {
+        /// Name of the node.
         node: String,
+        /// Name of the attribute.
         attr: String,
+        /// What is wrong, in words.
         reason: String,
     },
     /// An op name that the graph does not contain (from a sidecar, a placement, a CLI flag).
     #[error("{context}: no op named `{op}` in the graph")]
-    UnknownOp { context: String, op: String },
+    UnknownOp {
+        /// Where the op name came from (a sidecar, a placement, a flag).
+        context: String,
+        /// Name of the op.
+        op: String,
+    },
 
     /// A node, group or device id (`kind`) out of range for what it indexes, which holds `len`
     /// of them (an id from another graph or cluster, or a number a user gave).
     #[error("{kind} {id} is out of range: there are {len} {kind}s (ids 0 to {len} - 1)")]
     BadId {
+        /// What the id indexes: `node`, `group` or `device`.
         kind: &'static str,
+        /// The id that was given.
         id: usize,
+        /// How many of them there are.
         len: usize,
     },
 
     /// An op or tensor handle that names nothing usable, or that the placed graph lacks (the
     /// `handle` is quoted as the user gave it).
     #[error("handle {handle}: {reason}")]
-    Handle { handle: String, reason: String },
+    Handle {
+        /// The handle as the user gave it.
+        handle: String,
+        /// What is wrong with the handle, in words.
+        reason: String,
+    },
 
     /// A training graph that cannot be replicated data-parallel safely; `op` is the culprit.
     #[error("cannot replicate the graph data-parallel: op `{op}`: {reason}")]
-    Replication { op: String, reason: String },
+    Replication {
+        /// Name of the op.
+        op: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
 
     // ----- Devices and placement ----------------------------------------------------------------
     /// A device string that does not parse.
     #[error("malformed device string `{device}`: {reason}")]
-    MalformedDevice { device: String, reason: String },
+    MalformedDevice {
+        /// The device string as given.
+        device: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A device that is not part of the cluster.
     #[error("op `{op}` is placed on `{device}`, which is not a device of this cluster (devices: {known})")]
     UnknownDevice {
+        /// Name of the op.
         op: String,
+        /// The device string the op is placed on.
         device: String,
+        /// The cluster's devices, comma-separated.
         known: String,
     },
     /// A device whose type has no registered kernel for the op.
     #[error("op `{op}` (type {op_type}) has no kernel for the device type of `{device}` (kernels: {available})")]
     NoKernel {
+        /// Name of the op.
         op: String,
+        /// Type of the op (`MatMul`, …).
         op_type: String,
+        /// The device string the op is placed on.
         device: String,
+        /// Device types that do have a kernel for the op, comma-separated.
         available: String,
     },
     /// Ops that TensorFlow must colocate were given different devices; `other` is the
     /// (op, device) it conflicts with (boxed to keep the error small).
     #[error("colocation group of `{group}` is split: `{op}` is on `{device}` but `{}` is on `{}`", .other.0, .other.1)]
     SplitColocation {
+        /// Name of the colocation group (its first member).
         group: String,
+        /// Name of an op of the group.
         op: String,
+        /// The device string `op` is placed on.
         device: String,
+        /// The (op, device) pair it conflicts with.
         other: Box<(String, String)>,
     },
     /// No device can hold a colocation group (memory, kernels).
     #[error("no device can take colocation group `{group}`: {reason}")]
-    Infeasible { group: String, reason: String },
+    Infeasible {
+        /// Name of the colocation group (its first member).
+        group: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A strategy name that is not known.
     #[error("unknown strategy `{name}` (known: {known})")]
-    UnknownStrategy { name: String, known: String },
+    UnknownStrategy {
+        /// The strategy name that was given.
+        name: String,
+        /// The known strategies, comma-separated.
+        known: String,
+    },
 
     // ----- Clusters -----------------------------------------------------------------------------
     /// A `--cluster` string that does not parse.
     #[error("bad cluster spec `{spec}`: {reason}")]
-    ClusterSpec { spec: String, reason: String },
+    ClusterSpec {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A TF_CONFIG document that is not what TensorFlow accepts.
     #[error("bad TF_CONFIG ({origin}): {reason}")]
-    TfConfig { origin: String, reason: String },
+    TfConfig {
+        /// Where the document came from (the environment variable, a file).
+        origin: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A field of a `synthetic:` cluster spec that does not parse or is out of range: `field` is
     /// its key (`workers`, `avail`, `cap`, `net`, …), `value` the text given for it.
     #[error("bad synthetic cluster spec `{spec}`: field `{field}` = `{value}`: {reason}")]
     SyntheticSpec {
+        /// The spec as given.
         spec: String,
+        /// The key of the field (`workers`, `avail`, `cap`, `net`, …).
         field: String,
+        /// The text given for the field.
         value: String,
+        /// What is wrong, in words.
         reason: String,
     },
 
     // ----- TensorFlow and running ---------------------------------------------------------------
     /// A TensorFlow C API call failed.
     #[error("TensorFlow {call} failed: {message}")]
-    TensorFlow { call: String, message: String },
+    TensorFlow {
+        /// The C API function that was called.
+        call: String,
+        /// TensorFlow's status message.
+        message: String,
+    },
     /// The linked libtensorflow is not the version this code is written against.
     #[error("libtensorflow {found} is linked ({path}) but tf-iaware needs {expected}; rebuild with TF_IAWARE_LIB_DIR pointing at {expected} or let tf-iaware-sys fetch it")]
     TensorFlowVersion {
+        /// Version of the linked library.
         found: String,
+        /// Version this code is written against.
         expected: String,
+        /// Path of the linked library.
         path: String,
     },
     /// A sidecar (`F.json`) that is missing or malformed.
     #[error("sidecar {path}: {reason}")]
-    Sidecar { path: PathBuf, reason: String },
+    Sidecar {
+        /// Path of the sidecar file.
+        path: PathBuf,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A training step produced a loss that is not finite.
     #[error("step {step}: loss is {loss}")]
-    NonFiniteLoss { step: usize, loss: f32 },
+    NonFiniteLoss {
+        /// Training step (0-based).
+        step: usize,
+        /// The loss value.
+        loss: f32,
+    },
     /// An unknown model name for the zoo.
     #[error("unknown model `{name}` (known: {known})")]
-    UnknownModel { name: String, known: String },
+    UnknownModel {
+        /// The model name that was given.
+        name: String,
+        /// The known models, comma-separated.
+        known: String,
+    },
     /// A checkpoint that does not fit the graph it is restored into.
     #[error("checkpoint of step {step}: variable `{variable}` {reason}")]
     Checkpoint {
+        /// Training step of the checkpoint.
         step: usize,
+        /// Name of the variable.
         variable: String,
+        /// What is wrong, in words.
         reason: String,
     },
     /// Training lost tasks it cannot do without (every worker, or every ps and none came back).
     #[error("step {step}: cannot recover from losing {lost}: {reason}")]
     Unrecoverable {
+        /// Training step (0-based).
         step: usize,
+        /// The tasks that were lost.
         lost: String,
+        /// What is wrong, in words.
         reason: String,
     },
     /// A nonsensical numeric argument (batch 0, steps 0, …).
     #[error("invalid {what}: {reason}")]
-    InvalidArgument { what: String, reason: String },
+    InvalidArgument {
+        /// What was being read, written or checked (a file, a field, an argument).
+        what: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
 
     // ----- Monitoring ---------------------------------------------------------------------------
     /// Prometheus exposition text that does not parse.
     #[error("metrics exposition line {line}: {reason}")]
-    Exposition { line: usize, reason: String },
+    Exposition {
+        /// Line number (1-based).
+        line: usize,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A metrics endpoint that failed (refused, timed out, bad status).
     #[error("metrics endpoint {endpoint}: {reason}")]
-    Scrape { endpoint: String, reason: String },
+    Scrape {
+        /// URL of the endpoint.
+        endpoint: String,
+        /// What failed (refused, timed out, bad status, …).
+        reason: String,
+    },
     /// A `/proc` or cgroup file that was read but does not have the expected format.
     #[error("{path}: unexpected format: {reason}")]
-    ProcFormat { path: PathBuf, reason: String },
+    ProcFormat {
+        /// Path of the `/proc` or cgroup file.
+        path: PathBuf,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// The metrics agent could not start listening on `listen`.
     #[error("metrics agent on {listen}: {reason}")]
-    Agent { listen: String, reason: String },
+    Agent {
+        /// The address the agent tried to listen on (`host:port`).
+        listen: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// A background thread or runtime of the monitor (`what`) could not be started.
     #[error("could not start the monitor's {what}: {source}")]
     MonitorThread {
+        /// Which thread or runtime (`sampler`, `agent`, …).
         what: String,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
@@ -165,20 +289,29 @@ pub enum Error {
     /// Calibration samples that cannot be fitted (too few sizes, times that do not grow, …);
     /// `subject` names the device or link.
     #[error("calibration of {subject}: {reason}")]
-    Calibration { subject: String, reason: String },
+    Calibration {
+        /// The device or link being calibrated.
+        subject: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
 
     // ----- I/O ----------------------------------------------------------------------------------
     /// A file that could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// Path of the file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
     /// JSON that could not be read or written.
     #[error("{what}: {source}")]
     Json {
+        /// What was being read or written (a file, a document).
         what: String,
+        /// The underlying error.
         #[source]
         source: serde_json::Error,
     },

@@ -40,7 +40,7 @@ pub fn read_bytes_capped(path: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
 ///
 /// # Errors
 /// As [`read_bytes_capped`]; [`Error::InvalidArgument`] for bytes that are not UTF-8.
-pub fn read_capped(path: &Path, max: u64, what: &str) -> Result<String> {
+pub(crate) fn read_capped(path: &Path, max: u64, what: &str) -> Result<String> {
     let bytes = read_bytes_capped(path, max, what)?;
     String::from_utf8(bytes).map_err(|e| Error::InvalidArgument {
         what: format!("{what} {}", path.display()),

@@ -13,6 +13,8 @@
 //! The `tf-iaware` crate adds TensorFlow and the OS at the edges: importing a real graph, writing
 //! device strings onto it, sessions, the live sources, the agent and the scraper.
 
+#![warn(missing_docs)]
+
 pub mod cluster;
 pub mod cost;
 pub mod error;

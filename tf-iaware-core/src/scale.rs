@@ -3,14 +3,14 @@
 //!
 //! - Data-parallel planners ([`DP_PLANNERS`](crate::sim::data_parallel::DP_PLANNERS)) over
 //!   synthetic clusters of each worker count: time to plan, the simulated step
-//!   ([`simulate_step`](crate::sim::data_parallel::simulate_step)), its lower bound and the share of
+//!   (`simulate_step`), its lower bound and the share of
 //!   workers given a replica.
 //! - Per-op strategies (HEFT, ETF, …) over layered DAGs of each op count on a fixed number of
 //!   devices, and over a fixed graph on each device count: time to place, the simulated step
 //!   ([`simulate`](crate::sim::simulate)), its [`lower_bound`](crate::sim::lower_bound) and the share of
 //!   devices given an op.
 //!
-//! [`growth`] fits `time ∝ size^e` to each planner's sweep (least squares on logs).
+//! `growth` fits `time ∝ size^e` to each planner's sweep (least squares on logs).
 
 use std::time::Instant;
 
@@ -159,7 +159,7 @@ fn timed<T>(repeats: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)
 }
 
 /// The synthetic cluster of `workers` workers and `ps` ps tasks with `base`'s distributions.
-pub fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> SyntheticCluster {
+pub(crate) fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> SyntheticCluster {
     SyntheticSpec {
         workers,
         ps,
@@ -172,7 +172,7 @@ pub fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> SyntheticC
 ///
 /// # Errors
 /// As [`data_parallel::plan`] and [`data_parallel::simulate_step`].
-pub fn dp_row(
+pub(crate) fn dp_row(
     planner: &str,
     cluster: &SyntheticCluster,
     workload: &DpWorkload,
@@ -210,7 +210,7 @@ pub fn dp_row(
 ///
 /// # Errors
 /// [`Error::UnknownStrategy`](crate::Error::UnknownStrategy) and the strategy's own errors.
-pub fn per_op_row(
+pub(crate) fn per_op_row(
     strategy: &str,
     cluster: &SyntheticCluster,
     ops: usize,
@@ -256,7 +256,7 @@ pub fn per_op_row(
 /// `tf-iaware bench --simulate` prints.
 ///
 /// # Errors
-/// As [`dp_row`] and [`per_op_row`].
+/// As `dp_row` and `per_op_row`.
 pub fn compare(
     cluster: &SyntheticCluster,
     strategies: &[String],
@@ -351,7 +351,7 @@ pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Resul
 
 /// Least-squares exponent of `plan_ms ∝ size^e` per (planner, sweep) with at least two
 /// distinct sizes.
-pub fn growth(rows: &[StudyRow]) -> Vec<Growth> {
+pub(crate) fn growth(rows: &[StudyRow]) -> Vec<Growth> {
     let mut keys: Vec<(String, String)> = Vec::new();
     for r in rows {
         let k = (r.planner.clone(), r.sweep.clone());

@@ -9,11 +9,11 @@ use tf_iaware::error::{Error, Result};
 const PERIOD_US: u64 = 20_000;
 
 /// Prefix of every cgroup tf-iaware creates; the creating process's pid follows.
-pub const PREFIX: &str = "tf-iaware-";
+pub(crate) const PREFIX: &str = "tf-iaware-";
 
 /// Where CPU cgroups can be created on this machine, if anywhere writable.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Hierarchy {
+pub(crate) enum Hierarchy {
     /// cgroup v1 `cpu` controller mount.
     V1(PathBuf),
     /// cgroup v2 unified mount with the `cpu` controller enabled for children.
@@ -22,7 +22,7 @@ pub enum Hierarchy {
 
 impl Hierarchy {
     /// Detects a writable CPU hierarchy, or says why there is none.
-    pub fn detect() -> std::result::Result<Hierarchy, String> {
+    pub(crate) fn detect() -> std::result::Result<Hierarchy, String> {
         let v1 = Path::new("/sys/fs/cgroup/cpu");
         if v1.join("cpu.cfs_quota_us").is_file() {
             return writable(v1).map(|_| Hierarchy::V1(v1.into()));
@@ -60,7 +60,7 @@ fn writable(dir: &Path) -> std::result::Result<(), String> {
 /// share a runqueue, and on a multi-core machine the hog and TensorFlow rarely do. Processes are
 /// moved out and the groups removed on drop.
 #[derive(Debug)]
-pub struct CpuCgroup {
+pub(crate) struct CpuCgroup {
     path: PathBuf,
     hierarchy: Hierarchy,
 }
@@ -71,7 +71,12 @@ impl CpuCgroup {
     ///
     /// # Errors
     /// [`Error::Io`] naming the cgroup file that could not be written.
-    pub fn create(hierarchy: &Hierarchy, name: &str, cores: f64, busy: f64) -> Result<CpuCgroup> {
+    pub(crate) fn create(
+        hierarchy: &Hierarchy,
+        name: &str,
+        cores: f64,
+        busy: f64,
+    ) -> Result<CpuCgroup> {
         let path = hierarchy
             .root()
             .join(format!("{PREFIX}{}-{name}", std::process::id()));
@@ -95,7 +100,7 @@ impl CpuCgroup {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub fn set_quota(&self, cores: f64) -> Result<()> {
+    pub(crate) fn set_quota(&self, cores: f64) -> Result<()> {
         quota(&self.hierarchy, &self.path, cores)
     }
 
@@ -103,7 +108,7 @@ impl CpuCgroup {
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
-    pub fn set_busy(&self, cores: f64, busy: f64) -> Result<()> {
+    pub(crate) fn set_busy(&self, cores: f64, busy: f64) -> Result<()> {
         let busy = busy.clamp(0.0, 0.99);
         quota(&self.hierarchy, &self.path.join("tf"), cores * (1.0 - busy))?;
         quota(
@@ -117,7 +122,7 @@ impl CpuCgroup {
     ///
     /// # Errors
     /// [`Error::Io`] naming `cgroup.procs`.
-    pub fn add_tf(&self, pid: u32) -> Result<()> {
+    pub(crate) fn add_tf(&self, pid: u32) -> Result<()> {
         write(&self.path.join("tf/cgroup.procs"), &pid.to_string())
     }
 
@@ -125,12 +130,12 @@ impl CpuCgroup {
     ///
     /// # Errors
     /// [`Error::Io`] naming `cgroup.procs`.
-    pub fn add_cotenant(&self, pid: u32) -> Result<()> {
+    pub(crate) fn add_cotenant(&self, pid: u32) -> Result<()> {
         write(&self.path.join("cotenant/cgroup.procs"), &pid.to_string())
     }
 
     /// The node's folder.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -152,7 +157,7 @@ fn write(path: &Path, value: &str) -> Result<()> {
 }
 
 /// Moves any remaining processes to the root group and removes `path` and its children.
-pub fn remove(path: &Path, root: &Path) {
+pub(crate) fn remove(path: &Path, root: &Path) {
     if let Ok(entries) = std::fs::read_dir(path) {
         for e in entries.flatten() {
             if e.path().is_dir() {
@@ -185,7 +190,7 @@ impl Drop for CpuCgroup {
 }
 
 /// Removes tf-iaware cgroups left behind by processes that no longer exist (a killed run).
-pub fn remove_stale(hierarchy: &Hierarchy) {
+pub(crate) fn remove_stale(hierarchy: &Hierarchy) {
     let Ok(entries) = std::fs::read_dir(hierarchy.root()) else {
         return;
     };

@@ -51,13 +51,13 @@ type Registration = (PathBuf, Vec<u32>, Vec<PathBuf>);
 static ACTIVE: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
 
 /// Name prefix of an emulated cluster's temporary folder.
-pub const FOLDER_PREFIX: &str = "tf-iaware-emulated-";
+pub(crate) const FOLDER_PREFIX: &str = "tf-iaware-emulated-";
 /// File in that folder holding the pid of the process that made it.
 const OWNER_FILE: &str = "owner.pid";
 
 /// Removes the folders of emulated clusters under `tmp` whose owner process is gone (killed
 /// with SIGKILL, say), as stale cgroups are removed; returns how many it removed.
-pub fn remove_stale_folders(tmp: &Path) -> usize {
+pub(crate) fn remove_stale_folders(tmp: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return 0;
     };
@@ -508,10 +508,10 @@ impl EmulatedCluster {
         }
     }
 
-    /// Starts ps `k` again, as [`EmulatedCluster::restart_task`].
+    /// Starts ps `k` again, as `EmulatedCluster::restart_task`.
     ///
     /// # Errors
-    /// As [`EmulatedCluster::restart_task`].
+    /// As `EmulatedCluster::restart_task`.
     pub fn restart_ps(&mut self, k: usize) -> Result<()> {
         self.restart_task(&TaskId {
             job: "ps".into(),
@@ -528,7 +528,7 @@ impl EmulatedCluster {
     /// # Errors
     /// [`Error::InvalidArgument`] naming a task that is not part of the cluster, or one whose
     /// server did not come up (with its log); [`Error::Io`] if it cannot be started.
-    pub fn restart_task(&mut self, task: &TaskId) -> Result<()> {
+    pub(crate) fn restart_task(&mut self, task: &TaskId) -> Result<()> {
         let Some(i) = self.tasks.iter().position(|t| t.id == *task) else {
             let known: Vec<String> = self
                 .tasks

@@ -6,6 +6,8 @@
 //! beside the library rather than in it: [`EmulatedCluster::into_connection`] hands a running
 //! cluster to the library's entry point as any other TF_CONFIG cluster.
 
+#![warn(missing_docs)]
+
 pub mod cgroup;
 pub mod cluster;
 pub mod hog;

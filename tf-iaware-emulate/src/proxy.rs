@@ -16,7 +16,7 @@ use tf_iaware::error::{Error, Result};
 const CHUNK: usize = 16 * 1024;
 
 /// A running proxy; stops accepting on drop (open connections end with their peers).
-pub struct LinkProxy {
+pub(crate) struct LinkProxy {
     port: u16,
     stop: Arc<AtomicBool>,
 }
@@ -26,7 +26,7 @@ impl LinkProxy {
     ///
     /// # Errors
     /// [`Error::Io`] if it cannot listen or resolve the target.
-    pub fn start(target: impl ToSocketAddrs, link: LinkSpec) -> Result<LinkProxy> {
+    pub(crate) fn start(target: impl ToSocketAddrs, link: LinkSpec) -> Result<LinkProxy> {
         let target = target
             .to_socket_addrs()
             .map_err(|e| Error::io("proxy target", e))?
@@ -61,7 +61,7 @@ impl LinkProxy {
     }
 
     /// Port peers dial.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 }

@@ -35,19 +35,26 @@ impl WorkerSpec {
 /// A change during a run: before step `at_step`, worker `worker`'s co-tenant load becomes `busy`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DriftEvent {
+    /// The step before which the load changes (0-based).
     pub at_step: usize,
+    /// Index of the worker in [`Scenario::workers`].
     pub worker: usize,
+    /// The worker's new [`WorkerSpec::busy`]: share of its quota the co-tenant burns, 0–1.
     pub busy: f64,
 }
 
 /// A whole emulated cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
+    /// Name (what `--scenario` takes).
     pub name: String,
+    /// One line for listings.
     pub description: String,
+    /// The worker tasks, in order.
     pub workers: Vec<WorkerSpec>,
     /// Number of parameter-server tasks (unlimited CPU).
     pub ps: usize,
+    /// Load changes during a run, by step.
     pub drift: Vec<DriftEvent>,
 }
 
@@ -63,10 +70,10 @@ fn w(cpu: f64, busy: f64) -> WorkerSpec {
 }
 
 /// Most workers an inline scenario may ask for: each is a TensorFlow process on this machine.
-pub const MAX_WORKERS: usize = 64;
+pub(crate) const MAX_WORKERS: usize = 64;
 
 impl Scenario {
-    /// A built-in scenario, or an inline description (see [`Scenario::parse_inline`]).
+    /// A built-in scenario, or an inline description (see `Scenario::parse_inline`).
     ///
     /// # Errors
     /// [`Error::ClusterSpec`] naming the text and what is wrong.
@@ -129,7 +136,7 @@ impl Scenario {
     ///
     /// # Errors
     /// [`Error::ClusterSpec`] naming the part that is wrong.
-    pub fn parse_inline(text: &str) -> Result<Scenario> {
+    pub(crate) fn parse_inline(text: &str) -> Result<Scenario> {
         let bad = |reason: String| Error::ClusterSpec {
             spec: format!("emulated:{text}"),
             reason,

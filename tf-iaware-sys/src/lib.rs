@@ -6,6 +6,7 @@
 //! against that one library. Safe wrappers live in the `tf_iaware` crate; everything here is
 //! `unsafe` and follows the C header's ownership rules.
 
+#![warn(missing_docs)]
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_int, c_void};
@@ -35,8 +36,11 @@ pub struct TF_Server {
 /// `TF_Buffer`: bytes owned by TensorFlow until [`TF_DeleteBuffer`].
 #[repr(C)]
 pub struct TF_Buffer {
+    /// Start of the bytes.
     pub data: *const c_void,
+    /// Number of bytes at `data`.
     pub length: usize,
+    /// Frees `data`; called by [`TF_DeleteBuffer`] (`None`: the bytes are not freed).
     pub data_deallocator: Option<unsafe extern "C" fn(data: *mut c_void, length: usize)>,
 }
 
@@ -47,13 +51,16 @@ extern "C" {
     /// Version string of the loaded library, e.g. `"2.21.0"`. Static storage.
     pub fn TF_Version() -> *const c_char;
 
+    /// A new, OK status; free it with [`TF_DeleteStatus`].
     pub fn TF_NewStatus() -> *mut TF_Status;
+    /// Frees a status.
     pub fn TF_DeleteStatus(status: *mut TF_Status);
     /// The status code (`TF_Code`).
     pub fn TF_GetCode(status: *const TF_Status) -> c_int;
     /// The status message; valid until the status is changed or deleted.
     pub fn TF_Message(status: *const TF_Status) -> *const c_char;
 
+    /// Frees a buffer (and its bytes, through its `data_deallocator`).
     pub fn TF_DeleteBuffer(buffer: *mut TF_Buffer);
 
     /// Serialized `KernelList` of the kernels registered for op `name`.
@@ -70,11 +77,15 @@ extern "C" {
         proto_len: usize,
         status: *mut TF_Status,
     ) -> *mut TF_Server;
+    /// Starts the server (it then serves in background threads); errors go to `status`.
     pub fn TF_ServerStart(server: *mut TF_Server, status: *mut TF_Status);
+    /// Stops a started server; errors go to `status`.
     pub fn TF_ServerStop(server: *mut TF_Server, status: *mut TF_Status);
+    /// Blocks until the server stops; errors go to `status`.
     pub fn TF_ServerJoin(server: *mut TF_Server, status: *mut TF_Status);
     /// `grpc://host:port` target of the server; owned by the server.
     pub fn TF_ServerTarget(server: *mut TF_Server) -> *const c_char;
+    /// Frees a server, stopping it first if it runs.
     pub fn TF_DeleteServer(server: *mut TF_Server);
 }
 

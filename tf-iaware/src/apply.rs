@@ -16,7 +16,9 @@ use crate::proto::GraphDef;
 
 /// A placed graph: the rewritten GraphDef and the TensorFlow graph imported from it.
 pub struct Placed {
+    /// The GraphDef with a device on every node.
     pub graph_def: GraphDef,
+    /// The TensorFlow graph imported from `graph_def`.
     pub graph: Graph,
 }
 
@@ -72,7 +74,7 @@ pub fn validate(
 ///
 /// # Errors
 /// Validation errors of [`validate`].
-pub fn rewrite(
+pub(crate) fn rewrite(
     graph_def: &GraphDef,
     graph: &OpGraph,
     cluster: &Cluster,
@@ -100,7 +102,7 @@ pub fn import(def: &GraphDef, what: &str) -> Result<Graph> {
     Ok(tf_graph)
 }
 
-/// [`rewrite`], then [`import`] of the result.
+/// `rewrite`, then [`import`] of the result.
 ///
 /// # Errors
 /// Validation errors of [`validate`]; [`Error::TensorFlow`] if TensorFlow rejects the result.

@@ -63,7 +63,7 @@ impl SessionConfig {
     }
 
     /// The `ConfigProto` this configuration stands for.
-    pub fn config_proto(&self) -> ConfigProto {
+    pub(crate) fn config_proto(&self) -> ConfigProto {
         let mut c = ConfigProto {
             intra_op_parallelism_threads: self.intra_op_threads,
             inter_op_parallelism_threads: self.inter_op_threads,
@@ -92,7 +92,7 @@ impl SessionConfig {
     ///
     /// # Errors
     /// [`Error::TensorFlow`] if TensorFlow rejects the config or the target.
-    pub fn session_options(&self) -> Result<SessionOptions> {
+    pub(crate) fn session_options(&self) -> Result<SessionOptions> {
         use prost::Message;
         let mut opts = SessionOptions::new();
         opts.set_config(&self.config_proto().encode_to_vec())

@@ -38,6 +38,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod apply;
 pub mod cluster;
 pub mod config;

@@ -25,7 +25,7 @@
 //!   against co-tenants wanting `T = M − free` (when they leave it less than `C`) still gets
 //!   `M·C / (C + T)` cores. The contended share is therefore
 //!   `s = max(free / C, M / (C + M − free))`, at most 1 — 1 when nothing competes, ½ when
-//!   co-tenants take every core of a process without a quota ([`contended_share`]).
+//!   co-tenants take every core of a process without a quota (`contended_share`).
 //!
 //! `availability = (C / A) × s`.
 //!
@@ -45,7 +45,7 @@ use crate::monitor::snapshot::{GpuSnapshot, Snapshot};
 /// cores it may run on (module docs): `max(free / cap, machine / (cap + machine − free))`, in
 /// ½…1 — at least the fair share the scheduler gives a process competing with co-tenants that
 /// take the rest. Non-finite or non-positive input counts as 1 (no information).
-pub fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
+pub(crate) fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
     if !(cap.is_finite() && machine.is_finite() && free.is_finite()) || cap <= 0.0 {
         return 1.0;
     }
@@ -56,7 +56,7 @@ pub fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
         .clamp(0.5, 1.0)
 }
 
-/// [`contended_share`] of a device that is its own machine (a GPU, or a process without a
+/// `contended_share` of a device that is its own machine (a GPU, or a process without a
 /// quota): `max(f, 1 / (2 − f))` of the free share `free_fraction` (0–1).
 pub fn contended_availability(free_fraction: f64) -> f64 {
     contended_share(1.0, 1.0, free_fraction)
@@ -71,7 +71,7 @@ pub struct CpuFigures {
     pub cap: f64,
     /// Cores the process may run on (`M`).
     pub machine: f64,
-    /// [`contended_share`] (`s`).
+    /// `contended_share` (`s`).
     pub contention: f64,
     /// Free cores (last interval), 0…C.
     pub free_cores: f64,
@@ -167,7 +167,7 @@ pub fn gpu_for_tf_index<'a>(
 
 /// Which devices of a cluster one reading describes: those of one task (`job`, `task`), or all
 /// (`None`, an in-process cluster).
-pub type TaskFilter<'a> = Option<(&'a str, u32)>;
+pub(crate) type TaskFilter<'a> = Option<(&'a str, u32)>;
 
 fn in_task(name: &str, task: TaskFilter) -> bool {
     let Some((job, index)) = task else {

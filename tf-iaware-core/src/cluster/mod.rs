@@ -4,8 +4,8 @@
 pub mod live;
 pub mod model;
 pub mod spec;
-pub mod status;
-pub mod synthetic;
+pub(crate) mod status;
+pub(crate) mod synthetic;
 pub mod tf_config;
 
 pub use crate::graph::DeviceType;

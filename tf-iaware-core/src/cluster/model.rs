@@ -1,6 +1,6 @@
 //! [`Cluster`], [`Device`] and [`Link`]: plain data the placers, the cost model and the simulator
 //! read; plus the calibration [`CalibrationProfile`] and the pure least-squares fits
-//! ([`fit_link`], [`fit_compute`]) that turn timed micro-benchmarks into its figures.
+//! (`fit_link`, `fit_compute`) that turn timed micro-benchmarks into its figures.
 //!
 //! Units: seconds, bytes, bytes/s and FLOP/s throughout.
 
@@ -21,17 +21,17 @@ crate::index::index_type!(
 
 /// Nominal sustained rate of a CPU device, FLOP/s (a few AVX2 cores on SGEMM), used until a
 /// calibration replaces it.
-pub const NOMINAL_CPU_FLOPS: f64 = 2e10;
+pub(crate) const NOMINAL_CPU_FLOPS: f64 = 2e10;
 /// Nominal sustained rate of a GPU device, FLOP/s.
-pub const NOMINAL_GPU_FLOPS: f64 = 1e13;
+pub(crate) const NOMINAL_GPU_FLOPS: f64 = 1e13;
 /// Nominal memory bandwidth of a CPU device, bytes/s.
-pub const NOMINAL_CPU_MEMORY_BANDWIDTH: f64 = 1e10;
+pub(crate) const NOMINAL_CPU_MEMORY_BANDWIDTH: f64 = 1e10;
 /// Nominal memory bandwidth of a GPU device, bytes/s.
-pub const NOMINAL_GPU_MEMORY_BANDWIDTH: f64 = 5e11;
+pub(crate) const NOMINAL_GPU_MEMORY_BANDWIDTH: f64 = 5e11;
 /// Nominal fixed cost of running one op on a CPU device (executor dispatch), seconds.
-pub const NOMINAL_CPU_OP_OVERHEAD: f64 = 5e-6;
+pub(crate) const NOMINAL_CPU_OP_OVERHEAD: f64 = 5e-6;
 /// Nominal fixed cost of running one op on a GPU device (kernel launch), seconds.
-pub const NOMINAL_GPU_OP_OVERHEAD: f64 = 1e-5;
+pub(crate) const NOMINAL_GPU_OP_OVERHEAD: f64 = 1e-5;
 
 fn default_memory_bandwidth() -> f64 {
     NOMINAL_CPU_MEMORY_BANDWIDTH
@@ -134,7 +134,7 @@ impl Device {
     }
 
     /// Effective compute rate now, FLOP/s: `peak_flops × availability`.
-    pub fn effective_flops(&self) -> f64 {
+    pub(crate) fn effective_flops(&self) -> f64 {
         self.peak_flops * self.availability
     }
 
@@ -143,7 +143,7 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the device and the field.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let bad = |field: &str, value: f64, want: &str| Error::InvalidArgument {
             what: format!("device `{}` field `{field}`", self.name),
             reason: format!("{value} is not {want}"),
@@ -187,7 +187,7 @@ pub struct Link {
 
 impl Link {
     /// A link with `latency` seconds and `bandwidth` bytes/s.
-    pub const fn new(latency: f64, bandwidth: f64) -> Self {
+    pub(crate) const fn new(latency: f64, bandwidth: f64) -> Self {
         Link { latency, bandwidth }
     }
 
@@ -264,7 +264,7 @@ impl Default for LinkDefaults {
 
 impl LinkDefaults {
     /// The default link for `locality` (`None` for [`Locality::SameDevice`]: no transfer).
-    pub fn for_locality(&self, locality: Locality) -> Option<Link> {
+    pub(crate) fn for_locality(&self, locality: Locality) -> Option<Link> {
         match locality {
             Locality::SameDevice => None,
             Locality::SameProcess => Some(self.same_process),
@@ -327,7 +327,7 @@ pub struct OpTypeCost {
 
 impl OpTypeCost {
     /// Work of an op of `size` (analytic FLOPs + bytes), FLOP-equivalents.
-    pub fn eval(&self, size: f64) -> f64 {
+    pub(crate) fn eval(&self, size: f64) -> f64 {
         (self.intercept + self.slope * size).max(0.0)
     }
 }
@@ -489,7 +489,7 @@ impl Cluster {
     /// The link from device `a` to device `b`: an explicit [`LinkSpec`] if there is
     /// one, else the default for their [`Locality`]. `None` when `a == b` (no transfer).
     ///
-    /// Looks through [`Cluster::links`]; to query many pairs use [`Cluster::link_matrix`].
+    /// Looks through [`Cluster::links`]; to query many pairs use `Cluster::link_matrix`.
     ///
     /// # Panics
     /// If `a` or `b` is from a larger cluster.
@@ -508,7 +508,7 @@ impl Cluster {
 
     /// Links between every ordered pair, row-major (`[a * n + b]` is the link from `a` to `b`);
     /// the diagonal holds a zero-latency, infinite-bandwidth link (no transfer).
-    pub fn link_matrix(&self) -> Vec<Link> {
+    pub(crate) fn link_matrix(&self) -> Vec<Link> {
         let n = self.devices.len();
         let index: HashMap<&str, usize> = self
             .devices
@@ -550,7 +550,7 @@ impl Cluster {
     /// # Errors
     /// [`Error::UnknownDevice`] if either name is not a device of this cluster;
     /// [`Error::InvalidArgument`] for a negative latency or a non-positive bandwidth.
-    pub fn set_link(&mut self, from: &str, to: &str, link: Link) -> Result<()> {
+    pub(crate) fn set_link(&mut self, from: &str, to: &str, link: Link) -> Result<()> {
         for name in [from, to] {
             if self.index_of(name).is_none() {
                 return Err(Error::UnknownDevice {
@@ -574,7 +574,7 @@ impl Cluster {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the device or link that is wrong.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         for d in &self.devices {
             d.validate()?;
         }
@@ -596,7 +596,7 @@ impl Cluster {
 /// A straight line `y = intercept + slope · x` fitted by least squares, constrained to
 /// `intercept ≥ 0` and `slope ≥ 0`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AffineFit {
+pub(crate) struct AffineFit {
     /// Value at `x = 0` (units of `y`).
     pub intercept: f64,
     /// Increase of `y` per unit of `x`.
@@ -607,13 +607,6 @@ pub struct AffineFit {
     pub points: usize,
 }
 
-impl AffineFit {
-    /// `intercept + slope · x`.
-    pub fn eval(&self, x: f64) -> f64 {
-        self.intercept + self.slope * x
-    }
-}
-
 /// Least-squares fit of `y = a + b·x` with `a ≥ 0`, `b ≥ 0` over `points` `(x, y)`.
 ///
 /// When the unconstrained fit has `a < 0` the line is refitted through the origin; when it has
@@ -621,7 +614,7 @@ impl AffineFit {
 /// and the mean point (`a = 0`), or a constant when that `x` is 0.
 ///
 /// Returns `None` for no points or any non-finite value.
-pub fn fit_affine(points: &[(f64, f64)]) -> Option<AffineFit> {
+pub(crate) fn fit_affine(points: &[(f64, f64)]) -> Option<AffineFit> {
     if points.is_empty()
         || points
             .iter()
@@ -698,7 +691,7 @@ pub struct LinkFit {
 /// # Errors
 /// [`Error::Calibration`] with fewer than two distinct sizes, a non-finite or negative time, or
 /// times that do not grow with size (use larger tensors).
-pub fn fit_link(subject: &str, samples: &[(u64, f64)]) -> Result<LinkFit> {
+pub(crate) fn fit_link(subject: &str, samples: &[(u64, f64)]) -> Result<LinkFit> {
     let bad = |reason: String| Error::Calibration {
         subject: subject.into(),
         reason,
@@ -750,7 +743,7 @@ pub struct ComputeFit {
 /// # Errors
 /// [`Error::Calibration`] with no samples, a non-finite or non-positive FLOP count or time, or
 /// times that do not grow with work.
-pub fn fit_compute(subject: &str, samples: &[(f64, f64)]) -> Result<ComputeFit> {
+pub(crate) fn fit_compute(subject: &str, samples: &[(f64, f64)]) -> Result<ComputeFit> {
     let bad = |reason: String| Error::Calibration {
         subject: subject.into(),
         reason,
@@ -885,7 +878,7 @@ impl CalibrationProfile {
         }
     }
 
-    /// Fits and records device `name` from timed ops `(flops, seconds)` (see [`fit_compute`]),
+    /// Fits and records device `name` from timed ops `(flops, seconds)` (see `fit_compute`),
     /// replacing an earlier entry.
     ///
     /// # Errors
@@ -900,7 +893,7 @@ impl CalibrationProfile {
 
     /// Fits and records the memory bandwidth of device `name` from timed memory-bound ops
     /// `(bytes moved, seconds)` — copies or element-wise ops of several sizes — as
-    /// `seconds = overhead + bytes / bandwidth` (see [`fit_link`]; the overhead is not kept).
+    /// `seconds = overhead + bytes / bandwidth` (see `fit_link`; the overhead is not kept).
     ///
     /// # Errors
     /// [`Error::Calibration`] from the fit.
@@ -930,7 +923,7 @@ impl CalibrationProfile {
     }
 
     /// Fits and records the link `from → to` from timed transfers `(bytes, seconds)` (see
-    /// [`fit_link`]), replacing an earlier entry.
+    /// `fit_link`), replacing an earlier entry.
     ///
     /// # Errors
     /// [`Error::Calibration`] from the fit.

@@ -1,6 +1,6 @@
 //! `--cluster` spec strings (DESIGN.md §5): `local`, `local:cpu=N`, `tf-config`,
 //! `tf-config:PATH`, `emulated:SCENARIO`, `synthetic:workers=N:…` (see
-//! [`synthetic`](super::synthetic)).
+//! `synthetic`).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 
 /// Most CPU devices `local:cpu=N` accepts.
-pub const MAX_LOCAL_CPUS: usize = 256;
+pub(crate) const MAX_LOCAL_CPUS: usize = 256;
 
 /// A parsed `--cluster` value.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -34,12 +34,12 @@ use crate::error::{Error, Result};
 use crate::graph::DeviceType;
 
 /// Most workers a synthetic spec may ask for.
-pub const MAX_WORKERS: usize = 100_000;
+pub(crate) const MAX_WORKERS: usize = 100_000;
 /// Most ps tasks a synthetic spec may ask for.
-pub const MAX_PS: usize = 4_096;
+pub(crate) const MAX_PS: usize = 4_096;
 /// Smallest capability multiplier a draw is clamped to (a worker of zero speed has no
 /// meaning).
-pub const MIN_CAPABILITY: f64 = 1e-3;
+pub(crate) const MIN_CAPABILITY: f64 = 1e-3;
 
 /// A distribution of a per-worker figure.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,11 +47,26 @@ pub enum Distribution {
     /// Always `x`.
     Const(f64),
     /// Uniform on `[lo, hi)`.
-    Uniform { lo: f64, hi: f64 },
+    Uniform {
+        /// Lower end (included).
+        lo: f64,
+        /// Upper end (excluded).
+        hi: f64,
+    },
     /// Beta with shapes `a`, `b` (values in 0–1, mean `a / (a + b)`).
-    Beta { a: f64, b: f64 },
+    Beta {
+        /// First shape (α > 0).
+        a: f64,
+        /// Second shape (β > 0).
+        b: f64,
+    },
     /// `exp(N(mu, sigma²))` (positive, median `exp(mu)`).
-    LogNormal { mu: f64, sigma: f64 },
+    LogNormal {
+        /// Mean of the underlying normal.
+        mu: f64,
+        /// Standard deviation of the underlying normal (≥ 0).
+        sigma: f64,
+    },
 }
 
 /// What a field's values must be.
@@ -261,7 +276,7 @@ impl NetSpec {
     }
 
     /// The link this tier stands for.
-    pub fn link(&self) -> Link {
+    pub(crate) fn link(&self) -> Link {
         Link::new(self.latency, self.bandwidth)
     }
 }
@@ -300,7 +315,7 @@ fn with_unit(
     ))
 }
 
-/// A parsed `synthetic:` spec (see the [module docs](self) for the grammar).
+/// A parsed `synthetic:` spec (see the module docs for the grammar).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyntheticSpec {
     /// Worker tasks.
@@ -309,7 +324,7 @@ pub struct SyntheticSpec {
     pub ps: usize,
     /// Availability of each worker (0–1).
     pub avail: Distribution,
-    /// Capability of each worker, as a multiple of [`NOMINAL_CPU_FLOPS`].
+    /// Capability of each worker, as a multiple of `NOMINAL_CPU_FLOPS`.
     pub cap: Distribution,
     /// Each host's link (same rack).
     pub net: NetSpec,
@@ -468,7 +483,7 @@ impl SyntheticSpec {
 
     /// Bandwidth each worker has to itself, bytes/s: its host's link shared by the host's
     /// workers.
-    pub fn worker_bandwidth(&self) -> f64 {
+    pub(crate) fn worker_bandwidth(&self) -> f64 {
         self.net.bandwidth / self.per_host as f64
     }
 

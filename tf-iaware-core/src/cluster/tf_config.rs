@@ -15,7 +15,9 @@ use crate::proto::{ClusterDef, JobDef};
 /// One task of a cluster: job name and index.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct TaskId {
+    /// Job name (`worker`, `ps`, `chief`, …).
     pub job: String,
+    /// Index of the task within its job.
     pub index: usize,
 }
 
@@ -170,7 +172,7 @@ impl TfConfig {
     ///
     /// # Errors
     /// [`Error::Io`] if unreadable; [`Error::InvalidArgument`] for a file over
-    /// [`MAX_FILE_BYTES`]; [`Error::TfConfig`] if invalid.
+    /// `MAX_FILE_BYTES`; [`Error::TfConfig`] if invalid.
     pub fn from_file(path: &Path) -> Result<TfConfig> {
         let text = crate::io::read_capped(path, MAX_FILE_BYTES, "TF_CONFIG file")?;
         Self::parse(&text, &path.display().to_string())
@@ -223,7 +225,7 @@ impl TfConfig {
     }
 
     /// `ClusterDef` for a `ServerDef` or a session `ConfigProto`.
-    pub fn cluster_def(&self) -> ClusterDef {
+    pub(crate) fn cluster_def(&self) -> ClusterDef {
         ClusterDef {
             job: self
                 .cluster
@@ -301,9 +303,9 @@ fn jobs(v: &Value, what: &str) -> std::result::Result<BTreeMap<String, Vec<Strin
 }
 
 /// The most tasks a TF_CONFIG cluster may list (all jobs together).
-pub const MAX_TASKS: usize = 100_000;
+pub(crate) const MAX_TASKS: usize = 100_000;
 /// The largest TF_CONFIG file [`TfConfig::from_file`] reads, bytes.
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
 fn check_address(a: &str) -> std::result::Result<(), String> {
     let (host, port) = a.rsplit_once(':').ok_or("has no :port")?;

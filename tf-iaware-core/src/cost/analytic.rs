@@ -251,7 +251,7 @@ const OPTIMISERS: &[(&str, f64)] = &[
     ("PowerSign", 12.0),
 ];
 
-/// How one op type is costed; resolved once per op type by [`OpKind::of`].
+/// How one op type is costed; resolved once per op type by `OpKind::of`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OpKind {
     /// No work (see [`OpClass::Free`]).
@@ -314,7 +314,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// The kind of op type `op`.
-    pub fn of(op: &str) -> OpKind {
+    pub(crate) fn of(op: &str) -> OpKind {
         if let Some((name, sparse)) = optimiser(op) {
             let per_element = OPTIMISERS
                 .iter()
@@ -366,7 +366,7 @@ impl OpKind {
     }
 
     /// The class of ops of this kind.
-    pub fn class(self) -> OpClass {
+    pub(crate) fn class(self) -> OpClass {
         match self {
             OpKind::Free => OpClass::Free,
             OpKind::Memory | OpKind::Assign => OpClass::MemoryBound,
@@ -611,7 +611,7 @@ pub fn op_work(graph: &OpGraph, id: NodeId) -> OpWork {
 }
 
 /// Analytic work of op `id`, whose kind is `kind` (see [`OpKind::of`]).
-pub fn work_of_kind(graph: &OpGraph, id: NodeId, kind: OpKind) -> OpWork {
+pub(crate) fn work_of_kind(graph: &OpGraph, id: NodeId, kind: OpKind) -> OpWork {
     let node = graph.node(id);
     match kind {
         OpKind::Optimiser {
@@ -661,7 +661,7 @@ pub fn op_memory(graph: &OpGraph, id: NodeId) -> u64 {
 }
 
 /// [`op_memory`] of op `id`, whose kind is `kind` (see [`OpKind::of`]).
-pub fn memory_of_kind(graph: &OpGraph, id: NodeId, kind: OpKind) -> u64 {
+pub(crate) fn memory_of_kind(graph: &OpGraph, id: NodeId, kind: OpKind) -> u64 {
     let node = graph.node(id);
     let bytes_of = |dtype: DType, shape: &[i64]| -> u64 {
         let e = dtype.base().size_bytes().unwrap_or(0);

@@ -9,7 +9,7 @@ use crate::graph::{NodeId, OpGraph};
 pub const CONTROL: u32 = u32::MAX;
 
 /// One dependency, seen from either end: `node` is the other end (the producer in
-/// [`Dag::preds`], the consumer in [`Dag::succs`]).
+/// `Dag::preds`, the consumer in `Dag::succs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Edge {
     /// The node at the other end.
@@ -39,7 +39,7 @@ impl Dag {
     /// # Errors
     /// [`Error::InvalidGraph`] naming a node on a cycle that is not a loop back-edge, or if the
     /// graph has more than `u32::MAX - 1` nodes.
-    pub fn new(graph: &OpGraph) -> Result<Dag> {
+    pub(crate) fn new(graph: &OpGraph) -> Result<Dag> {
         Dag::build(graph, None)
     }
 
@@ -48,7 +48,7 @@ impl Dag {
     ///
     /// # Errors
     /// As [`Dag::new`].
-    pub fn new_active(graph: &OpGraph, active: &[bool]) -> Result<Dag> {
+    pub(crate) fn new_active(graph: &OpGraph, active: &[bool]) -> Result<Dag> {
         Dag::build(graph, Some(active))
     }
 
@@ -183,24 +183,24 @@ impl Dag {
     }
 
     /// Producers of `id` (data edges first, in input order, then control edges).
-    pub fn preds(&self, id: NodeId) -> &[Edge] {
+    pub(crate) fn preds(&self, id: NodeId) -> &[Edge] {
         let id = id.index();
         &self.preds[self.pred_off[id] as usize..self.pred_off[id + 1] as usize]
     }
 
     /// Consumers of `id`.
-    pub fn succs(&self, id: NodeId) -> &[Edge] {
+    pub(crate) fn succs(&self, id: NodeId) -> &[Edge] {
         let id = id.index();
         &self.succs[self.succ_off[id] as usize..self.succ_off[id + 1] as usize]
     }
 
     /// Nodes in topological order (producers first).
-    pub fn topo(&self) -> &[NodeId] {
+    pub(crate) fn topo(&self) -> &[NodeId] {
         &self.topo
     }
 
     /// Position of `id` in [`Dag::topo`].
-    pub fn position(&self, id: NodeId) -> usize {
+    pub(crate) fn position(&self, id: NodeId) -> usize {
         self.pos[id.index()] as usize
     }
 }

@@ -30,7 +30,7 @@ pub struct Measurements {
 
 /// The device part of a step-stats device string: `…/device:GPU:0/stream:all` → `…/device:GPU:0`;
 /// `None` for a memcpy stream (its entries are transfers, not ops).
-pub fn base_device(device: &str) -> Option<&str> {
+pub(crate) fn base_device(device: &str) -> Option<&str> {
     let Some(at) = device.find("/device:") else {
         return Some(device);
     };
@@ -49,7 +49,7 @@ pub fn base_device(device: &str) -> Option<&str> {
 }
 
 /// The largest measurements file [`Measurements::load`] reads, bytes.
-pub const MAX_FILE_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 256 << 20;
 
 impl Measurements {
     /// No samples.
@@ -62,7 +62,7 @@ impl Measurements {
     ///
     /// # Errors
     /// [`Error::Io`] if it cannot be read; [`Error::InvalidArgument`] for a file over
-    /// [`MAX_FILE_BYTES`]; [`Error::Json`] naming the file if it is not a measurements document.
+    /// `MAX_FILE_BYTES`; [`Error::Json`] naming the file if it is not a measurements document.
     pub fn load(path: &Path) -> Result<Self> {
         let text = crate::io::read_capped(path, MAX_FILE_BYTES, "measurements file")?;
         serde_json::from_str(&text).map_err(|source| Error::Json {

@@ -4,7 +4,7 @@
 //! [`CostModel::analytic`]: an op's time on device `d` is
 //! `max(flops / (peak_flops × availability), bytes / (memory_bandwidth × availability)) + op_overhead`
 //! (on CPU devices `op_overhead / availability`: the executor shares the contended cores)
-//! ([`analytic`] counts FLOPs and bytes from shapes); free ops (views, constants, handles, control
+//! (`analytic` counts FLOPs and bytes from shapes); free ops (views, constants, handles, control
 //! flow — TensorFlow runs them inline in its executor) cost nothing. [`CostModel::new`] uses the
 //! cluster's calibrated per-op-type lines ([`Cluster::op_costs`], fitted by [`OpCostFitter`] from
 //! a calibration network's step stats) instead wherever an op's type has one.
@@ -40,10 +40,10 @@
 //! assert!((cost.op_time(mm, cpu0) - 2.0 * 64.0 * 256.0 * 128.0 / 1e10).abs() < 1e-12);
 //! ```
 
-pub mod analytic;
-pub mod dag;
-pub mod fit;
-pub mod measured;
+pub(crate) mod analytic;
+pub(crate) mod dag;
+pub(crate) mod fit;
+pub(crate) mod measured;
 mod times;
 
 use std::collections::HashMap;
@@ -140,7 +140,7 @@ impl CostModel {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming a device or link whose figures are unusable (see
-    /// [`Cluster::validate`]); [`Error::InvalidGraph`] for a cycle.
+    /// `Cluster::validate`); [`Error::InvalidGraph`] for a cycle.
     pub fn new(graph: &OpGraph, cluster: &Cluster) -> Result<Self> {
         let mut model = CostModel::analytic(graph, cluster)?;
         if !cluster.op_costs.is_empty() {
@@ -483,27 +483,29 @@ impl CostModel {
     }
 
     /// Number of ops.
-    pub fn num_nodes(&self) -> usize {
+    pub(crate) fn num_nodes(&self) -> usize {
         self.times.work.len()
     }
 
     /// Number of devices.
-    pub fn num_devices(&self) -> usize {
+    pub(crate) fn num_devices(&self) -> usize {
         self.devices.len()
     }
 
     /// Number of colocation groups.
-    pub fn num_groups(&self) -> usize {
+    pub(crate) fn num_groups(&self) -> usize {
         self.group_memory.len()
     }
 
     /// Ids of all ops, in graph order.
-    pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator + Clone {
+    pub(crate) fn node_ids(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator + Clone {
         NodeId::range(self.times.work.len())
     }
 
     /// Ids of all colocation groups.
-    pub fn group_ids(
+    pub(crate) fn group_ids(
         &self,
     ) -> impl DoubleEndedIterator<Item = GroupId> + ExactSizeIterator + Clone {
         GroupId::range(self.group_memory.len())
@@ -538,12 +540,12 @@ impl CostModel {
     }
 
     /// Analytic work of op `node`.
-    pub fn work(&self, node: NodeId) -> &OpWork {
+    pub(crate) fn work(&self, node: NodeId) -> &OpWork {
         &self.times.work[node.index()]
     }
 
     /// Whether op `node` does no work of its own (see [`OpWork::free`]) and has no explicit time.
-    pub fn is_free(&self, node: NodeId) -> bool {
+    pub(crate) fn is_free(&self, node: NodeId) -> bool {
         let node = node.index();
         self.times.work[node].free
             && self.times.explicit.as_ref().is_none_or(|t| {
@@ -553,29 +555,29 @@ impl CostModel {
     }
 
     /// Bytes op `node` holds in device memory (see [`analytic::op_memory`]).
-    pub fn memory(&self, node: NodeId) -> u64 {
+    pub(crate) fn memory(&self, node: NodeId) -> u64 {
         self.memory[node.index()]
     }
 
     /// Colocation group of `node`.
-    pub fn group_of(&self, node: NodeId) -> GroupId {
+    pub(crate) fn group_of(&self, node: NodeId) -> GroupId {
         GroupId::new(self.group_of[node.index()] as usize)
     }
 
     /// Bytes colocation group `group` holds in device memory.
-    pub fn group_memory(&self, group: GroupId) -> u64 {
+    pub(crate) fn group_memory(&self, group: GroupId) -> u64 {
         self.group_memory[group.index()]
     }
 
     /// Whether `device` has a kernel for op `node`.
     #[inline]
-    pub fn allowed(&self, node: NodeId, device: DeviceId) -> bool {
+    pub(crate) fn allowed(&self, node: NodeId, device: DeviceId) -> bool {
         self.class_ok[self.node_class[node.index()] as usize * self.devices.len() + device.index()]
     }
 
     /// Whether `device` has kernels for every member of colocation group `group`.
     #[inline]
-    pub fn group_allowed(&self, group: GroupId, device: DeviceId) -> bool {
+    pub(crate) fn group_allowed(&self, group: GroupId, device: DeviceId) -> bool {
         self.gclass_ok
             [self.group_class[group.index()] as usize * self.devices.len() + device.index()]
     }
@@ -583,56 +585,56 @@ impl CostModel {
     /// For each device (in cluster order, indexed by [`DeviceId`]), whether it has kernels for
     /// every member of `group`.
     #[inline]
-    pub fn group_devices(&self, group: GroupId) -> &[bool] {
+    pub(crate) fn group_devices(&self, group: GroupId) -> &[bool] {
         let nd = self.devices.len();
         let c = self.group_class[group.index()] as usize;
         &self.gclass_ok[c * nd..(c + 1) * nd]
     }
 
     /// Memory capacity of `device`, bytes (`None`: unlimited).
-    pub fn capacity(&self, device: DeviceId) -> Option<u64> {
+    pub(crate) fn capacity(&self, device: DeviceId) -> Option<u64> {
         self.devices[device].capacity
     }
 
     /// Compute pool of `device` (see [`Device::compute_pool`](crate::cluster::Device)), as an
     /// index below [`CostModel::num_pools`]; `None` for a device with a capacity of its own.
     #[inline]
-    pub fn pool(&self, device: DeviceId) -> Option<usize> {
+    pub(crate) fn pool(&self, device: DeviceId) -> Option<usize> {
         let p = self.devices[device].pool;
         (p != u32::MAX).then_some(p as usize)
     }
 
     /// Number of compute pools.
-    pub fn num_pools(&self) -> usize {
+    pub(crate) fn num_pools(&self) -> usize {
         self.pool_capacity.len()
     }
 
     /// Ops compute pool `pool` runs at full speed at once: the largest concurrency of its
     /// members (the cores their process's thread pools run on).
-    pub fn pool_capacity(&self, pool: usize) -> f64 {
+    pub(crate) fn pool_capacity(&self, pool: usize) -> f64 {
         self.pool_capacity[pool]
     }
 
     /// Ops `device` runs at once.
-    pub fn lanes(&self, device: DeviceId) -> usize {
+    pub(crate) fn lanes(&self, device: DeviceId) -> usize {
         self.devices[device].lanes as usize
     }
 
     /// Effective compute rate of `device`, FLOP/s (peak × availability).
-    pub fn speed(&self, device: DeviceId) -> f64 {
+    pub(crate) fn speed(&self, device: DeviceId) -> f64 {
         self.devices[device].speed
     }
 
     /// The link from `from` to `to`.
     #[inline]
-    pub fn link(&self, from: DeviceId, to: DeviceId) -> Link {
+    pub(crate) fn link(&self, from: DeviceId, to: DeviceId) -> Link {
         self.links[from.index() * self.devices.len() + to.index()]
     }
 
     /// Seconds to move `bytes` from device `from` to device `to` over an idle link (0 when
     /// `from == to`).
     #[inline]
-    pub fn transfer_time(&self, bytes: u64, from: DeviceId, to: DeviceId) -> f64 {
+    pub(crate) fn transfer_time(&self, bytes: u64, from: DeviceId, to: DeviceId) -> f64 {
         let k = from.index() * self.devices.len() + to.index();
         self.latency[k] + bytes as f64 * self.inv_bandwidth[k]
     }
@@ -640,7 +642,7 @@ impl CostModel {
     /// Latency (s) and 1/bandwidth (s/byte) of every link from device `from`, indexed by the
     /// receiving device ([`DeviceId`]); both 0 for `from` itself. For loops over all receivers.
     #[inline]
-    pub fn links_from(&self, from: DeviceId) -> (&[f64], &[f64]) {
+    pub(crate) fn links_from(&self, from: DeviceId) -> (&[f64], &[f64]) {
         let (nd, from) = (self.devices.len(), from.index());
         (
             &self.latency[from * nd..(from + 1) * nd],
@@ -650,13 +652,13 @@ impl CostModel {
 
     /// Mean seconds to move `bytes` between two distinct devices (mean latency + bytes × mean
     /// 1/bandwidth over all ordered pairs); 0 with fewer than two devices.
-    pub fn mean_transfer_time(&self, bytes: u64) -> f64 {
+    pub(crate) fn mean_transfer_time(&self, bytes: u64) -> f64 {
         self.mean_latency + bytes as f64 * self.mean_inv_bandwidth
     }
 
     /// Mean seconds of op `node` over the devices that have a kernel for it (all devices if none
     /// has).
-    pub fn mean_op_time(&self, node: NodeId) -> f64 {
+    pub(crate) fn mean_op_time(&self, node: NodeId) -> f64 {
         let (mut sum, mut k) = (0.0, 0usize);
         for d in self.device_ids() {
             if self.allowed(node, d) {

@@ -63,7 +63,7 @@ impl OpGraphBuilder {
     }
 
     /// Id of a node added earlier.
-    pub fn id(&self, name: &str) -> Option<NodeId> {
+    pub(crate) fn id(&self, name: &str) -> Option<NodeId> {
         self.by_name.get(name).copied()
     }
 

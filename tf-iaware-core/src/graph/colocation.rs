@@ -30,7 +30,10 @@ impl Sets {
 }
 
 /// Groups of `nodes` that must share a device, in order of their first member.
-pub fn groups(nodes: &[OpNode], by_name: &HashMap<String, NodeId>) -> Result<Vec<ColocationGroup>> {
+pub(crate) fn groups(
+    nodes: &[OpNode],
+    by_name: &HashMap<String, NodeId>,
+) -> Result<Vec<ColocationGroup>> {
     let mut sets = Sets((0..nodes.len()).collect());
     for (id, node) in nodes.iter().enumerate() {
         if let Some(attr) = node.attrs.get("_class") {

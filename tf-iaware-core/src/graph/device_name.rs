@@ -11,11 +11,15 @@ use crate::error::{Error, Result};
 /// A possibly partial device specification; `None` fields are unspecified (match anything).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DeviceName {
+    /// Job name (`/job:…`).
     pub job: Option<String>,
+    /// Replica number (`/replica:…`).
     pub replica: Option<u32>,
+    /// Task number (`/task:…`).
     pub task: Option<u32>,
     /// Type (`CPU`, `GPU`).
     pub device_type: Option<DeviceType>,
+    /// Device number within its type (`/device:CPU:…`).
     pub id: Option<u32>,
 }
 

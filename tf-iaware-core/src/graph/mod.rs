@@ -3,8 +3,8 @@
 //! training step.
 
 pub mod builder;
-pub mod colocation;
-pub mod device_name;
+pub(crate) mod colocation;
+pub(crate) mod device_name;
 pub mod device_type;
 pub mod dtype;
 pub mod graph_def;

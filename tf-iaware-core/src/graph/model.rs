@@ -1,5 +1,5 @@
 //! [`OpGraph`]: a TensorFlow graph as plain data — what placement, cost and simulation need,
-//! with no TensorFlow handle. Build it from TensorFlow with [`crate::graph::analyze`] or by hand
+//! with no TensorFlow handle. Build it from TensorFlow with `tf_iaware::graph::analyze` or by hand
 //! with [`OpGraphBuilder`](super::OpGraphBuilder) (tests, synthetic benchmarks).
 
 use std::collections::{BTreeMap, HashMap};
@@ -22,6 +22,7 @@ crate::index::index_type!(
 /// One output tensor of an op.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorInfo {
+    /// Element type.
     pub dtype: DType,
     /// Dimensions (`-1` unknown), `None` when even the rank is unknown.
     pub shape: Option<Vec<i64>>,
@@ -29,7 +30,7 @@ pub struct TensorInfo {
 
 impl TensorInfo {
     /// Size in bytes when the dtype has a fixed size and every dimension is known.
-    pub fn bytes(&self) -> Option<u64> {
+    pub(crate) fn bytes(&self) -> Option<u64> {
         let elem = self.dtype.size_bytes()?;
         let dims = self.shape.as_ref()?;
         dims.iter()
@@ -47,14 +48,23 @@ impl TensorInfo {
 /// A decoded attribute value (the kinds cost models and colocation read).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Attr {
+    /// An integer (`i`).
     Int(i64),
+    /// A float (`f`).
     Float(f32),
+    /// A boolean (`b`).
     Bool(bool),
+    /// A string (`s`, lossily decoded as UTF-8).
     Str(String),
+    /// A data type (`type`).
     Type(DType),
+    /// A shape (`shape`): dimensions (`-1` unknown), `None` for unknown rank.
     Shape(Option<Vec<i64>>),
+    /// A list of integers.
     Ints(Vec<i64>),
+    /// A list of strings.
     Strs(Vec<String>),
+    /// A list of data types.
     Types(Vec<DType>),
     /// A kind tf-iaware does not read (tensor, function, …).
     Other,
@@ -64,22 +74,30 @@ pub enum Attr {
 /// (the consumer's declared input type — a reference type for TF1 `Assign`, say).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Input {
+    /// The producing node.
     pub node: NodeId,
+    /// Index of the output of `node`.
     pub output: usize,
+    /// Type of the tensor as the consumer declares it.
     pub dtype: DType,
 }
 
 /// One op of the graph.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpNode {
+    /// Name of the op, unique in the graph.
     pub name: String,
     /// Op type (`MatMul`, `Conv2D`, …).
     pub op: String,
     /// Device requested in the GraphDef (may be empty or partial).
     pub requested_device: String,
+    /// Data inputs, in order.
     pub inputs: Vec<Input>,
+    /// Nodes that must run before this one (`^name` inputs).
     pub control_inputs: Vec<NodeId>,
+    /// Output tensors, in order.
     pub outputs: Vec<TensorInfo>,
+    /// The attributes it reads, by name.
     pub attrs: BTreeMap<String, Attr>,
     /// Device types with a registered kernel (`[Cpu, Gpu]`); empty when unknown (no restriction).
     pub kernel_device_types: Vec<DeviceType>,
@@ -91,7 +109,7 @@ impl OpNode {
     /// Whether a kernel for this op is registered for `device_type`. Unknown kernels allow all,
     /// and so does TensorFlow's `DEFAULT` device type (kernels such as `NoOp` registered for
     /// every device).
-    pub fn has_kernel_for(&self, device_type: &DeviceType) -> bool {
+    pub(crate) fn has_kernel_for(&self, device_type: &DeviceType) -> bool {
         self.kernel_device_types.is_empty()
             || self
                 .kernel_device_types
@@ -118,7 +136,7 @@ impl OpNode {
     }
 
     /// Integer-list attribute (`strides`, `ksize`).
-    pub fn attr_ints(&self, name: &str) -> Option<&[i64]> {
+    pub(crate) fn attr_ints(&self, name: &str) -> Option<&[i64]> {
         match self.attrs.get(name)? {
             Attr::Ints(v) => Some(v),
             _ => None,
@@ -134,7 +152,7 @@ impl OpNode {
     }
 
     /// Boolean attribute (`transpose_a`).
-    pub fn attr_bool(&self, name: &str) -> Option<bool> {
+    pub(crate) fn attr_bool(&self, name: &str) -> Option<bool> {
         match self.attrs.get(name)? {
             Attr::Bool(b) => Some(*b),
             _ => None,
@@ -147,6 +165,7 @@ impl OpNode {
 pub struct ColocationGroup {
     /// Name of the group's first member in graph order (what `loc:@…` would name).
     pub name: String,
+    /// Nodes of the group, in graph order.
     pub members: Vec<NodeId>,
     /// First non-empty requested device among the members.
     pub requested_device: Option<String>,
@@ -205,7 +224,7 @@ impl OpGraph {
     }
 
     /// The nodes with their ids, in GraphDef order.
-    pub fn enumerate(
+    pub(crate) fn enumerate(
         &self,
     ) -> impl DoubleEndedIterator<Item = (NodeId, &OpNode)> + ExactSizeIterator + Clone {
         self.node_ids().zip(&self.nodes)
@@ -269,7 +288,7 @@ impl OpGraph {
     ///
     /// # Panics
     /// If `id` is from a graph with more groups (as [`OpGraph::node`]).
-    pub fn group(&self, id: GroupId) -> &ColocationGroup {
+    pub(crate) fn group(&self, id: GroupId) -> &ColocationGroup {
         &self.groups[id.index()]
     }
 
@@ -290,7 +309,7 @@ impl OpGraph {
     }
 
     /// Ids of all colocation groups.
-    pub fn group_ids(
+    pub(crate) fn group_ids(
         &self,
     ) -> impl DoubleEndedIterator<Item = GroupId> + ExactSizeIterator + Clone {
         GroupId::range(self.groups.len())
@@ -310,7 +329,7 @@ impl OpGraph {
     }
 
     /// Producers (data and control) of `id`, deduplicated, in input order.
-    pub fn producers(&self, id: NodeId) -> Vec<NodeId> {
+    pub(crate) fn producers(&self, id: NodeId) -> Vec<NodeId> {
         let n = &self.nodes[id.index()];
         let mut out: Vec<NodeId> = Vec::with_capacity(n.inputs.len() + n.control_inputs.len());
         for p in n
@@ -327,7 +346,7 @@ impl OpGraph {
     }
 
     /// Bytes of the tensor flowing along input `input` of `id` (0 when unknown or a handle).
-    pub fn input_bytes(&self, id: NodeId, input: usize) -> u64 {
+    pub(crate) fn input_bytes(&self, id: NodeId, input: usize) -> u64 {
         let i = &self.nodes[id.index()].inputs[input];
         self.nodes[i.node.index()]
             .outputs

@@ -34,7 +34,7 @@ pub struct Sidecar {
 }
 
 /// Largest sidecar read, bytes (a sidecar is a few lines of JSON).
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
 impl Sidecar {
     /// The sidecar path for a graph path: same stem, `.json`.

@@ -20,7 +20,7 @@ pub struct OpSignature {
 
 impl OpSignature {
     /// Position of input argument `name` (for single-tensor signatures).
-    pub fn input(&self, name: &str) -> Option<usize> {
+    pub(crate) fn input(&self, name: &str) -> Option<usize> {
         self.inputs.as_ref()?.iter().position(|n| n == name)
     }
 

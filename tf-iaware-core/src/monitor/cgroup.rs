@@ -16,13 +16,13 @@ use crate::error::{Error, Result};
 
 /// Memory limits at or above this many bytes mean "unlimited" (v1 reports
 /// `PAGE_COUNTER_MAX × page size`, 9223372036854771712 on x86-64).
-pub const UNLIMITED_MEMORY_BYTES: u64 = 1 << 62;
+pub(crate) const UNLIMITED_MEMORY_BYTES: u64 = 1 << 62;
 
 /// Parses a cpuset/affinity list such as `0-3,5,7-8` into ascending CPU numbers.
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` for anything but comma-separated numbers and ranges.
-pub fn parse_cpu_list(text: &str, path: &Path) -> Result<Vec<u32>> {
+pub(crate) fn parse_cpu_list(text: &str, path: &Path) -> Result<Vec<u32>> {
     let bad = |reason: String| Error::ProcFormat {
         path: path.to_path_buf(),
         reason,
@@ -117,7 +117,7 @@ pub fn parse_cpu_max(text: &str, path: &Path) -> Result<Option<f64>> {
 }
 
 /// Memory limit in bytes from v1 `memory.limit_in_bytes` or v2 `memory.max`; `None` when
-/// unlimited (`max`, or at least [`UNLIMITED_MEMORY_BYTES`]).
+/// unlimited (`max`, or at least `UNLIMITED_MEMORY_BYTES`).
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if the text is neither `max` nor a number.

@@ -38,7 +38,7 @@ pub struct Reading {
 /// `limit` = min(allowed CPUs, quotas); `available` = min(allowed CPUs − co-tenant use on them,
 /// each quota − others' use under it), clamped to 0…limit. The process's own use counts as
 /// available to it.
-pub fn available_cores(
+pub(crate) fn available_cores(
     core_utilisation: &[(u32, f64)],
     allowed: Option<&[u32]>,
     own_cores: f64,

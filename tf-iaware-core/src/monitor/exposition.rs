@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 /// Longest line the parser accepts, bytes.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Most labels one sample may carry.
-pub const MAX_LABELS: usize = 128;
+pub(crate) const MAX_LABELS: usize = 128;
 /// Content type of the format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4";
 
@@ -36,7 +36,7 @@ pub enum MetricType {
 
 impl MetricType {
     /// The keyword of the TYPE line.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             MetricType::Counter => "counter",
             MetricType::Gauge => "gauge",
@@ -76,7 +76,7 @@ pub struct Sample {
 
 impl Sample {
     /// A sample with `labels` and `value`, built in code.
-    pub fn new(name: &str, labels: &[(&str, &str)], value: f64) -> Self {
+    pub(crate) fn new(name: &str, labels: &[(&str, &str)], value: f64) -> Self {
         Sample {
             name: name.to_string(),
             labels: labels
@@ -113,7 +113,7 @@ pub struct Family {
 
 impl Family {
     /// An empty family.
-    pub fn new(name: &str, kind: MetricType, help: &str) -> Self {
+    pub(crate) fn new(name: &str, kind: MetricType, help: &str) -> Self {
         Family {
             name: name.to_string(),
             help: Some(help.to_string()),
@@ -123,7 +123,7 @@ impl Family {
     }
 
     /// Appends a sample named like the family.
-    pub fn push(&mut self, labels: &[(&str, &str)], value: f64) {
+    pub(crate) fn push(&mut self, labels: &[(&str, &str)], value: f64) {
         self.samples.push(Sample::new(&self.name, labels, value));
     }
 }
@@ -136,14 +136,14 @@ pub struct Exposition {
 }
 
 /// Whether `s` is a valid metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
-pub fn is_metric_name(s: &str) -> bool {
+pub(crate) fn is_metric_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b':')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
 }
 
 /// Whether `s` is a valid label name (`[a-zA-Z_][a-zA-Z0-9_]*`).
-pub fn is_label_name(s: &str) -> bool {
+pub(crate) fn is_label_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
@@ -152,7 +152,7 @@ pub fn is_label_name(s: &str) -> bool {
 /// Formats a value the way Prometheus reads it back exactly: the shortest decimal that
 /// round-trips (in exponent notation when very large or small, as `1e+22` would otherwise be
 /// 23 digits), `NaN`, `+Inf`, `-Inf`.
-pub fn format_value(v: f64, out: &mut String) {
+pub(crate) fn format_value(v: f64, out: &mut String) {
     if v.is_nan() {
         out.push_str("NaN");
     } else if v == f64::INFINITY {
@@ -194,7 +194,7 @@ impl Exposition {
     }
 
     /// Adds a family (merging samples into an existing family of the same name).
-    pub fn add(&mut self, family: Family) {
+    pub(crate) fn add(&mut self, family: Family) {
         match self.index.get(&family.name) {
             Some(&i) => self.families[i].samples.extend(family.samples),
             None => {
@@ -220,7 +220,7 @@ impl Exposition {
     }
 
     /// Number of samples on the page.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.families.iter().map(|f| f.samples.len()).sum()
     }
 
@@ -674,7 +674,7 @@ fn unescape_help(s: &str) -> std::result::Result<String, String> {
 
 /// Parses a sample value: decimal or exponent notation, `NaN`, `+Inf`, `-Inf` (as Go's
 /// `ParseFloat`, which Prometheus uses, less hexadecimal floats).
-pub fn parse_value(s: &str) -> Option<f64> {
+pub(crate) fn parse_value(s: &str) -> Option<f64> {
     if s.is_empty()
         || !s
             .bytes()

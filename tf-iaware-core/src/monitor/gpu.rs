@@ -155,7 +155,7 @@ pub fn map_reading(r: &NvmlDeviceReading, own_pid: Option<u32>) -> GpuSnapshot {
 
 /// Share of a GPU available to the observed process, 0–1: one less the utilisation by others
 /// (`utilisation − own`, percent).
-pub fn gpu_share(utilisation_percent: f64, own_percent: Option<f64>) -> f64 {
+pub(crate) fn gpu_share(utilisation_percent: f64, own_percent: Option<f64>) -> f64 {
     let others = (utilisation_percent - own_percent.unwrap_or(0.0)).max(0.0);
     (1.0 - others / 100.0).clamp(0.0, 1.0)
 }

@@ -11,7 +11,7 @@ pub mod gpu;
 pub mod metrics;
 pub mod proc;
 mod series;
-pub mod smoothing;
+pub(crate) mod smoothing;
 pub mod snapshot;
 
 pub use exposition::Exposition;

@@ -41,7 +41,7 @@ pub struct CpuTicks {
 
 impl CpuTicks {
     /// The same counters in seconds, given the kernel's ticks per second (USER_HZ).
-    pub fn to_seconds(&self, ticks_per_second: u64) -> CpuModeSeconds {
+    pub(crate) fn to_seconds(self, ticks_per_second: u64) -> CpuModeSeconds {
         let tps = ticks_per_second.max(1) as f64;
         let s = |t: u64| t as f64 / tps;
         CpuModeSeconds {
@@ -132,7 +132,7 @@ pub fn parse_stat_cpus(text: &str, path: &Path) -> Result<StatCpus> {
 /// idle and iowait and guest time is not counted twice.
 ///
 /// `None` when no time elapsed or a counter went backwards (CPU hot-plugged, counters reset).
-pub fn utilisation(prev: &CpuModeSeconds, cur: &CpuModeSeconds) -> Option<f64> {
+pub(crate) fn utilisation(prev: &CpuModeSeconds, cur: &CpuModeSeconds) -> Option<f64> {
     let total = cur.total() - prev.total();
     let busy = cur.busy() - prev.busy();
     if total.is_nan() || total <= 0.0 || busy < -1e-9 || cur.idle < prev.idle {
@@ -143,7 +143,7 @@ pub fn utilisation(prev: &CpuModeSeconds, cur: &CpuModeSeconds) -> Option<f64> {
 
 /// Rate of a monotonically increasing counter, units per second; `None` if `dt_s` is not
 /// positive or the counter went backwards (reset, wrap).
-pub fn counter_rate(prev: f64, cur: f64, dt_s: f64) -> Option<f64> {
+pub(crate) fn counter_rate(prev: f64, cur: f64, dt_s: f64) -> Option<f64> {
     if dt_s.is_nan() || dt_s <= 0.0 || cur < prev {
         return None;
     }

@@ -10,7 +10,7 @@ const MAX_WINDOW_READINGS: usize = 4096;
 
 /// Smoothing state of one gauge.
 #[derive(Clone, Debug)]
-pub struct Smoother {
+pub(crate) struct Smoother {
     tau_s: f64,
     window_s: f64,
     ewma: Option<(f64, f64)>,
@@ -19,7 +19,7 @@ pub struct Smoother {
 
 impl Smoother {
     /// A smoother with EWMA time constant `tau_s` and window span `window_s`, seconds.
-    pub fn new(tau_s: f64, window_s: f64) -> Self {
+    pub(crate) fn new(tau_s: f64, window_s: f64) -> Self {
         Smoother {
             tau_s,
             window_s,
@@ -31,7 +31,7 @@ impl Smoother {
     /// Adds reading `value` taken at time `t_s` (seconds, non-decreasing) and returns the
     /// smoothed gauge. Non-finite values are not added; the last smoothed state is returned
     /// with `last` set to the value.
-    pub fn update(&mut self, t_s: f64, value: f64) -> Smoothed {
+    pub(crate) fn update(&mut self, t_s: f64, value: f64) -> Smoothed {
         if !value.is_finite() {
             let mut s = self.current().unwrap_or(Smoothed::constant(value));
             s.last = value;
@@ -60,7 +60,7 @@ impl Smoother {
     }
 
     /// The smoothed gauge as of the last reading (`None` before the first).
-    pub fn current(&self) -> Option<Smoothed> {
+    pub(crate) fn current(&self) -> Option<Smoothed> {
         let (_, ewma) = self.ewma?;
         let &(_, last) = self.history.back()?;
         let n = self.history.len() as f64;
@@ -82,7 +82,7 @@ impl Smoother {
 
 /// Smoothers for many gauges, by key; gauges not updated in a round are forgotten.
 #[derive(Clone, Debug)]
-pub struct SmootherBank {
+pub(crate) struct SmootherBank {
     tau_s: f64,
     window_s: f64,
     gauges: HashMap<String, (Smoother, u64)>,
@@ -91,7 +91,7 @@ pub struct SmootherBank {
 
 impl SmootherBank {
     /// A bank whose smoothers use EWMA time constant `tau_s` and window `window_s`, seconds.
-    pub fn new(tau_s: f64, window_s: f64) -> Self {
+    pub(crate) fn new(tau_s: f64, window_s: f64) -> Self {
         SmootherBank {
             tau_s,
             window_s,
@@ -101,23 +101,23 @@ impl SmootherBank {
     }
 
     /// EWMA time constant, s.
-    pub fn tau_s(&self) -> f64 {
+    pub(crate) fn tau_s(&self) -> f64 {
         self.tau_s
     }
 
     /// Window span, s.
-    pub fn window_s(&self) -> f64 {
+    pub(crate) fn window_s(&self) -> f64 {
         self.window_s
     }
 
     /// Starts a round of updates.
-    pub fn begin_round(&mut self) {
+    pub(crate) fn begin_round(&mut self) {
         self.round += 1;
     }
 
     /// Updates gauge `key` with `value` (if any) at `t_s` and returns it smoothed; `None` when
     /// there is no value this round.
-    pub fn update(&mut self, key: &str, t_s: f64, value: Option<f64>) -> Option<Smoothed> {
+    pub(crate) fn update(&mut self, key: &str, t_s: f64, value: Option<f64>) -> Option<Smoothed> {
         let value = value?;
         let round = self.round;
         let (tau, window) = (self.tau_s, self.window_s);
@@ -130,7 +130,7 @@ impl SmootherBank {
     }
 
     /// Ends a round: forgets gauges not updated in it (an interface or GPU that went away).
-    pub fn end_round(&mut self) {
+    pub(crate) fn end_round(&mut self) {
         let round = self.round;
         self.gauges.retain(|_, (_, seen)| *seen == round);
     }

@@ -69,7 +69,7 @@ pub struct CpuModeSeconds {
 
 impl CpuModeSeconds {
     /// All accounted time, seconds (guest time is not added twice).
-    pub fn total(&self) -> f64 {
+    pub(crate) fn total(&self) -> f64 {
         self.user
             + self.nice
             + self.system
@@ -81,7 +81,7 @@ impl CpuModeSeconds {
     }
 
     /// Time not idle and not waiting for I/O, seconds.
-    pub fn busy(&self) -> f64 {
+    pub(crate) fn busy(&self) -> f64 {
         self.total() - self.idle - self.iowait.unwrap_or(0.0)
     }
 }

@@ -1,7 +1,7 @@
 //! Data-parallel plans at the cluster's live state: calibrated worker figures rescaled to each
 //! worker's availability now, shares capped by free memory, ps weighted by their effective
-//! speed. Pure: the cluster's live figures come from [`cluster::connect`](crate::cluster::connect)
-//! or a [`MetricsFeed`](crate::cluster::MetricsFeed).
+//! speed. Pure: the cluster's live figures come from `tf_iaware::cluster::connect`
+//! or a `tf_iaware::cluster::MetricsFeed`.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +22,7 @@ pub struct ReplicaMemory {
 impl ReplicaMemory {
     /// From the memory of the same replica graph at two batch sizes (`(batch, bytes)`, distinct
     /// batches): the line through both points, clamped to non-negative figures.
-    pub fn from_two(a: (usize, u64), b: (usize, u64)) -> Self {
+    pub(crate) fn from_two(a: (usize, u64), b: (usize, u64)) -> Self {
         let ((b1, m1), (b2, m2)) = if a.0 <= b.0 { (a, b) } else { (b, a) };
         if b2 == b1 {
             return ReplicaMemory {
@@ -37,7 +37,7 @@ impl ReplicaMemory {
         }
     }
 
-    /// [`ReplicaMemory::from_two`] over two analysed replica graphs: the memory of a graph is
+    /// `ReplicaMemory::from_two` over two analysed replica graphs: the memory of a graph is
     /// the sum of [`op_memory`](crate::cost::op_memory) over its ops — an upper bound (every
     /// output held at once), so a share that passes it fits.
     pub fn of_graphs(a: (usize, &OpGraph), b: (usize, &OpGraph)) -> Self {
@@ -56,7 +56,7 @@ impl ReplicaMemory {
     }
 
     /// Most samples that fit in `free_bytes` (0 when not even the fixed part does).
-    pub fn max_batch(&self, free_bytes: u64) -> usize {
+    pub(crate) fn max_batch(&self, free_bytes: u64) -> usize {
         if free_bytes < self.fixed_bytes {
             return 0;
         }

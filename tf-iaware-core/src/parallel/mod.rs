@@ -4,8 +4,8 @@
 
 pub mod checkpoint;
 pub mod live;
-pub mod network;
-pub mod plan;
+pub(crate) mod network;
+pub(crate) mod plan;
 pub mod replicate;
 pub mod updates;
 

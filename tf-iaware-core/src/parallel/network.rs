@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// A trainable variable: its name and size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VarInfo {
+    /// Name of the variable (or of its colocation group).
     pub name: String,
     /// Size of the variable, bytes.
     pub bytes: u64,
@@ -31,7 +32,7 @@ impl PsNetwork {
     /// `ps_bytes[p]` bytes held by ps `p`, ms: one latency plus the longer of the busiest ps
     /// link (`replicas × bytes / bandwidth`, links shared equally) and a worker's own link
     /// (every byte once). 0 without replicas.
-    pub fn phase_ms(&self, replicas: usize, ps_bytes: &[u64]) -> f64 {
+    pub(crate) fn phase_ms(&self, replicas: usize, ps_bytes: &[u64]) -> f64 {
         if replicas == 0 {
             return 0.0;
         }
@@ -47,14 +48,14 @@ impl PsNetwork {
 
     /// Both directions of a step, ms ([`PsNetwork::phase_ms`] twice: the pull and the push
     /// do not overlap the computation in a synchronous step).
-    pub fn sync_ms(&self, replicas: usize, ps_bytes: &[u64]) -> f64 {
+    pub(crate) fn sync_ms(&self, replicas: usize, ps_bytes: &[u64]) -> f64 {
         2.0 * self.phase_ms(replicas, ps_bytes)
     }
 
     /// Least [`PsNetwork::sync_ms`] any placement of `total_bytes` of variables over the ps
     /// tasks can reach with `replicas` replicas: the bytes spread in exact proportion to the ps
     /// bandwidths, ms.
-    pub fn ideal_sync_ms(&self, replicas: usize, total_bytes: u64) -> f64 {
+    pub(crate) fn ideal_sync_ms(&self, replicas: usize, total_bytes: u64) -> f64 {
         if replicas == 0 {
             return 0.0;
         }
@@ -143,7 +144,7 @@ pub fn place_variables(
 }
 
 /// Bytes on each of `ps` ps tasks.
-pub fn ps_bytes(shards: &[VariableShard], ps: usize) -> Vec<u64> {
+pub(crate) fn ps_bytes(shards: &[VariableShard], ps: usize) -> Vec<u64> {
     let mut bytes = vec![0u64; ps];
     for s in shards {
         if let Some(b) = bytes.get_mut(s.ps) {

@@ -19,7 +19,9 @@ pub struct Replica {
 /// Where everything of a synchronous data-parallel step goes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DataParallelPlan {
+    /// Strategy that made the plan (`even`, `infra-aware`, …).
     pub strategy: String,
+    /// One entry per worker replica, in order.
     pub replicas: Vec<Replica>,
     /// Variable name → parameter-server device.
     pub variable_devices: BTreeMap<String, String>,
@@ -41,6 +43,7 @@ impl DataParallelPlan {
 /// whatever the batch, so a weak worker pays them slowly too).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerCapacity {
+    /// Worker device (first CPU of the worker task).
     pub device: String,
     /// Marginal throughput, samples per second.
     pub samples_per_sec: f64,
@@ -69,7 +72,7 @@ impl WorkerCapacity {
     }
 
     /// Most samples this worker may take (`usize::MAX` without a memory limit).
-    pub fn cap(&self) -> usize {
+    pub(crate) fn cap(&self) -> usize {
         self.max_batch.unwrap_or(usize::MAX)
     }
 
@@ -245,7 +248,7 @@ pub fn infra_aware(
 }
 
 /// [`infra_aware`] for a cluster whose ps links are known: the synchronisation cost of `k`
-/// replicas is [`PsNetwork::sync_ms`] of the variables laid out by `sharding` over the ps in
+/// replicas is `PsNetwork::sync_ms` of the variables laid out by `sharding` over the ps in
 /// proportion to their link bandwidths (not `per_replica_overhead_ms`), so it uses as many
 /// workers as pay for the ps traffic they add. `ps` are the ps device names, in the order of
 /// [`PsNetwork::ps_bandwidth`]; with [`Sharding::Balanced`] the plan's
@@ -550,7 +553,8 @@ fn balance(
 
 /// Splits `total` into integer shares proportional to `weights` (largest remainder), each at
 /// least 1 when `total >= weights.len()`.
-pub fn proportional_shares(weights: &[f64], total: usize) -> Vec<usize> {
+#[cfg(test)]
+fn proportional_shares(weights: &[f64], total: usize) -> Vec<usize> {
     let n = weights.len();
     if n == 0 {
         return Vec::new();

@@ -47,12 +47,15 @@ pub enum BatchData {
     /// one-hot rows for label inputs), drawn with `seed` when `init` or `init_data` runs: nothing
     /// crosses the network per step, as in a benchmark of the model rather than of the input
     /// pipeline.
-    Synthetic { seed: i64 },
+    Synthetic {
+        /// Seed of the random batch.
+        seed: i64,
+    },
 }
 
 /// Name of the op that initialises only the replicas' synthetic batches (after a re-plan, when
 /// the variables on the ps survived). Present in every replicated graph (a no-op for fed ones).
-pub const INIT_DATA_OP: &str = "init_data";
+pub(crate) const INIT_DATA_OP: &str = "init_data";
 
 /// What an op of the replicated graph is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +63,10 @@ pub enum Role {
     /// Replica `k`'s copy of a tower op (runs on that replica's worker).
     Replica(usize),
     /// Part of the combination of gradients for optimizer update `update` (runs with it).
-    Combine { update: String },
+    Combine {
+        /// Name of the optimizer update op.
+        update: String,
+    },
     /// The replicas' losses combined into the original loss's name.
     Loss,
     /// An op of the original graph kept once: variables, their reads and updates, `init`,
@@ -110,7 +116,7 @@ fn refuse(op: &str, reason: impl Into<String>) -> Error {
 }
 
 /// Whether op type `op` is an optimizer's update of a variable from a gradient.
-pub fn is_optimizer_update(op: &str, signature: Option<&OpSignature>) -> bool {
+pub(crate) fn is_optimizer_update(op: &str, signature: Option<&OpSignature>) -> bool {
     let family = [
         "Apply",
         "ResourceApply",
@@ -192,7 +198,7 @@ fn attr(node: &NodeDef, name: &str) -> Option<AttrValue> {
 }
 
 /// Replicates `def` (its sidecar `sidecar`, op signatures `signatures` from
-/// [`Analyzed`](crate::graph::analyze::Analyzed)) as `plan` says: replica `k` on
+/// `tf_iaware::graph::analyze::Analyzed`) as `plan` says: replica `k` on
 /// `plan.replicas[k].device` with that share of the batch (replicas with an empty share are left
 /// out). Devices are not set here: see `runtime::replicated` for the placement.
 ///

@@ -49,7 +49,7 @@ pub struct BackupTargets {
 }
 
 /// Prefix of the ops [`add_async_updates`] adds.
-pub const ASYNC_PREFIX: &str = "tf_iaware_async";
+pub(crate) const ASYNC_PREFIX: &str = "tf_iaware_async";
 /// Prefix of the ops [`add_backup_accumulators`] adds.
 pub const BACKUP_PREFIX: &str = "tf_iaware_backup";
 

@@ -40,7 +40,7 @@ use crate::graph::{NodeId, OpGraph};
 /// above it, one heap of ready ops. Measured on layered DAGs of 10k ops: per
 /// timeline is faster at 17 devices (51 against 145 ms), per op from 65 devices on (77 against
 /// 190 ms; 0.4 against 2 s at 1,016).
-pub const FEW_TIMELINES: usize = 32;
+pub(crate) const FEW_TIMELINES: usize = 32;
 
 /// Runs m-ETF and returns its schedule.
 ///

@@ -104,7 +104,7 @@ fn group_anchors(cost: &CostModel) -> Vec<usize> {
 
 impl InfraAware {
     /// Devices in decreasing capability × availability that pass the threshold.
-    pub fn ranked_devices(&self, cost: &CostModel) -> Vec<DeviceId> {
+    pub(crate) fn ranked_devices(&self, cost: &CostModel) -> Vec<DeviceId> {
         let mut order: Vec<DeviceId> = cost.device_ids().collect();
         order.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
         let best = order.first().map_or(0.0, |&d| cost.speed(d));
@@ -168,7 +168,7 @@ impl InfraAware {
     ///
     /// # Errors
     /// [`Error::Infeasible`](crate::Error::Infeasible) naming a group that fits nowhere.
-    pub fn choose(
+    pub(crate) fn choose(
         &self,
         graph: &OpGraph,
         cluster: &Cluster,

@@ -90,7 +90,7 @@ impl Placement {
     /// [`Error::InvalidArgument`] if `group_device` does not have one device per colocation
     /// group; [`Error::BadId`] naming a device id the cluster does not have (one of a larger
     /// cluster).
-    pub fn from_groups(
+    pub(crate) fn from_groups(
         strategy: &str,
         graph: &OpGraph,
         cluster: &Cluster,
@@ -228,7 +228,7 @@ pub fn by_name_with(name: &str, options: &PlaceOptions) -> Result<Box<dyn Strate
 }
 
 /// Devices of `cluster` on which every member of group `g` has a kernel.
-pub fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<DeviceId> {
+pub(crate) fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<DeviceId> {
     let members = &graph.group(g).members;
     cluster
         .device_ids()

@@ -41,7 +41,11 @@ pub fn split_colocation(
 ///
 /// # Errors
 /// [`Error::Infeasible`] if no device has kernels for all its members.
-pub fn tf_default_device(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Result<DeviceId> {
+pub(crate) fn tf_default_device(
+    graph: &OpGraph,
+    cluster: &Cluster,
+    g: GroupId,
+) -> Result<DeviceId> {
     let group = graph.group(g);
     let has_kernels = |d: DeviceId| {
         let t = &cluster.devices[d].device_type;

@@ -155,7 +155,11 @@ impl<'a> State<'a> {
     ///
     /// # Errors
     /// [`Error::Infeasible`] from [`check_groups`].
-    pub fn new(graph: &'a OpGraph, cluster: &'a Cluster, cost: &'a CostModel) -> Result<Self> {
+    pub(crate) fn new(
+        graph: &'a OpGraph,
+        cluster: &'a Cluster,
+        cost: &'a CostModel,
+    ) -> Result<Self> {
         check_groups(graph, cluster, cost)?;
         let n = cost.num_nodes();
         Ok(State {
@@ -178,14 +182,14 @@ impl<'a> State<'a> {
 
     /// Whether group `g` (unplaced) can go to `d`: kernels and free memory.
     #[inline]
-    pub fn group_fits(&self, g: GroupId, d: DeviceId) -> bool {
+    pub(crate) fn group_fits(&self, g: GroupId, d: DeviceId) -> bool {
         self.cost.group_allowed(g, d) && self.cost.group_memory(g) <= self.mem_left[d]
     }
 
     /// When every input of `node` (all producers scheduled or floating) would be on each device,
     /// into `out` (one slot per device), seconds.
     #[inline]
-    pub fn data_ready_all(&self, node: NodeId, out: &mut [f64]) {
+    pub(crate) fn data_ready_all(&self, node: NodeId, out: &mut [f64]) {
         out.fill(0.0);
         for e in self.cost.dag().preds(node) {
             let p = e.node;
@@ -204,7 +208,7 @@ impl<'a> State<'a> {
     }
 
     /// Whether `node` should float instead of taking a device (see the module docs).
-    pub fn should_float(&self, node: NodeId) -> bool {
+    pub(crate) fn should_float(&self, node: NodeId) -> bool {
         self.cost.is_free(node)
             && self.group_dev[self.cost.group_of(node)] == NONE
             && self
@@ -216,7 +220,7 @@ impl<'a> State<'a> {
     }
 
     /// Floats `node`: it finishes when its inputs do.
-    pub fn float(&mut self, node: NodeId) {
+    pub(crate) fn float(&mut self, node: NodeId) {
         let t = self
             .cost
             .dag()
@@ -253,7 +257,13 @@ impl<'a> State<'a> {
     ///
     /// # Errors
     /// [`Error::Infeasible`] if a floating producer's group fits nowhere.
-    pub fn commit(&mut self, node: NodeId, d: DeviceId, start: f64, finish: f64) -> Result<()> {
+    pub(crate) fn commit(
+        &mut self,
+        node: NodeId,
+        d: DeviceId,
+        start: f64,
+        finish: f64,
+    ) -> Result<()> {
         let g = self.cost.group_of(node);
         if self.group_dev[g] == NONE {
             self.assign_group(g, d);
@@ -301,7 +311,7 @@ impl<'a> State<'a> {
     }
 
     /// The error for op `node` whose group fits on no device any more.
-    pub fn no_device(&self, node: NodeId) -> Error {
+    pub(crate) fn no_device(&self, node: NodeId) -> Error {
         let g = self.cost.group_of(node);
         let need = self.cost.group_memory(g);
         let best = self
@@ -330,7 +340,7 @@ impl<'a> State<'a> {
     ///
     /// # Errors
     /// [`Error::Infeasible`] naming a group that fits nowhere.
-    pub fn finish_groups(&mut self) -> Result<Schedule> {
+    pub(crate) fn finish_groups(&mut self) -> Result<Schedule> {
         for g in GroupId::range(self.group_dev.len()) {
             if self.group_dev[g] != NONE {
                 continue;

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 /// `tensorflow.JobDef`: a job name and its tasks (index → `host:port`).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct JobDef {
+    /// `name`: the job name.
     #[prost(string, tag = "1")]
     pub name: String,
+    /// `tasks`: task index → `host:port`.
     #[prost(btree_map = "int32, string", tag = "2")]
     pub tasks: BTreeMap<i32, String>,
 }
@@ -14,6 +16,7 @@ pub struct JobDef {
 /// `tensorflow.ClusterDef`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ClusterDef {
+    /// `job`: the jobs of the cluster.
     #[prost(message, repeated, tag = "1")]
     pub job: Vec<JobDef>,
 }

@@ -8,20 +8,26 @@ pub struct ConfigProto {
     /// Device type → how many devices of that type to create (e.g. `"CPU" → 4`).
     #[prost(btree_map = "string, int32", tag = "1")]
     pub device_count: BTreeMap<String, i32>,
+    /// `intra_op_parallelism_threads`: threads within one op (0: as many as cores).
     #[prost(int32, tag = "2")]
     pub intra_op_parallelism_threads: i32,
     /// Only these devices (partial names such as `/job:ps`) take part in the session; tasks
     /// outside them are never contacted — a lost worker outside the filter cannot stall it.
     #[prost(string, repeated, tag = "4")]
     pub device_filters: Vec<String>,
+    /// `inter_op_parallelism_threads`: ops run at once (0: as many as cores).
     #[prost(int32, tag = "5")]
     pub inter_op_parallelism_threads: i32,
+    /// `allow_soft_placement`: fall back to another device when a kernel is missing.
     #[prost(bool, tag = "7")]
     pub allow_soft_placement: bool,
+    /// `log_device_placement`: log where each op runs.
     #[prost(bool, tag = "8")]
     pub log_device_placement: bool,
+    /// `use_per_session_threads`: a thread pool per session.
     #[prost(bool, tag = "9")]
     pub use_per_session_threads: bool,
+    /// `graph_options`.
     #[prost(message, optional, tag = "10")]
     pub graph_options: Option<GraphOptions>,
     /// Deadline for blocking operations, ms (0: none).
@@ -30,6 +36,7 @@ pub struct ConfigProto {
     /// `ClusterDef` for sessions on a distributed master.
     #[prost(message, optional, tag = "14")]
     pub cluster_def: Option<super::ClusterDef>,
+    /// `isolate_session_state`: variables are not shared with other sessions.
     #[prost(bool, tag = "15")]
     pub isolate_session_state: bool,
 }
@@ -37,8 +44,10 @@ pub struct ConfigProto {
 /// `tensorflow.GraphOptions`: `place_pruned_graph` and the Grappler rewriter settings.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct GraphOptions {
+    /// `place_pruned_graph`: place only the ops a run needs.
     #[prost(bool, tag = "6")]
     pub place_pruned_graph: bool,
+    /// `rewrite_options`: the Grappler settings.
     #[prost(message, optional, tag = "10")]
     pub rewrite_options: Option<RewriterConfig>,
 }
@@ -77,6 +86,7 @@ impl RunOptions {
 /// `tensorflow.RunMetadata`: step stats (field 1); cost and partition graphs are not read.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RunMetadata {
+    /// `step_stats`: the traced step.
     #[prost(message, optional, tag = "1")]
     pub step_stats: Option<super::StepStats>,
 }

@@ -6,12 +6,12 @@
 //! untouched.
 
 pub mod cluster;
-pub mod config;
+pub(crate) mod config;
 pub mod graph;
-pub mod kernel;
-pub mod op_def;
-pub mod server;
-pub mod step_stats;
+pub(crate) mod kernel;
+pub(crate) mod op_def;
+pub(crate) mod server;
+pub(crate) mod step_stats;
 
 pub use cluster::{ClusterDef, JobDef};
 pub use config::{ConfigProto, GraphOptions, RewriterConfig, RunMetadata, RunOptions};

@@ -22,7 +22,7 @@ pub trait PlaceWithReport {
     /// TensorFlow's placer would put them).
     ///
     /// # Errors
-    /// As [`Strategy::place`], and [`PlacementReport::new`]'s errors.
+    /// As [`Strategy::place`], and `PlacementReport::new`'s errors.
     fn place_with_report(
         &self,
         graph: &OpGraph,
@@ -141,7 +141,7 @@ impl PlacementReport {
     ///
     /// # Errors
     /// As [`evaluate`].
-    pub fn new(
+    pub(crate) fn new(
         strategy: &str,
         placement_ms: f64,
         graph: &OpGraph,
@@ -164,7 +164,7 @@ impl PlacementReport {
     ///
     /// # Panics
     /// If `ev` does not come from this graph, cluster and cost model.
-    pub fn from_evaluation(
+    pub(crate) fn from_evaluation(
         strategy: &str,
         placement_ms: f64,
         graph: &OpGraph,

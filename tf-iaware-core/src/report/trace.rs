@@ -79,7 +79,7 @@ struct Trace<'a> {
 
 /// Lane (tid) of each record: per device, in order of start, the first lane whose last op has
 /// ended, else a new lane.
-pub fn assign_lanes(records: &[TraceRecord]) -> Vec<usize> {
+pub(crate) fn assign_lanes(records: &[TraceRecord]) -> Vec<usize> {
     let mut by_device: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, r) in records.iter().enumerate() {
         by_device.entry(r.device.as_str()).or_default().push(i);

@@ -5,7 +5,7 @@
 //!
 //! where pulling the variables and pushing the gradients each take one latency plus the longer
 //! of the busiest ps link (`replicas × its bytes ÷ its bandwidth`: every replica contends for
-//! it) and a worker's own link ([`PsNetwork::phase_ms`]). Its lower bound ([`lower_bound`]) is
+//! it) and a worker's own link (`PsNetwork::phase_ms`). Its lower bound (`lower_bound`) is
 //! the least, over the number of replicas `k`, of the ideal synchronisation of `k` replicas
 //! (bytes spread over the ps in proportion to bandwidth) plus the batch over the `k` fastest
 //! workers' summed throughput (or the cheapest fixed cost): no plan under this model beats it.
@@ -13,7 +13,7 @@
 //! The planners that run here are listed in [`DP_PLANNERS`]; [`plan`] is the one place that maps
 //! a name to a planner. The asynchronous and backup-worker contenders (`async-ps`,
 //! `sync-backup`, `infra-aware-async`) train for real (`bench --data digits`) but have no
-//! simulated step yet: they join there, with their own step model in [`simulate_step`].
+//! simulated step yet: they join there, with their own step model in `simulate_step`.
 
 use std::collections::HashMap;
 
@@ -90,7 +90,7 @@ impl DpWorkload {
     }
 
     /// Bytes of all variables.
-    pub fn variable_bytes(&self) -> u64 {
+    pub(crate) fn variable_bytes(&self) -> u64 {
         self.variables.iter().map(|v| v.bytes).sum()
     }
 }
@@ -117,7 +117,7 @@ pub fn worker_capacities(cluster: &SyntheticCluster, workload: &DpWorkload) -> V
 
 /// The ps links of `cluster`: every ps task's host link, a worker's share of its host's
 /// link, and the cross-rack latency (most workers reach a ps in another rack).
-pub fn ps_network(cluster: &SyntheticCluster) -> PsNetwork {
+pub(crate) fn ps_network(cluster: &SyntheticCluster) -> PsNetwork {
     let s = &cluster.spec;
     PsNetwork {
         ps_bandwidth: vec![s.net.bandwidth; cluster.ps.len()],
@@ -171,7 +171,7 @@ pub fn plan(
 
 /// One simulated data-parallel step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DpStep {
+pub(crate) struct DpStep {
     /// Predicted step time, ms.
     pub step_ms: f64,
     /// The slowest replica's compute, ms.
@@ -194,7 +194,7 @@ pub struct DpStep {
 /// [`Error::InvalidArgument`] for a replica on a worker `capacity` lacks, a variable on a
 /// device that is not one of `ps`, or a variable name that is neither in `vars` nor a part of
 /// one.
-pub fn simulate_step(
+pub(crate) fn simulate_step(
     plan: &DataParallelPlan,
     capacity: &[WorkerCapacity],
     vars: &[VarInfo],
@@ -273,7 +273,7 @@ fn split_part(key: &str) -> Option<(&str, u64)> {
 
 /// The lower bound of a simulated step, and where it is reached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct DpBound {
+pub(crate) struct DpBound {
     /// The bound, ms.
     pub ms: f64,
     /// Replicas at which it is reached.
@@ -284,7 +284,7 @@ pub struct DpBound {
 /// with `variable_bytes` of variables, ms: `min over k` of the ideal synchronisation of `k`
 /// replicas ([`PsNetwork::ideal_sync_ms`]) plus the larger of the batch over the `k` fastest
 /// throughputs and the cheapest fixed cost. `O(workers log workers)`.
-pub fn lower_bound(
+pub(crate) fn lower_bound(
     global_batch: usize,
     capacity: &[WorkerCapacity],
     network: &PsNetwork,

@@ -97,7 +97,7 @@ pub struct LowerBound {
 
 impl LowerBound {
     /// `max(critical_path, work)`, seconds.
-    pub fn value(&self) -> f64 {
+    pub(crate) fn value(&self) -> f64 {
         self.critical_path.max(self.work)
     }
 }
@@ -692,7 +692,7 @@ pub(crate) mod tests {
         b.build().unwrap()
     }
 
-    pub(crate) fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
+    pub fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
         let mut m = CostModel::new(g, c).unwrap();
         for (i, t) in times.iter().enumerate() {
             m.set_op_times(NodeId::new(i), t.as_ref()).unwrap();

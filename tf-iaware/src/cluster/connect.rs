@@ -36,7 +36,7 @@ pub fn connect(spec: &ClusterSpec) -> Result<(Cluster, SessionConfig)> {
 
 /// Devices of the cluster `spec` names, read live: `local`/`local:cpu=N` through an in-process
 /// sampler, `tf-config…` through each task's metrics agent (TF_CONFIG's `"metrics"` key, see
-/// [`feed`](super::feed)); `synthetic:…` is drawn from its spec (no metrics, sessions on it
+/// `feed`); `synthetic:…` is drawn from its spec (no metrics, sessions on it
 /// cannot reach its devices). Unreachable agents are warnings, not errors.
 ///
 /// # Errors

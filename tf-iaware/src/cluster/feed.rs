@@ -26,7 +26,7 @@ use crate::monitor::snapshot::unix_now_ms;
 use crate::monitor::{Monitor, MonitorConfig, ScrapeOptions, Scraper, Snapshot, Target};
 
 /// Port a task's metrics are read on when TF_CONFIG has no `"metrics"` entry for it.
-pub const FALLBACK_METRICS_PORT: u16 = 9100;
+pub(crate) const FALLBACK_METRICS_PORT: u16 = 9100;
 
 /// How a [`MetricsFeed`] reads.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,7 +42,7 @@ pub struct LiveOptions {
     /// scrapes), default 2.5 s. An agent that stays unreachable costs this once.
     pub first_reading_wait: Duration,
     /// Port tried on a task's host when TF_CONFIG names no agent for it (`None`: no fallback;
-    /// default [`FALLBACK_METRICS_PORT`]).
+    /// default `FALLBACK_METRICS_PORT`).
     pub fallback_port: Option<u16>,
     /// Sampling interval of the in-process sampler (default 250 ms).
     pub local_interval: Duration,
@@ -136,7 +136,7 @@ impl fmt::Debug for MetricsFeed {
 }
 
 /// `model name` of the first CPU in `/proc/cpuinfo`, if readable.
-pub fn cpu_model() -> Option<String> {
+pub(crate) fn cpu_model() -> Option<String> {
     let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     text.lines()
         .find(|l| l.starts_with("model name"))
@@ -161,7 +161,7 @@ fn host_of(address: &str) -> &str {
 
 impl MetricsFeed {
     /// A feed that reads nothing (every device stays nominal).
-    pub fn off() -> Self {
+    pub(crate) fn off() -> Self {
         MetricsFeed {
             kind: Kind::Off,
             options: LiveOptions {
@@ -178,7 +178,7 @@ impl MetricsFeed {
     /// # Errors
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero interval;
     /// [`Error::MonitorThread`](crate::Error::MonitorThread) if the sampler cannot start.
-    pub fn local(options: &LiveOptions) -> Result<Self> {
+    pub(crate) fn local(options: &LiveOptions) -> Result<Self> {
         if !options.enabled {
             return Ok(Self::off());
         }
@@ -204,7 +204,7 @@ impl MetricsFeed {
     /// [`Error::Scrape`](crate::Error::Scrape) for a metrics address that is not
     /// `host:port`; [`Error::MonitorThread`](crate::Error::MonitorThread) if the scraper's
     /// runtime cannot start.
-    pub fn tf_config(tf_config: &TfConfig, options: &LiveOptions) -> Result<Self> {
+    pub(crate) fn tf_config(tf_config: &TfConfig, options: &LiveOptions) -> Result<Self> {
         if !options.enabled {
             return Ok(Self::off());
         }

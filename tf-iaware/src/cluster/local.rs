@@ -16,7 +16,7 @@ use crate::graph::DeviceType;
 ///
 /// # Errors
 /// [`Error::TensorFlow`] if the session cannot be created or listed.
-pub fn discover(config: &SessionConfig) -> Result<Cluster> {
+pub(crate) fn discover(config: &SessionConfig) -> Result<Cluster> {
     crate::tf::ensure_supported_version()?;
     let graph = Graph::new();
     let session = Session::new(&config.session_options()?, &graph)

@@ -1,12 +1,12 @@
 //! Clusters: the plain-data model of [`tf_iaware_core::cluster`] (re-exported here), and
-//! connecting to a real one — local devices through TensorFlow ([`local`]), TF_CONFIG clusters and
-//! their metrics agents ([`connect`], [`feed`]).
+//! connecting to a real one — local devices through TensorFlow (`local`), TF_CONFIG clusters and
+//! their metrics agents (`connect`, `feed`).
 
 pub use tf_iaware_core::cluster::*;
 
 pub mod connect;
-pub mod feed;
-pub mod local;
+pub(crate) mod feed;
+pub(crate) mod local;
 
 pub use connect::{connect, connect_live, LiveConnection};
 pub use feed::{LiveOptions, LiveWarning, MetricsFeed};

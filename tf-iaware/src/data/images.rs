@@ -38,7 +38,7 @@ impl LabelledImages {
     }
 
     /// Values per image.
-    pub fn image_len(&self) -> usize {
+    pub(crate) fn image_len(&self) -> usize {
         self.shape.iter().product()
     }
 
@@ -63,7 +63,11 @@ impl LabelledImages {
     /// # Errors
     /// [`Error::InvalidArgument`] for a fraction outside (0, 1) or a split that leaves either
     /// side empty.
-    pub fn split(&self, held_out: f64, seed: u64) -> Result<(LabelledImages, LabelledImages)> {
+    pub(crate) fn split(
+        &self,
+        held_out: f64,
+        seed: u64,
+    ) -> Result<(LabelledImages, LabelledImages)> {
         if !(held_out > 0.0 && held_out < 1.0) {
             return Err(bad(
                 "held-out fraction",
@@ -106,7 +110,7 @@ impl LabelledImages {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the shape if the images do not fit into it.
-    pub fn fit_to(&self, input: &[i64]) -> Result<LabelledImages> {
+    pub(crate) fn fit_to(&self, input: &[i64]) -> Result<LabelledImages> {
         let describe = || format!("{input:?}");
         let (h, w, c) = match *input {
             [h, w, c] if h > 0 && w > 0 && c > 0 => (h as usize, w as usize, c as usize),
@@ -174,7 +178,7 @@ impl LabelledImages {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `x` or `y` has the wrong length for `indices`.
-    pub fn fill(&self, indices: &[usize], x: &mut [f32], y: &mut [f32]) -> Result<()> {
+    pub(crate) fn fill(&self, indices: &[usize], x: &mut [f32], y: &mut [f32]) -> Result<()> {
         let n = self.image_len();
         if x.len() != indices.len() * n || y.len() != indices.len() * self.classes {
             return Err(bad(

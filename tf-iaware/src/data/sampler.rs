@@ -18,7 +18,7 @@ pub struct Sampler {
 
 impl Sampler {
     /// A stream over `n` images drawn with `seed`. `n` must be at least 1.
-    pub fn new(n: usize, seed: u64) -> Sampler {
+    pub(crate) fn new(n: usize, seed: u64) -> Sampler {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut order: Vec<usize> = (0..n.max(1)).collect();
         order.shuffle(&mut rng);
@@ -31,7 +31,7 @@ impl Sampler {
     }
 
     /// The next `k` indices.
-    pub fn take(&mut self, k: usize) -> Vec<usize> {
+    pub(crate) fn take(&mut self, k: usize) -> Vec<usize> {
         let mut out = Vec::with_capacity(k);
         while out.len() < k {
             if self.next == self.order.len() {

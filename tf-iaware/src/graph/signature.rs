@@ -1,4 +1,4 @@
-//! Op signatures from TensorFlow's op registry: [`signatures`] reads them for the op types of a
+//! Op signatures from TensorFlow's op registry: `signatures` reads them for the op types of a
 //! graph; the [`OpSignature`] type is [`tf_iaware_core::graph::signature`]'s, re-exported here.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 ///
 /// # Errors
 /// [`Error::TensorFlow`] naming the op type if TensorFlow does not know it.
-pub fn signatures<'a>(
+pub(crate) fn signatures<'a>(
     graph: &Graph,
     types: impl IntoIterator<Item = &'a str>,
 ) -> Result<BTreeMap<String, OpSignature>> {

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// A trainable variable: its handle and the tensor read from it each step.
 #[derive(Clone)]
-pub struct Var {
+pub(crate) struct Var {
     pub name: String,
     pub handle: Operation,
     pub read: Output,
@@ -22,7 +22,7 @@ pub struct Var {
 
 /// One replica's loss, its weight in the global loss (its share of the global batch), the name
 /// prefix of its ops (`""` for a single model) and its device.
-pub struct TowerLoss {
+pub(crate) struct TowerLoss {
     pub loss: Output,
     pub weight: f32,
     pub prefix: String,
@@ -31,8 +31,8 @@ pub struct TowerLoss {
 
 /// A graph under construction.
 ///
-/// [`Net::tower`] builds layers under a name prefix and on a device; variables are created
-/// once and shared. Ops created under a device context are recorded in [`Net::placement`].
+/// `Net::tower` builds layers under a name prefix and on a device; variables are created
+/// once and shared. Ops created under a device context are recorded in `Net::placement`.
 /// (Data-parallel replicas of a zoo model are made from its single-tower graph by
 /// [`parallel::replicate`](crate::parallel::replicate), like any user's graph.)
 pub struct Net {
@@ -66,7 +66,7 @@ enum Inputs<'a> {
 }
 
 /// What attribute setters return: TensorFlow and C-string errors alike.
-pub type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
+pub(crate) type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
 fn tf_err(what: &str, e: impl std::fmt::Display) -> Error {
     Error::tf(format!("building {what}"), e)
@@ -74,7 +74,7 @@ fn tf_err(what: &str, e: impl std::fmt::Display) -> Error {
 
 impl Net {
     /// An empty graph; `seed` makes every initialiser deterministic.
-    pub fn new(seed: u64) -> Net {
+    pub(crate) fn new(seed: u64) -> Net {
         Net {
             graph: Graph::new(),
             scope: Vec::new(),
@@ -94,12 +94,12 @@ impl Net {
     }
 
     /// Op name → device of every op created under a device context.
-    pub fn placement(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn placement(&self) -> &BTreeMap<String, String> {
         &self.placement
     }
 
     /// Builds one replica: ops get the name prefix `prefix/` and `device`; variables are shared.
-    pub fn tower<T>(
+    pub(crate) fn tower<T>(
         &mut self,
         prefix: &str,
         device: Option<&str>,
@@ -114,7 +114,7 @@ impl Net {
     }
 
     /// Runs `f` with ops going to `device`.
-    pub fn on_device<T>(
+    pub(crate) fn on_device<T>(
         &mut self,
         device: Option<String>,
         f: impl FnOnce(&mut Net) -> Result<T>,
@@ -141,12 +141,16 @@ impl Net {
     }
 
     /// Trainable variables, in creation order.
-    pub fn vars(&self) -> &[Var] {
+    pub(crate) fn vars(&self) -> &[Var] {
         &self.vars
     }
 
     /// Runs `f` with `name` pushed on the name scope.
-    pub fn scoped<T>(&mut self, name: &str, f: impl FnOnce(&mut Net) -> Result<T>) -> Result<T> {
+    pub(crate) fn scoped<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut Net) -> Result<T>,
+    ) -> Result<T> {
         self.scope.push(name.to_string());
         let out = f(self);
         self.scope.pop();
@@ -186,7 +190,7 @@ impl Net {
 
     /// Adds an op of type `ty` named (uniquely, in scope) `base`, with `inputs` and attributes
     /// set by `attrs`.
-    pub fn op(
+    pub(crate) fn op(
         &mut self,
         ty: &str,
         base: &str,
@@ -255,7 +259,7 @@ impl Net {
     }
 
     /// A float32 placeholder of a fixed shape.
-    pub fn placeholder(&mut self, name: &str, shape: &[i64]) -> Result<Output> {
+    pub(crate) fn placeholder(&mut self, name: &str, shape: &[i64]) -> Result<Output> {
         let shape = Shape::from(shape);
         self.op("Placeholder", name, &[], |d| {
             d.set_attr_type("dtype", DataType::Float)?;
@@ -265,7 +269,7 @@ impl Net {
     }
 
     /// An int32 vector constant.
-    pub fn const_i32(&mut self, name: &str, values: &[i32]) -> Result<Output> {
+    pub(crate) fn const_i32(&mut self, name: &str, values: &[i32]) -> Result<Output> {
         let t = Tensor::<i32>::new(&[values.len() as u64])
             .with_values(values)
             .map_err(|e| tf_err(name, e))?;
@@ -277,7 +281,7 @@ impl Net {
     }
 
     /// A float32 constant of any shape.
-    pub fn const_f32(&mut self, name: &str, dims: &[u64], values: &[f32]) -> Result<Output> {
+    pub(crate) fn const_f32(&mut self, name: &str, dims: &[u64], values: &[f32]) -> Result<Output> {
         let t = Tensor::<f32>::new(dims)
             .with_values(values)
             .map_err(|e| tf_err(name, e))?;
@@ -294,7 +298,13 @@ impl Net {
 
     /// A resource variable initialised with a truncated normal of `stddev` (seeded), or with the
     /// constant `fill` when `stddev` is 0.
-    pub fn variable(&mut self, base: &str, shape: &[i64], stddev: f32, fill: f32) -> Result<Var> {
+    pub(crate) fn variable(
+        &mut self,
+        base: &str,
+        shape: &[i64],
+        stddev: f32,
+        fill: f32,
+    ) -> Result<Var> {
         let mut canonical = self.scope.join("/");
         if !canonical.is_empty() {
             canonical.push('/');
@@ -421,7 +431,7 @@ impl Net {
     }
 
     /// `Conv2D` (NHWC, SAME or VALID) with a new `[k, k, in, out]` kernel, He-initialised.
-    pub fn conv2d(
+    pub(crate) fn conv2d(
         &mut self,
         x: Output,
         k: i64,
@@ -442,7 +452,7 @@ impl Net {
     }
 
     /// `DepthwiseConv2dNative` with a new `[k, k, c, 1]` kernel.
-    pub fn depthwise(&mut self, x: Output, k: i64, c: i64, stride: i64) -> Result<Output> {
+    pub(crate) fn depthwise(&mut self, x: Output, k: i64, c: i64, stride: i64) -> Result<Output> {
         let std = (2.0 / (k * k) as f32).sqrt();
         let w = self.variable("depthwise_kernel", &[k, k, c, 1], std, 0.0)?;
         self.op("DepthwiseConv2dNative", "depthwise", &[x, w.read], |d| {
@@ -455,7 +465,7 @@ impl Net {
     }
 
     /// `BiasAdd` with a new zero bias of `c` channels.
-    pub fn bias_add(&mut self, x: Output, c: i64) -> Result<Output> {
+    pub(crate) fn bias_add(&mut self, x: Output, c: i64) -> Result<Output> {
         let b = self.variable("bias", &[c], 0.0, 0.0)?;
         self.op("BiasAdd", "BiasAdd", &[x, b.read], |d| {
             d.set_attr_type("T", DataType::Float)?;
@@ -465,7 +475,7 @@ impl Net {
     }
 
     /// `FusedBatchNormV3` in training mode with new scale (1) and offset (0) of `c` channels.
-    pub fn batch_norm(&mut self, x: Output, c: i64) -> Result<Output> {
+    pub(crate) fn batch_norm(&mut self, x: Output, c: i64) -> Result<Output> {
         let gamma = self.variable("gamma", &[c], 0.0, 1.0)?;
         let beta = self.variable("beta", &[c], 0.0, 0.0)?;
         let empty = self.const_f32("empty", &[0], &[])?;
@@ -485,7 +495,7 @@ impl Net {
     }
 
     /// `Relu`.
-    pub fn relu(&mut self, x: Output) -> Result<Output> {
+    pub(crate) fn relu(&mut self, x: Output) -> Result<Output> {
         self.op("Relu", "Relu", &[x], |d| {
             Ok(d.set_attr_type("T", DataType::Float)?)
         })
@@ -493,7 +503,14 @@ impl Net {
     }
 
     /// `MaxPool` or `AvgPool` (`kind`), square window `k`, stride `s`.
-    pub fn pool(&mut self, kind: &str, x: Output, k: i64, s: i64, padding: &str) -> Result<Output> {
+    pub(crate) fn pool(
+        &mut self,
+        kind: &str,
+        x: Output,
+        k: i64,
+        s: i64,
+        padding: &str,
+    ) -> Result<Output> {
         self.op(kind, kind, &[x], |d| {
             d.set_attr_type("T", DataType::Float)?;
             d.set_attr_int_list("ksize", &[1, k, k, 1])?;
@@ -505,7 +522,7 @@ impl Net {
     }
 
     /// Element-wise `AddV2`.
-    pub fn add(&mut self, a: Output, b: Output) -> Result<Output> {
+    pub(crate) fn add(&mut self, a: Output, b: Output) -> Result<Output> {
         self.op("AddV2", "add", &[a, b], |d| {
             Ok(d.set_attr_type("T", DataType::Float)?)
         })
@@ -513,7 +530,7 @@ impl Net {
     }
 
     /// `ConcatV2` along `axis`.
-    pub fn concat(&mut self, xs: &[Output], axis: i32) -> Result<Output> {
+    pub(crate) fn concat(&mut self, xs: &[Output], axis: i32) -> Result<Output> {
         let t = Tensor::<i32>::new(&[])
             .with_values(&[axis])
             .map_err(|e| tf_err("concat/axis", e))?;
@@ -537,7 +554,7 @@ impl Net {
     }
 
     /// `Mean` over `axes`.
-    pub fn mean(&mut self, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
+    pub(crate) fn mean(&mut self, x: Output, axes: &[i32], keep_dims: bool) -> Result<Output> {
         let ax = self.const_i32("Mean/reduction_indices", axes)?;
         self.op("Mean", "Mean", &[x, ax], |d| {
             d.set_attr_type("T", DataType::Float)?;
@@ -548,7 +565,7 @@ impl Net {
     }
 
     /// `Reshape` to `shape`.
-    pub fn reshape(&mut self, x: Output, shape: &[i32]) -> Result<Output> {
+    pub(crate) fn reshape(&mut self, x: Output, shape: &[i32]) -> Result<Output> {
         let s = self.const_i32("Reshape/shape", shape)?;
         self.op("Reshape", "Reshape", &[x, s], |d| {
             d.set_attr_type("T", DataType::Float)?;
@@ -558,7 +575,7 @@ impl Net {
     }
 
     /// Fully connected layer: `MatMul` with a new `[cin, cout]` kernel plus a bias.
-    pub fn dense(&mut self, x: Output, cin: i64, cout: i64) -> Result<Output> {
+    pub(crate) fn dense(&mut self, x: Output, cin: i64, cout: i64) -> Result<Output> {
         let std = (2.0 / cin as f32).sqrt();
         let w = self.variable("kernel", &[cin, cout], std, 0.0)?;
         let y = self.op("MatMul", "MatMul", &[x, w.read], |d| {
@@ -575,7 +592,7 @@ impl Net {
     }
 
     /// Mean softmax cross-entropy of `logits` against one-hot `labels`, as the op named `name`.
-    pub fn softmax_xent_loss(
+    pub(crate) fn softmax_xent_loss(
         &mut self,
         logits: Output,
         labels: Output,
@@ -602,7 +619,7 @@ impl Net {
     ///
     /// # Errors
     /// [`Error::TensorFlow`] if TensorFlow has no gradient for an op of the model.
-    pub fn minimize_momentum(
+    pub(crate) fn minimize_momentum(
         &mut self,
         towers: &[TowerLoss],
         learning_rate: f32,
@@ -702,7 +719,7 @@ impl Net {
 
     /// An `init` op that runs every initialiser created so far (for graphs that do not train;
     /// [`Net::minimize_momentum`] makes its own).
-    pub fn init_op(&mut self) -> Result<Operation> {
+    pub(crate) fn init_op(&mut self) -> Result<Operation> {
         let deps = self.initializers.clone();
         self.group("init", &deps)
     }
@@ -720,7 +737,12 @@ impl Net {
     /// A non-trainable float variable on the current device holding a fixed synthetic batch:
     /// uniform noise in [-1, 1) (seeded), or — with `one_hot` — one-hot rows over the last
     /// dimension. Initialised by `init`; read every step without feeding anything.
-    pub fn synthetic_input(&mut self, base: &str, shape: &[i64], one_hot: bool) -> Result<Output> {
+    pub(crate) fn synthetic_input(
+        &mut self,
+        base: &str,
+        shape: &[i64],
+        one_hot: bool,
+    ) -> Result<Output> {
         let prefix: String = self
             .tower
             .iter()

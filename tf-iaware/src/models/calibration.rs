@@ -12,7 +12,7 @@ use super::zoo::{assemble, conv_bn, conv_relu, Conv, Model};
 use crate::error::Result;
 
 /// Batch sizes the calibration network is timed at.
-pub const BATCHES: [usize; 2] = [16, 64];
+pub(crate) const BATCHES: [usize; 2] = [16, 64];
 
 /// The calibration network for `batch` images of 32×32×3, 10 classes.
 ///

@@ -1,9 +1,9 @@
 //! Training graphs built in Rust with the `tensorflow` crate: a small layer vocabulary
 //! ([`builder::Net`]), the model zoo ([`zoo`]) and the network calibration times op by op
-//! ([`calibration`]).
+//! (`calibration`).
 
 pub mod builder;
-pub mod calibration;
+pub(crate) mod calibration;
 pub mod replicated;
 pub mod zoo;
 

@@ -12,8 +12,11 @@ pub const MODELS: &[&str] = &["mlp", "lenet", "resnet20", "mobilenet", "inceptio
 
 /// A built model: the graph and how to train it.
 pub struct Model {
+    /// Name in [`MODELS`].
     pub name: String,
+    /// The built graph and its named tensors.
     pub net: Net,
+    /// How to train it: inputs, loss, train op, batch shapes.
     pub sidecar: Sidecar,
 }
 
@@ -128,12 +131,12 @@ pub(crate) fn assemble(
 }
 
 /// Name of the op that gives a zoo model's logits (`[batch, classes]`), for evaluation.
-pub const LOGITS: &str = "logits";
+pub(crate) const LOGITS: &str = "logits";
 
 /// Learning rate of the zoo's momentum SGD.
-pub const LEARNING_RATE: f32 = 0.01;
+pub(crate) const LEARNING_RATE: f32 = 0.01;
 /// Momentum of the zoo's momentum SGD.
-pub const MOMENTUM: f32 = 0.9;
+pub(crate) const MOMENTUM: f32 = 0.9;
 
 fn mlp(net: &mut Net, x: Output, classes: i64) -> Result<Output> {
     let h = net.scoped("dense", |n| n.dense(x, 784, 256))?;

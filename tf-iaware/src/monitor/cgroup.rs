@@ -1,4 +1,4 @@
-//! [`CgroupSource`]: the thin layer that reads the observed process's cgroup files; where the
+//! `CgroupSource`: the thin layer that reads the observed process's cgroup files; where the
 //! controllers are and the parsers of their files are [`tf_iaware_core::monitor::cgroup`]'s,
 //! re-exported here.
 
@@ -12,7 +12,7 @@ use crate::monitor::proc::read_text;
 /// Reads the live cgroup files of one process. Re-reads `/proc/<pid>/cgroup` every time and
 /// locates the controllers again when the process has moved.
 #[derive(Debug)]
-pub struct CgroupSource {
+pub(crate) struct CgroupSource {
     root: PathBuf,
     proc_dir: PathBuf,
     cgroup_file: PathBuf,
@@ -23,7 +23,7 @@ pub struct CgroupSource {
 impl CgroupSource {
     /// Reads the cgroup of the process whose `/proc` directory is `process_dir`, resolving mount
     /// points (from `<proc_dir>/self/mountinfo`) under `root`.
-    pub fn new(root: &Path, proc_dir: &Path, process_dir: &Path) -> Self {
+    pub(crate) fn new(root: &Path, proc_dir: &Path, process_dir: &Path) -> Self {
         CgroupSource {
             root: root.to_path_buf(),
             proc_dir: proc_dir.to_path_buf(),
@@ -38,7 +38,7 @@ impl CgroupSource {
     /// # Errors
     /// [`Error::Io`] / [`Error::ProcFormat`] if the process's cgroup cannot be located; files of
     /// the cgroup that cannot be read leave their fields `None` with a note.
-    pub fn read(&mut self) -> Result<CgroupReading> {
+    pub(crate) fn read(&mut self) -> Result<CgroupReading> {
         let cgroup_text = read_text(&self.cgroup_file)?;
         let layout = match &self.located {
             Some((text, layout)) if *text == cgroup_text => layout.clone(),
@@ -98,7 +98,7 @@ fn summed_task_seconds(dir: &Path, proc_dir: &Path) -> std::result::Result<f64, 
 
 /// Reads every file of a located cgroup (the I/O half of [`CgroupSource::read`]); process
 /// files are read under `proc_dir`.
-pub fn read_layout(layout: &CgroupLayout, proc_dir: &Path) -> CgroupReading {
+pub(crate) fn read_layout(layout: &CgroupLayout, proc_dir: &Path) -> CgroupReading {
     let mut r = CgroupReading {
         version: layout.cpu.version,
         path: layout.cpu.path.clone(),

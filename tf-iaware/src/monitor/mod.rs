@@ -10,7 +10,7 @@
 //!   dcgm-exporter pages) concurrently, with timeouts, back into [`Snapshot`]s, marking
 //!   unreachable or old ones stale.
 //!
-//! Pure parsing and arithmetic ([`proc`], [`cgroup`], [`derive`](mod@derive), [`smoothing`],
+//! Pure parsing and arithmetic ([`proc`], [`cgroup`], [`derive`](mod@derive), `smoothing`,
 //! [`exposition`], [`metrics`]) are [`tf_iaware_core::monitor`]'s, re-exported here; this crate
 //! adds the thin I/O around them.
 
@@ -22,8 +22,8 @@ pub mod agent;
 pub mod cgroup;
 pub mod gpu;
 pub mod proc;
-pub mod sampler;
-pub mod scrape;
+pub(crate) mod sampler;
+pub(crate) mod scrape;
 
 pub use agent::{Agent, AgentConfig, MetricsSource};
 pub use sampler::{sample_once, Monitor, MonitorConfig};

@@ -1,4 +1,4 @@
-//! [`ProcSource`]: the thin layer that reads the live `/proc` files of the host and of one
+//! `ProcSource`: the thin layer that reads the live `/proc` files of the host and of one
 //! process; the parsers and arithmetic over its text are [`tf_iaware_core::monitor::proc`]'s,
 //! re-exported here.
 
@@ -10,14 +10,14 @@ use crate::error::{Error, Result};
 
 /// Reads the live `/proc` files of the host and of one process.
 #[derive(Clone, Debug)]
-pub struct ProcSource {
+pub(crate) struct ProcSource {
     proc_dir: PathBuf,
     process_dir: PathBuf,
 }
 
 impl ProcSource {
     /// Reads `<root>/proc`, observing process `pid` (`None`: this process, `/proc/self`).
-    pub fn new(root: &Path, pid: Option<u32>) -> Self {
+    pub(crate) fn new(root: &Path, pid: Option<u32>) -> Self {
         let proc_dir = root.join("proc");
         let process_dir = match pid {
             Some(pid) => proc_dir.join(pid.to_string()),
@@ -30,12 +30,12 @@ impl ProcSource {
     }
 
     /// `<root>/proc`.
-    pub fn proc_dir(&self) -> &Path {
+    pub(crate) fn proc_dir(&self) -> &Path {
         &self.proc_dir
     }
 
     /// `<root>/proc/<pid>` or `<root>/proc/self`.
-    pub fn process_dir(&self) -> &Path {
+    pub(crate) fn process_dir(&self) -> &Path {
         &self.process_dir
     }
 
@@ -44,7 +44,7 @@ impl ProcSource {
     /// # Errors
     /// [`Error::Io`] or [`Error::ProcFormat`] for `/proc/stat` only; every other file that cannot
     /// be read or parsed leaves its part of the reading as `Err(reason)`.
-    pub fn read(&self) -> Result<ProcReading> {
+    pub(crate) fn read(&self) -> Result<ProcReading> {
         let stat_path = self.proc_dir.join("stat");
         let cpus = parse_stat_cpus(&read_text(&stat_path)?, &stat_path)?;
         Ok(ProcReading {
@@ -58,7 +58,7 @@ impl ProcSource {
     }
 
     /// Host name (`/proc/sys/kernel/hostname`), if readable.
-    pub fn hostname(&self) -> Option<String> {
+    pub(crate) fn hostname(&self) -> Option<String> {
         let text = std::fs::read_to_string(self.proc_dir.join("sys/kernel/hostname")).ok()?;
         let name = text.trim();
         (!name.is_empty()).then(|| name.to_string())

@@ -324,7 +324,7 @@ fn age_ms(at: Instant) -> u64 {
 }
 
 /// CPU time of thread `tid` of this process.
-pub fn thread_cpu_time(tid: u32) -> Option<Duration> {
+pub(crate) fn thread_cpu_time(tid: u32) -> Option<Duration> {
     let task = PathBuf::from(format!("/proc/self/task/{tid}"));
     if let Ok(t) = std::fs::read_to_string(task.join("schedstat")) {
         if let Some(ns) = t
@@ -343,7 +343,7 @@ pub fn thread_cpu_time(tid: u32) -> Option<Duration> {
 }
 
 /// Kernel id of the calling thread (from `/proc/thread-self`).
-pub fn current_tid() -> Option<u32> {
+pub(crate) fn current_tid() -> Option<u32> {
     let link = std::fs::read_link("/proc/thread-self").ok()?;
     link.file_name()?.to_str()?.parse().ok()
 }

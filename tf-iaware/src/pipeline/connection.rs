@@ -139,7 +139,7 @@ impl Connection {
     /// why and nothing is cached). Later connections reuse the cache.
     ///
     /// # Errors
-    /// As [`calibrate::calibrate_and_cache`].
+    /// As `calibrate::calibrate_and_cache`.
     pub fn calibrate(&mut self) -> Result<CalibrationOutcome> {
         let outcome = calibrate::calibrate_and_cache(
             &mut self.cluster,
@@ -199,7 +199,7 @@ impl Connection {
     }
 
     /// How sessions on this cluster are created (target, threads, deadlines).
-    pub fn session_config(&self) -> &SessionConfig {
+    pub(crate) fn session_config(&self) -> &SessionConfig {
         &self.config
     }
 

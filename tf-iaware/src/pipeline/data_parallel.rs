@@ -82,6 +82,7 @@ pub struct DataParallelReport {
     pub plan: DataParallelPlan,
     /// Measured worker throughputs the plan was made from (`infra-aware`).
     pub calibration: Option<Vec<WorkerCapacity>>,
+    /// The training run of the last plan (step times, losses).
     #[serde(flatten)]
     pub train: TrainReport,
     /// Lost tasks recovered from (empty without faults or without checkpoints).

@@ -66,7 +66,7 @@ impl TensorRef {
     ///
     /// # Errors
     /// [`Error::Handle`] for an empty name or an index that is not a number.
-    pub fn parse(name: &str) -> Result<Self> {
+    pub(crate) fn parse(name: &str) -> Result<Self> {
         let bad = |reason: &str| Error::Handle {
             handle: format!("`{name}`"),
             reason: reason.into(),

@@ -141,7 +141,7 @@ impl Fetched<'_> {
     ///
     /// # Errors
     /// As [`Fetched::get`].
-    pub fn at<T: TensorType>(&mut self, i: usize) -> Result<Tensor<T>> {
+    pub(crate) fn at<T: TensorType>(&mut self, i: usize) -> Result<Tensor<T>> {
         let (name, token) = self.tokens.get(i).cloned().ok_or_else(|| Error::Handle {
             handle: format!("fetch #{i}"),
             reason: format!("the run fetched {} tensors", self.tokens.len()),

@@ -10,7 +10,7 @@ use super::handle::{OpHandle, TensorHandle, TensorRef};
 
 /// One training step: targets run for their effect (the optimizer's update op) and fetched
 /// tensors (the loss, metrics). Built from the user's own handles; a handle that names nothing is
-/// reported when the step is used ([`Step::check`]), so the builder chains without `?`.
+/// reported when the step is used (`Step::check`), so the builder chains without `?`.
 #[derive(Clone, Debug, Default)]
 pub struct Step {
     targets: Vec<String>,
@@ -61,17 +61,17 @@ impl Step {
     }
 
     /// Names of the target ops, in the order given.
-    pub fn targets(&self) -> &[String] {
+    pub(crate) fn targets(&self) -> &[String] {
         &self.targets
     }
 
     /// The fetched tensors, in the order given.
-    pub fn fetches(&self) -> &[TensorRef] {
+    pub(crate) fn fetches(&self) -> &[TensorRef] {
         &self.fetches
     }
 
     /// Whether the step names no op at all.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.targets.is_empty() && self.fetches.is_empty()
     }
 
@@ -81,7 +81,7 @@ impl Step {
     /// [`Error::Handle`] for a handle that named nothing when it was added;
     /// [`Error::UnknownOp`] for a target or fetch the graph lacks; [`Error::Handle`] for a fetch
     /// index beyond the op's outputs.
-    pub fn check(&self, graph: &OpGraph) -> Result<()> {
+    pub(crate) fn check(&self, graph: &OpGraph) -> Result<()> {
         if let Some(e) = self.deferred_error() {
             return Err(Error::Handle {
                 handle: "in the step".into(),
@@ -109,7 +109,7 @@ impl Step {
     ///
     /// # Errors
     /// As [`Step::check`].
-    pub fn active_ops(&self, graph: &OpGraph) -> Result<Vec<bool>> {
+    pub(crate) fn active_ops(&self, graph: &OpGraph) -> Result<Vec<bool>> {
         self.check(graph)?;
         if self.is_empty() {
             return Ok(vec![true; graph.len()]);

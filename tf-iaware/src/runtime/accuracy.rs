@@ -55,16 +55,16 @@ pub enum Mode {
         /// Gradients each step does without.
         backups: usize,
     },
-    /// Measures a synchronous and an asynchronous window of [`PROBE_S`] seconds each and goes
-    /// on asynchronously only if that read at least [`ASYNC_GAIN`] times the images per second:
+    /// Measures a synchronous and an asynchronous window of `PROBE_S` seconds each and goes
+    /// on asynchronously only if that read at least `ASYNC_GAIN` times the images per second:
     /// stale gradients make an asynchronous sample worth less, so asynchrony must pay for it.
     Adaptive,
 }
 
 /// Training seconds of each probe window of [`Mode::Adaptive`].
-pub const PROBE_S: f64 = 1.5;
+pub(crate) const PROBE_S: f64 = 1.5;
 /// Images per second asynchronous training must read, relative to synchronous, to be chosen.
-pub const ASYNC_GAIN: f64 = 1.25;
+pub(crate) const ASYNC_GAIN: f64 = 1.25;
 
 /// LB-BSP-style re-sizing of a synchronous plan's shares from measured replica times.
 #[derive(Clone, Debug)]
@@ -89,6 +89,7 @@ pub struct Contender {
     pub name: String,
     /// Workers, their shares (in `Async` and `Backup`, each worker's per-step batch) and ps.
     pub plan: DataParallelPlan,
+    /// How workers combine their gradients.
     pub mode: Mode,
     /// Re-sizing of the shares (`Sync` only).
     pub feedback: Option<Feedback>,
@@ -202,7 +203,9 @@ impl AccuracyModel {
 /// Real labelled images mapped into a model's input, split into training and held-out images.
 #[derive(Clone, Debug)]
 pub struct LabelledTask {
+    /// The images trained on.
     pub train: LabelledImages,
+    /// The held-out images accuracy is measured on.
     pub test: LabelledImages,
 }
 
@@ -259,6 +262,7 @@ pub struct AccuracyPoint {
 /// What one worker did.
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkerCount {
+    /// Worker device.
     pub device: String,
     /// Its share (per-step batch) at the end.
     pub batch: usize,
@@ -282,7 +286,9 @@ pub struct Choice {
 /// The result of [`train_to_accuracy`].
 #[derive(Clone, Debug, Serialize)]
 pub struct AccuracyReport {
+    /// Name of the contender.
     pub contender: String,
+    /// How its workers combined their gradients.
     pub mode: Mode,
     /// Whether the target was reached before [`AccuracyOptions::max_train_s`].
     pub reached: bool,
@@ -296,11 +302,15 @@ pub struct AccuracyReport {
     pub updates: u64,
     /// Training images read (gradients of dropped backup steps included).
     pub samples: u64,
+    /// `samples` over the training images.
     pub epochs: f64,
     /// `samples / train_seconds`.
     pub images_per_sec: f64,
+    /// Held-out accuracy at the end, 0–1.
     pub final_accuracy: f64,
+    /// Held-out accuracy at each evaluation.
     pub curve: Vec<AccuracyPoint>,
+    /// What each worker did.
     pub workers: Vec<WorkerCount>,
     /// Gradients computed but left out of every step (`Backup`): at most the gradients
     /// computed less N − k per update (a step takes all that arrived before it, N − k or more).
@@ -338,6 +348,7 @@ pub struct Planning<'a> {
     pub workers: &'a [String],
     /// Parameter-server devices.
     pub ps: &'a [String],
+    /// The variables to place on the ps tasks.
     pub vars: &'a [VarInfo],
     /// Samples per synchronous step; the asynchronous contenders' per-worker batches sum to it.
     pub global_batch: usize,
@@ -421,7 +432,7 @@ pub fn contender(name: &str, p: &Planning<'_>) -> Result<Contender> {
 }
 
 /// The evaluation of variables on held-out images, in a local session.
-pub struct Evaluator {
+pub(crate) struct Evaluator {
     session: PlacedSession,
     state: Vec<StateVar>,
     x: Operation,
@@ -439,7 +450,7 @@ impl Evaluator {
     ///
     /// # Errors
     /// The errors of replicating and importing the model.
-    pub fn new(model: &AccuracyModel, test: &LabelledImages) -> Result<Evaluator> {
+    pub(crate) fn new(model: &AccuracyModel, test: &LabelledImages) -> Result<Evaluator> {
         let (analyzed, sidecar) = (&model.workload.analyzed, &model.workload.sidecar);
         // One replica over the whole held-out set: the same checkpoint ops as training has.
         let plan = DataParallelPlan {

@@ -1,13 +1,13 @@
 //! Adaptation during synchronous data-parallel training: watch every worker's live metrics and
 //! every replica's step window, and re-plan between steps when a worker moves.
 //!
-//! * [`DriftWatch`] (pure) decides. A **metrics** move: a worker's live availability is more
+//! * `DriftWatch` (pure) decides. A **metrics** move: a worker's live availability is more
 //!   than [`AdaptOptions::availability_threshold`] (relative) away from what it was when the
 //!   plan was made, in [`AdaptOptions::metric_patience`] consecutive *fresh* readings (a reading
 //!   counts once, by its time stamp). A **step-time** move: a replica's busy window is more than
 //!   [`AdaptOptions::step_threshold`] away from its own baseline (the median of its first
 //!   windows after the plan) for [`AdaptOptions::step_patience`] steps.
-//! * [`LiveWatcher`] reads the cluster's metrics on a background thread (every
+//! * `LiveWatcher` reads the cluster's metrics on a background thread (every
 //!   [`AdaptOptions::refresh_interval`]), so a training step never waits on the network.
 //! * [`AdaptiveTrainer`] trains a [`DataParallelPlan`] step by step; on a move it rescales the
 //!   moved workers' figures (metrics: to their availability now, see
@@ -33,7 +33,7 @@ use crate::error::Result;
 use crate::monitor::snapshot::unix_now_ms;
 use crate::parallel::{self, DataParallelPlan, WorkerCapacity};
 
-/// When [`DriftWatch`] calls a move.
+/// When `DriftWatch` calls a move.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AdaptOptions {
     /// Relative change of a worker's availability that counts as a move (default 0.15).
@@ -88,7 +88,7 @@ pub enum Trigger {
 
 /// A move [`DriftWatch`] has called.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Detection {
+pub(crate) struct Detection {
     /// Which signal.
     pub trigger: Trigger,
     /// Moved workers and their speed factor (new ÷ old: 0.5 = half as fast).
@@ -111,7 +111,7 @@ struct Strikes {
 
 /// Decides when a worker has moved (see the module docs). Pure: fed readings and windows.
 #[derive(Clone, Debug)]
-pub struct DriftWatch {
+pub(crate) struct DriftWatch {
     options: AdaptOptions,
     /// Availability per worker when the plan was made.
     base: BTreeMap<String, f64>,
@@ -125,7 +125,7 @@ pub struct DriftWatch {
 
 impl DriftWatch {
     /// A watch for a plan made when the workers had availability `baseline` (worker, 0–1).
-    pub fn new(options: &AdaptOptions, baseline: &[(String, f64)]) -> Self {
+    pub(crate) fn new(options: &AdaptOptions, baseline: &[(String, f64)]) -> Self {
         DriftWatch {
             options: options.clone(),
             base: baseline.iter().cloned().collect(),
@@ -141,7 +141,7 @@ impl DriftWatch {
     /// `now_unix_ms`; returns a [`Trigger::Metrics`] detection once some worker has been beyond
     /// the threshold for `metric_patience` fresh readings. Readings not newer than the last
     /// one of their worker, and workers without a baseline, are ignored.
-    pub fn observe_metrics(
+    pub(crate) fn observe_metrics(
         &mut self,
         step: usize,
         readings: &[(String, f64, u64)],
@@ -205,7 +205,7 @@ impl DriftWatch {
     /// Feeds the replicas' busy windows `(worker, ms)` of step `step`; returns a
     /// [`Trigger::StepTime`] detection once a window has been beyond the threshold of its
     /// baseline for `step_patience` steps (factor = baseline ÷ window).
-    pub fn observe_step(
+    pub(crate) fn observe_step(
         &mut self,
         step: usize,
         spans: &[(String, f64)],
@@ -251,11 +251,11 @@ impl DriftWatch {
 }
 
 /// A reading of one device: (device, availability, taken Unix ms).
-pub type Reading = (String, f64, u64);
+pub(crate) type Reading = (String, f64, u64);
 
 /// Reads a cluster's live metrics on a background thread and keeps the latest view, and every
 /// fresh reading since it was last drained (so patience counts agent samples, not steps).
-pub struct LiveWatcher {
+pub(crate) struct LiveWatcher {
     latest: Arc<Mutex<(Cluster, u64)>>,
     pending: Arc<Mutex<Vec<Reading>>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -275,7 +275,11 @@ impl LiveWatcher {
     ///
     /// # Errors
     /// [`Error::MonitorThread`](crate::Error::MonitorThread) if the thread cannot start.
-    pub fn spawn(mut feed: MetricsFeed, cluster: Cluster, interval: Duration) -> Result<Self> {
+    pub(crate) fn spawn(
+        mut feed: MetricsFeed,
+        cluster: Cluster,
+        interval: Duration,
+    ) -> Result<Self> {
         let latest = Arc::new(Mutex::new((cluster, 0u64)));
         let pending = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -334,18 +338,18 @@ impl LiveWatcher {
     }
 
     /// The cluster as last refreshed, and how many refreshes there have been.
-    pub fn latest(&self) -> (Cluster, u64) {
+    pub(crate) fn latest(&self) -> (Cluster, u64) {
         self.latest.lock().clone()
     }
 
     /// Every fresh reading since the last call, oldest first.
-    pub fn drain(&self) -> Vec<Reading> {
+    pub(crate) fn drain(&self) -> Vec<Reading> {
         std::mem::take(&mut *self.pending.lock())
     }
 
     /// CPU time the reader thread used ÷ wall time since it started: what reading the metrics
     /// costs this process (`None` where thread CPU time cannot be read).
-    pub fn cost_share(&self) -> Option<f64> {
+    pub(crate) fn cost_share(&self) -> Option<f64> {
         let tid = (*self.tid.lock())?;
         let cpu = crate::monitor::sampler::thread_cpu_time(tid)?;
         Some(cpu.as_secs_f64() / self.started.elapsed().as_secs_f64().max(1e-9))
@@ -384,7 +388,7 @@ pub struct ReplanRecord {
 }
 
 /// Makes a plan from worker figures and the cluster's live view.
-pub type Planner = dyn FnMut(&[WorkerCapacity], &Cluster) -> Result<DataParallelPlan>;
+pub(crate) type Planner = dyn FnMut(&[WorkerCapacity], &Cluster) -> Result<DataParallelPlan>;
 
 /// Trains a data-parallel plan of a workload (any training graph, or a zoo model) step by step,
 /// re-planning between steps when a worker moves (see the module docs).
@@ -472,7 +476,7 @@ impl AdaptiveTrainer {
         &self.records
     }
 
-    /// CPU share spent reading live metrics (see [`LiveWatcher::cost_share`]).
+    /// CPU share spent reading live metrics (see `LiveWatcher::cost_share`).
     pub fn metrics_cost_share(&self) -> Option<f64> {
         self.watcher.as_ref().and_then(LiveWatcher::cost_share)
     }

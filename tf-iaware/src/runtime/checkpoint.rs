@@ -15,7 +15,7 @@ pub use tf_iaware_core::parallel::checkpoint::*;
 /// # Errors
 /// [`Error::UnknownOp`] if the graph lacks a read op; [`Error::TensorFlow`] if the run fails (a
 /// lost ps, say).
-pub fn save(session: &PlacedSession, state: &[StateVar], step: usize) -> Result<Checkpoint> {
+pub(crate) fn save(session: &PlacedSession, state: &[StateVar], step: usize) -> Result<Checkpoint> {
     let reads = state
         .iter()
         .map(|v| session.op(&v.read, "checkpoint read"))
@@ -39,7 +39,11 @@ pub fn save(session: &PlacedSession, state: &[StateVar], step: usize) -> Result<
 /// # Errors
 /// [`Error::Checkpoint`] if the checkpoint does not fit `state`; [`Error::UnknownOp`] if the
 /// graph lacks the restore ops; [`Error::TensorFlow`] if the run fails.
-pub fn restore(session: &PlacedSession, state: &[StateVar], checkpoint: &Checkpoint) -> Result<()> {
+pub(crate) fn restore(
+    session: &PlacedSession,
+    state: &[StateVar],
+    checkpoint: &Checkpoint,
+) -> Result<()> {
     let saved = checkpoint.matching(state)?;
     let mut values = Vec::with_capacity(saved.len());
     for t in &saved {
@@ -66,7 +70,7 @@ pub fn restore(session: &PlacedSession, state: &[StateVar], checkpoint: &Checkpo
 /// # Errors
 /// [`Error::UnknownOp`] if the graph lacks the probe ops; [`Error::TensorFlow`] if the run
 /// fails.
-pub fn initialized(session: &PlacedSession, state: &[StateVar]) -> Result<Vec<bool>> {
+pub(crate) fn initialized(session: &PlacedSession, state: &[StateVar]) -> Result<Vec<bool>> {
     let flags = state
         .iter()
         .map(|v| session.op(&initialized_op(&v.name), "initialisation probe"))

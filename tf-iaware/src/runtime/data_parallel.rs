@@ -110,7 +110,7 @@ pub fn prepare(
 }
 
 /// A session over `plan`'s graph, ready to step, checkpoint and restore.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub trainer: Trainer,
     pub placement: crate::placer::Placement,
     pub op_graph: crate::graph::OpGraph,
@@ -122,7 +122,7 @@ pub struct Prepared {
 ///
 /// # Errors
 /// As [`train`].
-pub fn prepare_run(
+pub(crate) fn prepare_run(
     workload: impl Into<Workload>,
     plan: &DataParallelPlan,
     cluster: &Cluster,
@@ -166,7 +166,7 @@ pub fn prepare_run(
 ///
 /// # Errors
 /// The errors of [`apply::apply`] and [`PlacedSession::new`].
-pub fn plan_session(
+pub(crate) fn plan_session(
     plan: &DataParallelPlan,
     analyzed: &crate::graph::analyze::Analyzed,
     placement: &crate::placer::Placement,
@@ -263,7 +263,7 @@ pub fn calibrate_workers(
 
 /// Each replica's busy window in one traced step of `plan`, ms (replicas without one are left
 /// out).
-pub fn replica_spans_ms(
+pub(crate) fn replica_spans_ms(
     plan: &DataParallelPlan,
     stats: &crate::proto::StepStats,
 ) -> Vec<(String, f64)> {
@@ -312,7 +312,7 @@ fn answers(address: &str) -> bool {
 }
 
 /// Devices (of `plan`'s replicas, its ps, or any list) whose task still accepts connections.
-pub fn reachable(devices: &[String], tf_config: &TfConfig) -> Vec<String> {
+pub(crate) fn reachable(devices: &[String], tf_config: &TfConfig) -> Vec<String> {
     devices
         .iter()
         .filter(|d| address_of(d, tf_config).is_some_and(answers))
@@ -339,7 +339,7 @@ fn without(all: &[String], gone: &[String]) -> Vec<String> {
 }
 
 /// The ps devices `plan` uses: every variable's device and the global device, sorted, distinct.
-pub fn plan_ps(plan: &DataParallelPlan) -> Vec<String> {
+pub(crate) fn plan_ps(plan: &DataParallelPlan) -> Vec<String> {
     let mut ps: Vec<String> = plan
         .variable_devices
         .values()
@@ -381,12 +381,14 @@ pub struct DeadlineRetry {
 pub struct Recovery {
     /// Global step whose attempt (or the initialisation or checkpoint before it) failed.
     pub step: usize,
+    /// What was lost (a worker, a ps task, …).
     pub kind: FaultKind,
     /// Devices of the lost tasks: workers that no longer answer, ps tasks that stopped
     /// answering or whose variables are gone (restarted).
     pub lost: Vec<String>,
     /// The failing run's error.
     pub error: String,
+    /// The plan that replaced the old one.
     pub plan: DataParallelPlan,
     /// Session target after the recovery (`grpc://host:port`; another task when the master was
     /// lost for good).
@@ -412,9 +414,11 @@ pub struct RecoveringReport {
     pub losses: Vec<f32>,
     /// Wall time of every global step, ms, as `losses`.
     pub step_ms: Vec<f64>,
+    /// Every recovery, in order.
     pub recoveries: Vec<Recovery>,
     /// Runs retried after their deadline passed with every worker alive.
     pub deadline_retries: Vec<DeadlineRetry>,
+    /// The plan in use when training ended.
     pub final_plan: DataParallelPlan,
     /// Steps run in all, redone ones included.
     pub steps_run: usize,
@@ -438,7 +442,7 @@ impl RecoveringReport {
     /// The run as a [`TrainReport`] of `global_batch`-sample steps whose first `warmup` are
     /// not timed; a traced last step ([`RecoveryOptions::trace_last`]) is not timed either
     /// unless it is the only timed one.
-    pub fn train_report(&self, warmup: usize, global_batch: usize) -> TrainReport {
+    pub(crate) fn train_report(&self, warmup: usize, global_batch: usize) -> TrainReport {
         let mut times: Vec<f64> = self.step_ms.iter().skip(warmup).copied().collect();
         if self.step_stats.is_some() && times.len() > 1 {
             times.pop();

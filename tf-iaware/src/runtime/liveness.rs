@@ -4,7 +4,7 @@
 //! A stopped (`SIGSTOP`) or frozen process still completes TCP handshakes on its gRPC port —
 //! the kernel answers them — so a port that accepts says nothing. Its metrics agent runs in the
 //! same process (`tf-iaware worker --metrics`), so an agent whose `GET /healthz` goes
-//! unanswered is a process that does not run. A [`Watchdog`] probes every agent in the
+//! unanswered is a process that does not run. A `Watchdog` probes every agent in the
 //! background; when a run passes its deadline, the tasks whose agent has been silent for
 //! [`HangDetection::silence`] are hung, and the others are alive — merely slow (a loaded
 //! machine), in which case the run is retried with a longer deadline instead of dropping
@@ -26,6 +26,7 @@ pub struct HangDetection {
     /// Deadline of a run = max(`floor`, `factor` × the expected step), doubled for each retry
     /// of the same run.
     pub factor: f64,
+    /// Shortest deadline of a run.
     pub floor: Duration,
     /// Floor of the deadline of a session's first runs — initialisation or restore, and its
     /// first step, which registers the graph on every task (seconds on a loaded machine).
@@ -61,7 +62,7 @@ impl Default for HangDetection {
 
 impl HangDetection {
     /// The deadline of a run after `retries` retries, given the expected step (ms) if known.
-    pub fn deadline(&self, expected_ms: Option<f64>, retries: u32) -> Duration {
+    pub(crate) fn deadline(&self, expected_ms: Option<f64>, retries: u32) -> Duration {
         let expected = self
             .predicted_step_ms
             .into_iter()
@@ -77,7 +78,7 @@ impl HangDetection {
 
 /// Whether the agent at `address` (`host:port`) answers `GET /healthz` with 200 within
 /// `timeout` (connect, write and read each bounded).
-pub fn healthz(address: &str, timeout: Duration) -> bool {
+pub(crate) fn healthz(address: &str, timeout: Duration) -> bool {
     let Some(addr) = address.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
         return false;
     };
@@ -99,7 +100,7 @@ pub fn healthz(address: &str, timeout: Duration) -> bool {
 type Seen = Arc<Mutex<BTreeMap<String, (String, Option<Instant>)>>>;
 
 /// Probes agents in the background and remembers when each last answered.
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     seen: Seen,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -108,7 +109,7 @@ pub struct Watchdog {
 
 impl Watchdog {
     /// Starts probing `agents` (device → `host:port` of its task's agent) as `options` says.
-    pub fn start(agents: BTreeMap<String, String>, options: &HangDetection) -> Watchdog {
+    pub(crate) fn start(agents: BTreeMap<String, String>, options: &HangDetection) -> Watchdog {
         let seen = Arc::new(Mutex::new(
             agents
                 .into_iter()
@@ -157,7 +158,7 @@ impl Watchdog {
     /// Of `devices`, those whose agent answered once and has been silent for the silence
     /// period since. A device without an agent, or whose agent never answered, is never
     /// called hung (nothing tells it from a slow one).
-    pub fn silent(&self, devices: &[String]) -> Vec<String> {
+    pub(crate) fn silent(&self, devices: &[String]) -> Vec<String> {
         let Ok(m) = self.seen.lock() else {
             return Vec::new();
         };

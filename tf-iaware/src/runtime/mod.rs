@@ -4,11 +4,11 @@
 pub mod accuracy;
 pub mod adapt;
 pub mod calibrate;
-pub mod checkpoint;
+pub(crate) mod checkpoint;
 pub mod data_parallel;
 pub mod liveness;
 pub mod replicated;
-pub mod session;
+pub(crate) mod session;
 pub mod stats;
 pub mod train;
 

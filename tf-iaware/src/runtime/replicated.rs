@@ -17,7 +17,7 @@ use crate::placer::Placement;
 use crate::runtime::Sidecar;
 
 /// Op types that hold a variable.
-pub fn is_variable(op: &str) -> bool {
+pub(crate) fn is_variable(op: &str) -> bool {
     matches!(op, "VarHandleOp" | "VariableV2" | "Variable")
 }
 
@@ -98,7 +98,7 @@ impl Workload {
 
     /// What identifies the workload in caches: the zoo model's name, or the graph's name and a
     /// hash of its GraphDef and sidecar inputs.
-    pub fn cache_key(&self) -> String {
+    pub(crate) fn cache_key(&self) -> String {
         match self {
             Workload::Zoo(n) => n.clone(),
             Workload::Graph(g) => {
@@ -168,7 +168,9 @@ impl Workload {
 pub struct GraphWorkload {
     /// Its name in reports.
     pub name: String,
+    /// The graph as TensorFlow analysed it.
     pub analyzed: Analyzed,
+    /// Its inputs, loss and train op.
     pub sidecar: Sidecar,
     /// Where each replica's batch comes from.
     pub data: BatchData,
@@ -218,8 +220,11 @@ pub fn variables(graph: &OpGraph) -> Vec<VarInfo> {
 
 /// A graph replicated for a plan, analysed by TensorFlow, with a device for every op.
 pub struct ReplicatedGraph {
+    /// The replicated graph as TensorFlow analysed it.
     pub analyzed: Analyzed,
+    /// What each op of it is (replica, combination, global).
     pub replication: Replication,
+    /// A device for every op.
     pub placement: Placement,
 }
 
@@ -237,7 +242,7 @@ pub fn build(workload: &GraphWorkload, plan: &DataParallelPlan) -> Result<Replic
 ///
 /// # Errors
 /// As [`build`]; the errors of `extend`.
-pub fn build_with<T>(
+pub(crate) fn build_with<T>(
     workload: &GraphWorkload,
     plan: &DataParallelPlan,
     extend: impl FnOnce(&mut Replication) -> Result<T>,

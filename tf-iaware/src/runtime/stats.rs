@@ -8,7 +8,7 @@ use crate::proto::StepStats;
 
 /// The device part of a step-stats device string (drops stream suffixes such as
 /// `/device:GPU:0/stream:all`, keeps `/job:…/replica:…/task:…/device:TYPE:ID`).
-pub fn normalize_device(device: &str) -> String {
+pub(crate) fn normalize_device(device: &str) -> String {
     let mut parts = Vec::new();
     for part in device.split('/').filter(|p| !p.is_empty()) {
         let key = part.split(':').next().unwrap_or("");
@@ -44,7 +44,7 @@ pub fn executed_nodes(stats: &StepStats) -> BTreeMap<String, Vec<String>> {
 }
 
 /// Device → number of distinct nodes that ran there.
-pub fn executed_counts(stats: &StepStats) -> BTreeMap<String, usize> {
+pub(crate) fn executed_counts(stats: &StepStats) -> BTreeMap<String, usize> {
     executed_nodes(stats)
         .into_iter()
         .map(|(d, n)| (d, n.len()))
@@ -54,8 +54,11 @@ pub fn executed_counts(stats: &StepStats) -> BTreeMap<String, usize> {
 /// A placed op that step stats saw on another device.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Mismatch {
+    /// Name of the op.
     pub op: String,
+    /// Device it was placed on.
     pub placed: String,
+    /// Device step stats saw it run on.
     pub ran: String,
 }
 
@@ -72,7 +75,7 @@ fn label_op_type(label: &str) -> Option<&str> {
 /// parsed names, so `/device:CPU:1` and the full name agree). Nodes Grappler rewrote into
 /// another op type (constant folding turns shape arithmetic into `Const`, say) are not the op
 /// that was placed and are skipped; `op_type` gives the graph's type of a node name.
-pub fn placement_mismatches<'a>(
+pub(crate) fn placement_mismatches<'a>(
     stats: &StepStats,
     placement: &Placement,
     op_type: impl Fn(&str) -> Option<&'a str>,
@@ -109,7 +112,7 @@ pub fn placement_mismatches<'a>(
 
 /// Busy window of every device in one traced step: (first op start, last op end), µs since the
 /// epoch. A replica's window is how long its share of the step took it.
-pub fn device_spans(stats: &StepStats) -> BTreeMap<String, (i64, i64)> {
+pub(crate) fn device_spans(stats: &StepStats) -> BTreeMap<String, (i64, i64)> {
     let mut out: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for dev in &stats.dev_stats {
         for n in &dev.node_stats {

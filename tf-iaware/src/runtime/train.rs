@@ -18,8 +18,11 @@ use crate::proto::StepStats;
 /// Percentiles of step wall times, ms.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepTimes {
+    /// Median, ms.
     pub median: f64,
+    /// 10th percentile, ms.
     pub p10: f64,
+    /// 90th percentile, ms.
     pub p90: f64,
 }
 
@@ -52,7 +55,7 @@ pub const MAX_STEPS: usize = 10_000_000;
 /// # Errors
 /// [`Error::InvalidArgument`] naming the input for a negative dimension, an element count that
 /// overflows, or a batch larger than the available memory.
-pub fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
+pub(crate) fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
     let bad = |reason: String| Error::InvalidArgument {
         what: format!("input `{what}` of shape {dims:?}"),
         reason,
@@ -76,13 +79,17 @@ pub fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
 pub struct TrainReport {
     /// Measured steps (warm-up excluded).
     pub steps: usize,
+    /// Warm-up steps run before the measured ones.
     pub warmup: usize,
+    /// Percentiles of the measured steps, ms.
     pub step_ms: StepTimes,
     /// Every measured step's wall time, ms.
     pub step_ms_all: Vec<f64>,
     /// Samples per second at the median step time.
     pub images_per_sec: f64,
+    /// Loss of the first step (warm-up included).
     pub loss_first: f32,
+    /// Loss of the last step.
     pub loss_last: f32,
     /// Loss of every step, warm-up included.
     pub losses: Vec<f32>,
@@ -90,6 +97,7 @@ pub struct TrainReport {
     pub executed: BTreeMap<String, usize>,
     /// Placed ops that ran elsewhere (should be empty).
     pub mismatches: Vec<stats::Mismatch>,
+    /// Step stats of the last, traced, step (not serialised).
     #[serde(skip)]
     pub step_stats: Option<StepStats>,
 }
@@ -171,7 +179,7 @@ impl Trainer {
     }
 
     /// Sets the deadline of every later run, ms (RunOptions `timeout_in_ms`; 0: none).
-    pub fn set_run_timeout_ms(&mut self, ms: i64) {
+    pub(crate) fn set_run_timeout_ms(&mut self, ms: i64) {
         self.session.run_timeout_ms = ms;
     }
 
@@ -189,7 +197,7 @@ impl Trainer {
     ///
     /// # Errors
     /// [`Error::UnknownOp`] if the graph has no such op; [`Error::TensorFlow`] if it fails.
-    pub fn run_op(&self, name: &str) -> Result<()> {
+    pub(crate) fn run_op(&self, name: &str) -> Result<()> {
         let op = self.session.op(name, "Trainer::run_op")?;
         self.session.run(&[], &[op], &[], false).map(|_| ())
     }

@@ -26,7 +26,7 @@ pub fn version() -> String {
 ///
 /// # Errors
 /// [`Error::TensorFlowVersion`] naming both versions and the library path.
-pub fn ensure_supported_version() -> Result<()> {
+pub(crate) fn ensure_supported_version() -> Result<()> {
     static CHECK: OnceLock<std::result::Result<(), (String, String)>> = OnceLock::new();
     let outcome = CHECK.get_or_init(|| {
         let found = version();

@@ -21,7 +21,7 @@ impl Agent {
     ///
     /// # Errors
     /// [`Error::Agent`] naming the address and [`NOT_COMPILED`].
-    pub fn serve(config: AgentConfig, _source: Arc<dyn MetricsSource>) -> Result<Agent> {
+    pub(crate) fn serve(config: AgentConfig, _source: Arc<dyn MetricsSource>) -> Result<Agent> {
         Err(Error::Agent {
             listen: config.listen.to_string(),
             reason: NOT_COMPILED.to_string(),
@@ -29,22 +29,22 @@ impl Agent {
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         match self.never {}
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub fn metrics_url(&self) -> String {
+    pub(crate) fn metrics_url(&self) -> String {
         match self.never {}
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         match self.never {}
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub fn wait(self) {
+    pub(crate) fn wait(self) {
         match self.never {}
     }
 }

@@ -18,12 +18,12 @@ impl Scraper {
     ///
     /// # Errors
     /// [`Error::Scrape`] naming the first target and [`NOT_COMPILED`].
-    pub fn new(targets: Vec<Target>, _options: ScrapeOptions) -> Result<Scraper> {
+    pub(crate) fn new(targets: Vec<Target>, _options: ScrapeOptions) -> Result<Scraper> {
         Err(not_compiled(&targets))
     }
 
     /// The targets (never called: no `Scraper` exists in this build).
-    pub fn targets(&self) -> Vec<&Target> {
+    pub(crate) fn targets(&self) -> Vec<&Target> {
         match self.never {}
     }
 

@@ -3,7 +3,7 @@
 //!
 //! 1. **compute rate** — a MatMul micro-benchmark of known FLOPs pinned to each device, fitted to a
 //!    sustained FLOP/s;
-//! 2. **op types** — the [calibration network](crate::models::calibration) trained op by op
+//! 2. **op types** — the calibration network trained op by op
 //!    (FULL_TRACE step stats) on each device at two batch sizes: per op type a line
 //!    `work = intercept + slope × size` ([`OpCostFitter`]); then the device's per-op overhead
 //!    (the executor's own time between ops) is the one with which the simulator reproduces the
@@ -18,11 +18,11 @@
 //! **Capability, not a snapshot of load.** The figures are measured at the availability the
 //! monitor reported for each device when the calibration started
 //! ([`Device::availability`](crate::cluster::Device::availability), set by
-//! [`cluster::connect`](crate::cluster::connect)) and stored divided by it, so a later run
+//! `cluster::connect`) and stored divided by it, so a later run
 //! multiplies them by *its* live availability. A calibration during which co-tenants took more
 //! than `1 − min_free_fraction` of some device is flagged ([`CalibrationProfile::under_load`]) and
-//! not cached ([`calibrate_and_cache`]). The cache lives per user
-//! ([`cache_dir`]); [`list_cached`] lists it, [`invalidate`] drops a cluster's profile.
+//! not cached (`calibrate_and_cache`). The cache lives per user
+//! ([`cache_dir`]); [`list_cached`] lists it, `invalidate` drops a cluster's profile.
 
 mod compute;
 mod links;
@@ -48,7 +48,7 @@ use crate::runtime::replicated::Workload;
 /// Timed runs per size (the median counts), after one warm-up run.
 const RUNS: usize = 5;
 /// A cached profile older than this is recalibrated, seconds (7 days).
-pub const MAX_AGE_S: u64 = 7 * 24 * 3600;
+pub(crate) const MAX_AGE_S: u64 = 7 * 24 * 3600;
 
 fn now_s() -> u64 {
     SystemTime::now()
@@ -66,7 +66,7 @@ fn host() -> String {
 ///
 /// # Errors
 /// [`Error::TensorFlow`] if a benchmark cannot run; [`Error::Calibration`] if the times do not fit.
-pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<CalibrationProfile> {
+pub(crate) fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<CalibrationProfile> {
     let mut profile = CalibrationProfile::new(&crate::tf::version(), &host(), now_s());
     for device in &cluster.devices {
         let samples = compute::time_matmuls(cluster, config, &device.name)?;
@@ -156,11 +156,11 @@ pub fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<Calibratio
 
 /// Contended share of a device (of what its hard cap leaves) below which a calibration counts
 /// as taken under heavy co-tenant load (and is not cached): a quarter was lost to others.
-pub const MIN_FREE_FRACTION: f64 = 0.75;
+pub(crate) const MIN_FREE_FRACTION: f64 = 0.75;
 
 /// Environment variable that overrides [`MIN_FREE_FRACTION`] (a number in 0–1; 0 caches
 /// whatever the load).
-pub const MIN_FREE_FRACTION_ENV: &str = "TF_IAWARE_CALIBRATION_MIN_FREE";
+pub(crate) const MIN_FREE_FRACTION_ENV: &str = "TF_IAWARE_CALIBRATION_MIN_FREE";
 
 /// The per-user cache folder: `$TF_IAWARE_CACHE_DIR`, else `$XDG_CACHE_HOME/tf-iaware`, else
 /// `~/.cache/tf-iaware`; profiles are in its `calibration/` folder.
@@ -174,7 +174,7 @@ pub fn cache_dir() -> PathBuf {
 
 /// Where the profile of `cluster` is cached: [`cache_dir`]`/calibration/<host>-<hash>.json`,
 /// the hash over the TensorFlow version and the device names. The hardware fingerprint of each
-/// device is checked when the profile is read ([`apply_cached_status`]).
+/// device is checked when the profile is read (`apply_cached_status`).
 pub fn profile_path(cluster: &Cluster) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -190,7 +190,7 @@ pub fn profile_path(cluster: &Cluster) -> PathBuf {
         .join(format!("{}-{:016x}.json", host(), h.finish()))
 }
 
-/// Why [`apply_cached_status`] did or did not use a cached profile.
+/// Why `apply_cached_status` did or did not use a cached profile.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CacheStatus {
     /// Whether the cached capabilities were applied.
@@ -204,10 +204,10 @@ pub struct CacheStatus {
 }
 
 /// Applies the cached profile of `cluster` if there is a usable one (see
-/// [`apply_cached_status`]); returns whether it did.
+/// `apply_cached_status`); returns whether it did.
 ///
 /// # Errors
-/// As [`apply_cached_status`].
+/// As `apply_cached_status`.
 pub fn apply_cached(cluster: &mut Cluster) -> Result<bool> {
     Ok(apply_cached_status(cluster)?.hit)
 }
@@ -219,7 +219,7 @@ pub fn apply_cached(cluster: &mut Cluster) -> Result<bool> {
 ///
 /// # Errors
 /// [`Error::Json`] for a cached file that is not a profile; errors of [`CalibrationProfile::apply`].
-pub fn apply_cached_status(cluster: &mut Cluster) -> Result<CacheStatus> {
+pub(crate) fn apply_cached_status(cluster: &mut Cluster) -> Result<CacheStatus> {
     let path = profile_path(cluster);
     let miss = |reason: String, created: Option<u64>| CacheStatus {
         hit: false,
@@ -260,11 +260,11 @@ pub fn apply_cached_status(cluster: &mut Cluster) -> Result<CacheStatus> {
     })
 }
 
-/// How [`calibrate_and_cache`] treats load.
+/// How `calibrate_and_cache` treats load.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CalibrateOptions {
     /// Refuse to cache when some device had less than this free share of its allotment
-    /// (default: [`MIN_FREE_FRACTION_ENV`] if set, else [`MIN_FREE_FRACTION`]).
+    /// (default: `MIN_FREE_FRACTION_ENV` if set, else `MIN_FREE_FRACTION`).
     pub min_free_fraction: f64,
 }
 
@@ -280,7 +280,7 @@ impl Default for CalibrateOptions {
     }
 }
 
-/// What [`calibrate_and_cache`] did.
+/// What `calibrate_and_cache` did.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CalibrationOutcome {
     /// The cache file written (`None`: not cached, see `warning`).
@@ -316,7 +316,7 @@ fn loaded_devices(cluster: &Cluster, min_free: f64) -> Vec<String> {
 ///
 /// # Errors
 /// As [`calibrate`]; [`Error::Io`] if the cache cannot be written.
-pub fn calibrate_and_cache(
+pub(crate) fn calibrate_and_cache(
     cluster: &mut Cluster,
     config: &SessionConfig,
     options: &CalibrateOptions,
@@ -365,7 +365,7 @@ pub fn calibrate_and_cache(
 /// Calibrates `cluster`, stores the profile in its cache file and applies it.
 ///
 /// # Errors
-/// As [`calibrate_and_cache`]; [`Error::Calibration`] (naming the loaded devices) when the
+/// As `calibrate_and_cache`; [`Error::Calibration`] (naming the loaded devices) when the
 /// calibration ran under heavy co-tenant load and was not cached.
 pub fn calibrate_and_store(cluster: &mut Cluster, config: &SessionConfig) -> Result<PathBuf> {
     let outcome = calibrate_and_cache(cluster, config, &CalibrateOptions::default())?;
@@ -457,7 +457,7 @@ fn read_listing(path: &Path) -> CachedProfile {
 ///
 /// # Errors
 /// [`Error::Io`] if it exists but cannot be removed.
-pub fn invalidate(cluster: &Cluster) -> Result<bool> {
+pub(crate) fn invalidate(cluster: &Cluster) -> Result<bool> {
     let path = profile_path(cluster);
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(true),
@@ -472,7 +472,7 @@ pub fn invalidate(cluster: &Cluster) -> Result<bool> {
 /// record ([`WorkerCapacity::availability`](crate::parallel::WorkerCapacity::availability)), with
 /// the hardware fingerprint of its device.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
-pub struct WorkerProfile {
+pub(crate) struct WorkerProfile {
     /// [`PROFILE_FORMAT`] when written.
     pub format: u32,
     /// TensorFlow version that ran the steps.
@@ -514,7 +514,7 @@ fn machine_of(host: &str) -> &str {
 /// [`cache_dir`]`/workers/<hash>.json`, the hash over the TensorFlow version, model, probe
 /// batch, and each worker's and the ps's device name and machine (not port: an emulated
 /// cluster's ports change from run to run).
-pub fn workers_profile_path(
+pub(crate) fn workers_profile_path(
     workload: impl Into<Workload>,
     probe_batch: usize,
     cluster: &Cluster,
@@ -542,7 +542,7 @@ pub fn workers_profile_path(
     ))
 }
 
-/// Removes the cached worker calibration of [`workers_profile_path`]; returns whether there was one.
+/// Removes the cached worker calibration of `workers_profile_path`; returns whether there was one.
 ///
 /// # Errors
 /// [`Error::Io`] if it exists but cannot be removed.
@@ -562,11 +562,11 @@ pub fn invalidate_workers(
 }
 
 /// [`calibrate_workers`](super::data_parallel::calibrate_workers), through the per-user cache:
-/// a fresh profile (same TensorFlow version and format, younger than [`MAX_AGE_S`], each
+/// a fresh profile (same TensorFlow version and format, younger than `MAX_AGE_S`, each
 /// worker's hardware fingerprint unchanged where known) is reused without running anything —
 /// plans then rescale it to the availability now
 /// ([`live_capacities`](crate::parallel::live_capacities)). A new calibration is cached unless
-/// co-tenants contended for some worker (as [`calibrate_and_cache`]).
+/// co-tenants contended for some worker (as `calibrate_and_cache`).
 ///
 /// # Errors
 /// As [`calibrate_workers`](super::data_parallel::calibrate_workers); [`Error::Io`] if the
