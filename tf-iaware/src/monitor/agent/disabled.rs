@@ -1,4 +1,5 @@
-//! Without the `agent` feature: the agent's API, refusing to serve.
+//! Without the `agent` feature: the agent's API, refusing to serve. Every method stays `pub`, as
+//! in the real one, so callers compile the same with and without the feature.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ impl Agent {
     ///
     /// # Errors
     /// [`Error::Agent`] naming the address and [`NOT_COMPILED`].
-    pub(crate) fn serve(config: AgentConfig, _source: Arc<dyn MetricsSource>) -> Result<Agent> {
+    pub fn serve(config: AgentConfig, _source: Arc<dyn MetricsSource>) -> Result<Agent> {
         Err(Error::Agent {
             listen: config.listen.to_string(),
             reason: NOT_COMPILED.to_string(),
@@ -29,22 +30,22 @@ impl Agent {
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub(crate) fn local_addr(&self) -> SocketAddr {
+    pub fn local_addr(&self) -> SocketAddr {
         match self.never {}
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub(crate) fn metrics_url(&self) -> String {
+    pub fn metrics_url(&self) -> String {
         match self.never {}
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub(crate) fn stop(self) {
+    pub fn stop(self) {
         match self.never {}
     }
 
     /// Never called: no `Agent` exists in this build.
-    pub(crate) fn wait(self) {
+    pub fn wait(self) {
         match self.never {}
     }
 }

@@ -29,7 +29,7 @@ mod disabled {
 
     impl GpuSource {
         /// A source that reads nothing.
-        pub(crate) fn new() -> Self {
+        pub fn new() -> Self {
             GpuSource
         }
 
@@ -37,7 +37,7 @@ mod disabled {
         ///
         /// # Errors
         /// [`NOT_COMPILED`].
-        pub(crate) fn read(&mut self) -> Field<Vec<NvmlDeviceReading>> {
+        pub fn read(&mut self) -> Field<Vec<NvmlDeviceReading>> {
             Err(NOT_COMPILED.to_string())
         }
     }

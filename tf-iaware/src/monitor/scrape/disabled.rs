@@ -1,4 +1,5 @@
-//! Without the `scrape` feature: the scraper's API, refusing to run.
+//! Without the `scrape` feature: the scraper's API, refusing to run. Every method stays `pub`, as
+//! in the real one, so callers compile the same with and without the feature.
 
 use super::{ScrapeOptions, ScrapeReport, Target};
 use crate::error::{Error, Result};
@@ -18,12 +19,12 @@ impl Scraper {
     ///
     /// # Errors
     /// [`Error::Scrape`] naming the first target and [`NOT_COMPILED`].
-    pub(crate) fn new(targets: Vec<Target>, _options: ScrapeOptions) -> Result<Scraper> {
+    pub fn new(targets: Vec<Target>, _options: ScrapeOptions) -> Result<Scraper> {
         Err(not_compiled(&targets))
     }
 
     /// The targets (never called: no `Scraper` exists in this build).
-    pub(crate) fn targets(&self) -> Vec<&Target> {
+    pub fn targets(&self) -> Vec<&Target> {
         match self.never {}
     }
 
