@@ -88,23 +88,8 @@ impl Strategy for RoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::Device;
     use crate::graph::{Attr, DType, OpGraphBuilder};
-
-    fn cpus(n: usize) -> Cluster {
-        Cluster::new(
-            (0..n)
-                .map(|i| {
-                    Device::nominal(
-                        &format!("/job:localhost/replica:0/task:0/device:CPU:{i}"),
-                        "CPU",
-                        None,
-                        "localhost",
-                    )
-                })
-                .collect(),
-        )
-    }
+    use crate::placer::tests::cpus;
 
     #[test]
     fn round_robin_deals_groups_and_keeps_them_whole() {

@@ -203,7 +203,8 @@ fn colocated_graph() -> OpGraph {
     b.build().unwrap()
 }
 
-fn cpus(n: usize) -> Cluster {
+/// `n` nominal CPU devices of one local task (shared by the placers' own tests).
+pub(super) fn cpus(n: usize) -> Cluster {
     Cluster::new(
         (0..n)
             .map(|i| {
