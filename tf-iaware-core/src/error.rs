@@ -275,6 +275,15 @@ pub enum Error {
         /// What is wrong, in words.
         reason: String,
     },
+    /// A capability whose cargo feature this build left out: `what` needs the `feature` feature
+    /// of the `tf-iaware` crate (e.g. `agent`, `scrape`). Match on `feature` to fall back.
+    #[error("{what} is not compiled in: build tf-iaware with the `{feature}` feature")]
+    NotCompiled {
+        /// The cargo feature that would bring it.
+        feature: &'static str,
+        /// What was asked for, naming its target (an address, an endpoint).
+        what: String,
+    },
     /// A background thread or runtime of the monitor (`what`) could not be started.
     #[error("could not start the monitor's {what}: {source}")]
     MonitorThread {

@@ -212,10 +212,10 @@ impl MetricsFeed {
             // No scraper in this build: the devices stay nominal, as with an agent that does not
             // answer, and the log says why.
             #[cfg(not(feature = "scrape"))]
-            Err(crate::Error::Scrape { reason, .. })
-                if reason == crate::monitor::scrape::NOT_COMPILED =>
+            Err(e @ crate::Error::NotCompiled { feature, .. })
+                if feature == crate::monitor::scrape::FEATURE =>
             {
-                log::warn!("live metrics of TF_CONFIG tasks: {reason}");
+                log::warn!("live metrics of TF_CONFIG tasks: {e}");
                 Ok(Self::off())
             }
             other => other,

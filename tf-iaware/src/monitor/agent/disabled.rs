@@ -7,9 +7,8 @@ use std::sync::Arc;
 use super::{AgentConfig, MetricsSource};
 use crate::error::{Error, Result};
 
-/// Why no agent can serve in this build.
-pub const NOT_COMPILED: &str =
-    "the metrics agent is not compiled in: build tf-iaware with the `agent` feature";
+/// The cargo feature the agent needs.
+pub const FEATURE: &str = "agent";
 
 /// The agent of a build without the `agent` feature: it cannot be started.
 #[derive(Debug)]
@@ -21,11 +20,11 @@ impl Agent {
     /// Always fails in this build.
     ///
     /// # Errors
-    /// [`Error::Agent`] naming the address and [`NOT_COMPILED`].
+    /// [`Error::NotCompiled`] naming the [`FEATURE`] and the address.
     pub fn serve(config: AgentConfig, _source: Arc<dyn MetricsSource>) -> Result<Agent> {
-        Err(Error::Agent {
-            listen: config.listen.to_string(),
-            reason: NOT_COMPILED.to_string(),
+        Err(Error::NotCompiled {
+            feature: FEATURE,
+            what: format!("the metrics agent (asked to listen on {})", config.listen),
         })
     }
 
@@ -47,5 +46,34 @@ impl Agent {
     /// Never called: no `Agent` exists in this build.
     pub fn wait(self) {
         match self.never {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::monitor::agent::AgentConfig;
+
+    struct Page;
+    impl MetricsSource for Page {
+        fn metrics_page(&self) -> String {
+            String::new()
+        }
+    }
+
+    #[test]
+    fn not_compiled_agent_names_the_feature_and_address() {
+        let config = AgentConfig::default();
+        let listen = config.listen.to_string();
+        match Agent::serve(config, Arc::new(Page)) {
+            Err(e @ Error::NotCompiled { feature, .. }) => {
+                assert_eq!(feature, "agent");
+                let message = e.to_string();
+                assert!(message.contains(&listen), "{message}");
+                assert!(message.contains("`agent` feature"), "{message}");
+            }
+            Err(other) => panic!("not NotCompiled: {other}"),
+            Ok(_) => panic!("an agent served without the agent feature"),
+        }
     }
 }

@@ -14,7 +14,7 @@
 //! connection is closed at once.
 //!
 //! Needs the `agent` feature (on by default: tokio and hyper); without it [`Agent::serve`]
-//! returns [`Error::Agent`](crate::Error::Agent) saying so.
+//! returns [`Error::NotCompiled`](crate::Error::NotCompiled) naming the feature.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -31,7 +31,7 @@ pub use http::Agent;
 #[cfg(not(feature = "agent"))]
 mod disabled;
 #[cfg(not(feature = "agent"))]
-pub use disabled::{Agent, NOT_COMPILED};
+pub use disabled::{Agent, FEATURE};
 
 /// Something that can produce the metrics page to serve.
 pub trait MetricsSource: Send + Sync + 'static {

@@ -8,7 +8,7 @@
 //! from two successive scrapes of the same target.
 //!
 //! Needs the `scrape` feature (on by default: tokio and hyper); without it [`Scraper::new`] and
-//! [`scrape_many`] return [`Error::Scrape`] saying so.
+//! [`scrape_many`] return [`Error::NotCompiled`](crate::Error::NotCompiled) naming the feature.
 
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ pub use http::{scrape_many, Scraper};
 #[cfg(not(feature = "scrape"))]
 mod disabled;
 #[cfg(not(feature = "scrape"))]
-pub use disabled::{scrape_many, Scraper, NOT_COMPILED};
+pub use disabled::{scrape_many, Scraper, FEATURE};
 
 /// One machine to read: a name and the pages that describe it (e.g. its node_exporter and its
 /// dcgm-exporter), merged into one snapshot.
