@@ -52,11 +52,15 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
     let task = LabelledTask::digits(&model, 0.2, 1).unwrap();
     assert_eq!(task.train.len() + task.test.len(), 1797);
     // A target nobody reaches: each contender trains for its whole time.
+    // Asynchronous steps run through each worker's own server, sharing the ps's variables with
+    // the chief's session that initialises and evaluates them: accuracy above chance below
+    // shows the workers trained those variables.
     let options = AccuracyOptions {
         target: 1.0,
         eval_every_s: 2.0,
         max_train_s: 8.0,
         seed: 3,
+        own_masters: Some(cluster.tf_config().clone()),
     };
     let run_with = |name: &str, mode: Mode, feedback: Option<Feedback>| {
         let contender = Contender {

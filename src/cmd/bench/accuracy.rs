@@ -100,6 +100,7 @@ pub fn run(args: &Args) -> Result<()> {
         eval_every_s: args.eval_every,
         max_train_s: args.max_train_s,
         seed: 1,
+        own_masters: None,
     };
     options.validate()?;
     let scenario = Scenario::parse(&args.scenario)?;
@@ -142,6 +143,11 @@ pub fn run(args: &Args) -> Result<()> {
     let cluster = EmulatedCluster::start(&scenario, &exe)?;
     let (devices, mut config) = cluster.connect()?;
     config.isolate_state = true;
+    // Asynchronous contenders step through each worker's own server, as TF2 does.
+    let options = AccuracyOptions {
+        own_masters: Some(cluster.tf_config().clone()),
+        ..options
+    };
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
     let vars = workload.variables()?;
     let (_, calibration) = calibrate(args, &workload, &devices, &config, &workers, &ps)?;

@@ -229,6 +229,69 @@ pub fn add_async_updates(rep: &mut Replication) -> Result<AsyncTargets> {
     })
 }
 
+/// Op types that create a resource shared by name (variables, accumulators, queues, tables):
+/// those with a `container` attribute, which [`isolate_resources`] sets.
+const RESOURCE_OPS: &[&str] = &[
+    "VarHandleOp",
+    "VariableV2",
+    "Variable",
+    "ConditionalAccumulator",
+    "SparseConditionalAccumulator",
+    "ResourceConditionalAccumulator",
+    "FIFOQueueV2",
+    "PaddingFIFOQueueV2",
+    "PriorityQueueV2",
+    "RandomShuffleQueueV2",
+    "HashTableV2",
+    "MutableHashTableV2",
+    "MutableHashTableOfTensorsV2",
+    "MutableDenseHashTableV2",
+];
+
+/// Puts every resource `graph_def` creates (variables, accumulators, queues, tables) in the
+/// resource container `container`, where its `container` attribute is empty; returns how many
+/// nodes were changed. Sessions that share state across masters (`isolate_session_state` off,
+/// as between-graph replication needs) then still see only their own run's resources: a
+/// resource is found by container and shared name on its device. Functions in the graph's
+/// library are not rewritten.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an empty `container` or a `container` attribute that does not
+/// decode.
+pub fn isolate_resources(graph_def: &mut GraphDef, container: &str) -> Result<usize> {
+    if container.is_empty() {
+        return Err(Error::InvalidArgument {
+            what: "resource container".into(),
+            reason: "empty: it would leave the resources shared".into(),
+        });
+    }
+    let mut changed = 0;
+    for node in &mut graph_def.node {
+        if !RESOURCE_OPS.contains(&node.op.as_str()) {
+            continue;
+        }
+        let current = match node.attr.get("container") {
+            None => String::new(),
+            Some(bytes) => {
+                let value =
+                    <AttrValue as prost::Message>::decode(bytes.as_slice()).map_err(|e| {
+                        Error::InvalidArgument {
+                            what: format!("attr `container` of node {}", node.name),
+                            reason: format!("not an AttrValue: {e}"),
+                        }
+                    })?;
+                String::from_utf8_lossy(value.s.as_deref().unwrap_or_default()).into_owned()
+            }
+        };
+        if current.is_empty() {
+            node.attr
+                .insert("container".to_string(), string_attr(container));
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
 fn string_attr(s: &str) -> Vec<u8> {
     prost::Message::encode_to_vec(&AttrValue {
         s: Some(s.as_bytes().to_vec()),
@@ -379,6 +442,42 @@ pub fn add_backup_accumulators(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resources_go_into_the_container_unless_they_name_one() {
+        let attr = |s: &str| vec![("container", string_attr(s))];
+        let mut g = GraphDef {
+            node: vec![
+                new_node("w", "VarHandleOp", vec![], vec![]),
+                new_node("v", "VariableV2", vec![], attr("")),
+                new_node("kept", "VarHandleOp", vec![], attr("theirs")),
+                new_node("acc", "ConditionalAccumulator", vec![], vec![]),
+                new_node("read", "ReadVariableOp", vec!["w".into()], vec![]),
+            ],
+            ..GraphDef::default()
+        };
+        assert_eq!(isolate_resources(&mut g, "run-7").unwrap(), 3);
+        let container = |name: &str| {
+            let n = g.node.iter().find(|n| n.name == name).unwrap();
+            n.attr.get("container").map(|b| {
+                let v = <AttrValue as prost::Message>::decode(b.as_slice()).unwrap();
+                String::from_utf8(v.s.unwrap_or_default()).unwrap()
+            })
+        };
+        assert_eq!(container("w").as_deref(), Some("run-7"));
+        assert_eq!(container("v").as_deref(), Some("run-7"));
+        assert_eq!(container("acc").as_deref(), Some("run-7"));
+        assert_eq!(container("kept").as_deref(), Some("theirs"));
+        assert_eq!(container("read"), None, "not a resource op");
+        // Idempotent: a second pass changes nothing.
+        assert_eq!(isolate_resources(&mut g, "other").unwrap(), 0);
+        assert!(isolate_resources(&mut g, "").is_err());
+        // A container attr that is not an AttrValue is named.
+        g.node[0].attr.insert("container".into(), vec![0xff, 0xff]);
+        g.node[0].op = "VarHandleOp".into();
+        let e = isolate_resources(&mut g, "x").unwrap_err().to_string();
+        assert!(e.contains("node w"), "{e}");
+    }
 
     #[test]
     fn data_input_replacement_skips_control_inputs() {

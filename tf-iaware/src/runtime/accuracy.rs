@@ -31,13 +31,15 @@ use super::checkpoint::{self, Checkpoint, StateVar};
 use super::data_parallel::{self, plan_session, replica_spans_ms};
 use super::replicated::{build_with, GraphWorkload};
 use super::session::PlacedSession;
+use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::data::{accuracy, LabelledImages, Sampler};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph};
+use crate::graph::DeviceName;
 use crate::parallel::replicate::{replica_name, replicate, BatchData, Replication};
-use crate::parallel::updates::{add_async_updates, add_backup_accumulators};
+use crate::parallel::updates::{add_async_updates, add_backup_accumulators, isolate_resources};
 use crate::parallel::{
     infra_aware, DataParallelPlan, InfraAwareOptions, Replica, VarInfo, WorkerCapacity,
 };
@@ -244,6 +246,14 @@ pub struct AccuracyOptions {
     pub max_train_s: f64,
     /// Seeds the model's initial values and each worker's shuffle.
     pub seed: u64,
+    /// Where asynchronous steps are mastered. `Some(tf_config)`: each worker's steps run through
+    /// its own server (its address in `tf_config`), as TF2's `ParameterServerStrategy` has each
+    /// worker run its own step function, inside the worker's CPU budget; the sessions share the
+    /// ps's variables (a session-isolating `config` is kept by putting this run's resources in a
+    /// container of their own, [`isolate_resources`]). `None`: every step through
+    /// `config.target`, one master for all workers. Synchronous and backup-worker steps always
+    /// run through `config.target` (the chief's session, as in TensorFlow's recipes).
+    pub own_masters: Option<TfConfig>,
 }
 
 /// One evaluation.
@@ -558,6 +568,8 @@ enum Targets {
 /// A graph replicated for a plan and a session over it.
 struct Built {
     session: PlacedSession,
+    /// Replica `k`'s own-master sibling session of `session` (`None`: `session` itself).
+    masters: Vec<Option<usize>>,
     state: Vec<StateVar>,
     /// Replica `k`'s (image, label) placeholders.
     inputs: Vec<(Operation, Operation)>,
@@ -575,18 +587,50 @@ fn build(
     cluster: &Cluster,
     config: &SessionConfig,
     tag: &str,
+    own_masters: Option<&TfConfig>,
 ) -> Result<Built> {
     enum Extra {
         Sync,
         Async(crate::parallel::updates::AsyncTargets),
         Backup(crate::parallel::updates::BackupTargets),
     }
-    let (g, extra) = build_with(workload, plan, |rep: &mut Replication| match mode {
-        Mode::Sync => Ok(Extra::Sync),
-        Mode::Async | Mode::Adaptive => add_async_updates(rep).map(Extra::Async),
-        Mode::Backup { .. } => add_backup_accumulators(rep, tag).map(Extra::Backup),
+    // Asynchronous steps on the workers' own masters: those sessions and the chief's share the
+    // ps's variables, so none isolates its state; a container of this run's own keeps them
+    // apart from other runs' as isolation would.
+    let own_masters = own_masters.filter(|_| matches!(mode, Mode::Async | Mode::Adaptive));
+    let container = (own_masters.is_some() && config.isolate_state).then(|| {
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{tag}-{n}")
+    });
+    let (g, extra) = build_with(workload, plan, |rep: &mut Replication| {
+        let extra = match mode {
+            Mode::Sync => Extra::Sync,
+            Mode::Async | Mode::Adaptive => Extra::Async(add_async_updates(rep)?),
+            Mode::Backup { .. } => Extra::Backup(add_backup_accumulators(rep, tag)?),
+        };
+        if let Some(c) = &container {
+            isolate_resources(&mut rep.graph_def, c)?;
+        }
+        Ok(extra)
     })?;
-    let session = plan_session(plan, &g.analyzed, &g.placement, cluster, config)?;
+    let config = &SessionConfig {
+        isolate_state: config.isolate_state && own_masters.is_none(),
+        ..config.clone()
+    };
+    let mut session = plan_session(plan, &g.analyzed, &g.placement, cluster, config)?;
+    let mut masters = vec![None; plan.replicas.len()];
+    if let Some(tf_config) = own_masters {
+        let filters = data_parallel::plan_tasks(plan);
+        for (k, r) in plan.replicas.iter().enumerate() {
+            let address = own_master(tf_config, &r.device)?;
+            masters[k] = Some(session.open_sibling(&SessionConfig {
+                target: format!("grpc://{address}"),
+                device_filters: filters.clone(),
+                ..config.clone()
+            })?);
+        }
+    }
     let ops = |names: &[String], what: &str| -> Result<Vec<Operation>> {
         names.iter().map(|n| session.op(n, what)).collect()
     };
@@ -630,10 +674,40 @@ fn build(
     Ok(Built {
         sync,
         session,
+        masters,
         state: g.replication.state,
         inputs,
         dims,
         targets,
+    })
+}
+
+/// The address (`host:port`) of the server of the task that runs `device`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the device when it names no task of `tf_config`.
+fn own_master<'a>(tf_config: &'a TfConfig, device: &str) -> Result<&'a str> {
+    let name = DeviceName::parse(device)?;
+    let task = match (name.job, name.task) {
+        (Some(job), Some(index)) => TaskId {
+            job,
+            index: index as usize,
+        },
+        _ => {
+            return Err(bad(
+                "own master",
+                format!("device {device} names no job and task"),
+            ))
+        }
+    };
+    tf_config.address(&task).ok_or_else(|| {
+        bad(
+            "own master",
+            format!(
+                "task {} of device {device} is not in the TF_CONFIG",
+                task.device_prefix()
+            ),
+        )
     })
 }
 
@@ -652,6 +726,7 @@ fn batch(
 /// Runs `targets` with float and int feeds, fetching output 0 of `fetch` (a scalar loss).
 fn run(
     session: &PlacedSession,
+    on: Option<usize>,
     feeds: &[(&Operation, &Tensor<f32>)],
     int_feeds: &[(&Operation, &Tensor<i64>)],
     int32_feeds: &[(&Operation, &Tensor<i32>)],
@@ -677,7 +752,7 @@ fn run(
         .map(|o| o.name().unwrap_or_default())
         .collect::<Vec<_>>()
         .join(", ");
-    session.run_args(&mut args, false, &describe)?;
+    session.run_args_on(on, &mut args, false, &describe)?;
     token
         .map(|t| {
             args.fetch::<f32>(t)
@@ -919,7 +994,15 @@ pub fn train_to_accuracy(
     let workload = &model.workload;
     let evaluator = Evaluator::new(model, &task.test)?;
     let tag = format!("{}-{}", contender.name, std::process::id());
-    let built = build(workload, &plan, contender.mode, cluster, config, &tag)?;
+    let built = build(
+        workload,
+        &plan,
+        contender.mode,
+        cluster,
+        config,
+        &tag,
+        options.own_masters.as_ref(),
+    )?;
     let init = built.session.op(&workload.sidecar.init, "init")?;
     built.session.run(&[], &[init], &[], false)?;
     let mut progress = Progress {
@@ -1111,7 +1194,7 @@ fn train_sync(
                 .unwrap_or(f32::NAN);
             (value, stats)
         } else {
-            let value = run(&built.session, &feeds, &[], &[], &[train], Some(loss))?;
+            let value = run(&built.session, None, &feeds, &[], &[], &[train], Some(loss))?;
             (value.unwrap_or(f32::NAN), None)
         };
         if !loss_value.is_finite() {
@@ -1126,7 +1209,7 @@ fn train_sync(
             if let Some(new) = resizer.propose(&plan, &stats, f)? {
                 // The variables move to a graph with the new shares (a session of its own).
                 let checkpoint = checkpoint::save(&built.session, &built.state, step)?;
-                let next = build(workload, &new, Mode::Sync, cluster, config, tag)?;
+                let next = build(workload, &new, Mode::Sync, cluster, config, tag, None)?;
                 checkpoint::restore(&next.session, &next.state, &checkpoint)?;
                 remap_counts(gate, &plan, &new);
                 resized.push(new.replicas.iter().map(|r| r.batch).collect());
@@ -1370,6 +1453,7 @@ fn worker_loop(
         let outcome = match &built.targets {
             Targets::Async { train, loss } => run(
                 &built.session,
+                built.masters[k],
                 &feeds,
                 &[],
                 &[],
@@ -1388,6 +1472,7 @@ fn worker_loop(
                     .map_err(|e| Error::tf("local step", e))?;
                 run(
                     &built.session,
+                    None,
                     &feeds,
                     &[(&local_step[k], &tag)],
                     &[],
@@ -1457,6 +1542,7 @@ fn coordinate(
             Some((train, num_required, n)) => {
                 run(
                     &built.session,
+                    None,
                     &[],
                     &[],
                     &[(num_required, n)],
@@ -1522,6 +1608,7 @@ mod tests {
             eval_every_s: 1.0,
             max_train_s: 60.0,
             seed: 1,
+            own_masters: None,
         };
         assert!(check_options(&ok, &contender(Mode::Sync)).is_ok());
         for bad in [

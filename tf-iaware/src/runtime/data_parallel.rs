@@ -174,6 +174,16 @@ pub(crate) fn plan_session(
     config: &SessionConfig,
 ) -> Result<PlacedSession> {
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, placement)?;
+    let config = SessionConfig {
+        device_filters: plan_tasks(plan),
+        ..config.clone()
+    };
+    PlacedSession::new(placed.graph, &config)
+}
+
+/// Every task `plan` uses (its replicas', variables' and global step's), sorted: the device
+/// filters of its sessions.
+pub(crate) fn plan_tasks(plan: &DataParallelPlan) -> Vec<String> {
     let mut tasks: Vec<String> = plan
         .replicas
         .iter()
@@ -184,11 +194,7 @@ pub(crate) fn plan_session(
         .collect();
     tasks.sort();
     tasks.dedup();
-    let config = SessionConfig {
-        device_filters: tasks,
-        ..config.clone()
-    };
-    PlacedSession::new(placed.graph, &config)
+    tasks
 }
 
 /// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables

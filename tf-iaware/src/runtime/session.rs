@@ -25,6 +25,9 @@ pub struct RunOutcome {
 pub struct PlacedSession {
     graph: Graph,
     session: Session,
+    /// More sessions over the same graph, each with a master of its own
+    /// ([`PlacedSession::open_sibling`]).
+    siblings: Vec<Session>,
     /// Deadline of each run, ms (RunOptions.timeout_in_ms).
     pub run_timeout_ms: i64,
 }
@@ -45,8 +48,27 @@ impl PlacedSession {
         Ok(PlacedSession {
             graph,
             session,
+            siblings: Vec::new(),
             run_timeout_ms: config.run_timeout_ms,
         })
+    }
+
+    /// Opens another session over the same graph with `config` — another master (target),
+    /// other device filters — and returns its index for [`PlacedSession::run_args_on`]. Runs
+    /// keep this session's deadline. Its state is shared with the others only if neither
+    /// isolates its session state.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if TensorFlow cannot create it (bad target, bad config).
+    pub(crate) fn open_sibling(&mut self, config: &SessionConfig) -> Result<usize> {
+        let session = Session::new(&config.session_options()?, &self.graph).map_err(|e| {
+            Error::tf(
+                format!("creating a session (target `{}`)", config.target),
+                e,
+            )
+        })?;
+        self.siblings.push(session);
+        Ok(self.siblings.len() - 1)
     }
 
     /// The graph the session runs.
@@ -135,6 +157,28 @@ impl PlacedSession {
         trace: bool,
         describe: &str,
     ) -> Result<(Duration, Option<StepStats>)> {
+        self.run_args_on(None, args, trace, describe)
+    }
+
+    /// As [`PlacedSession::run_args`], on sibling session `sibling` (from
+    /// [`PlacedSession::open_sibling`]) or, with `None`, on this one.
+    ///
+    /// # Errors
+    /// As [`PlacedSession::run_args`]; [`Error::InvalidArgument`] for a sibling never opened.
+    pub(crate) fn run_args_on(
+        &self,
+        sibling: Option<usize>,
+        args: &mut SessionRunArgs<'_>,
+        trace: bool,
+        describe: &str,
+    ) -> Result<(Duration, Option<StepStats>)> {
+        let session = match sibling {
+            None => &self.session,
+            Some(k) => self.siblings.get(k).ok_or_else(|| Error::InvalidArgument {
+                what: "sibling session".into(),
+                reason: format!("{k} was never opened ({} are)", self.siblings.len()),
+            })?,
+        };
         let options = RunOptions {
             trace_level: if trace { RunOptions::FULL_TRACE } else { 0 },
             timeout_in_ms: self.run_timeout_ms,
@@ -146,7 +190,7 @@ impl PlacedSession {
         // session in this process take turns.
         let _one_trace = trace.then(|| TRACED_RUN.lock());
         let start = Instant::now();
-        self.session.run(args).map_err(|e| Error::tf(describe, e))?;
+        session.run(args).map_err(|e| Error::tf(describe, e))?;
         let wall = start.elapsed();
         let step_stats = if trace {
             let bytes = args.get_metadata().unwrap_or_default();
@@ -167,8 +211,14 @@ static TRACED_RUN: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 impl Drop for PlacedSession {
     fn drop(&mut self) {
-        if let Err(e) = self.session.close() {
-            log::warn!("closing session: {e}");
+        for session in self
+            .siblings
+            .iter_mut()
+            .chain(std::iter::once(&mut self.session))
+        {
+            if let Err(e) = session.close() {
+                log::warn!("closing session: {e}");
+            }
         }
     }
 }
