@@ -143,9 +143,10 @@ pub fn run(args: &Args) -> Result<()> {
     let cluster = EmulatedCluster::start(&scenario, &exe)?;
     let (devices, mut config) = cluster.connect()?;
     config.isolate_state = true;
-    // Asynchronous contenders step through each worker's own server, as TF2 does.
+    // Asynchronous contenders step through each worker's own server, as TF2 does, unless told.
     let options = AccuracyOptions {
-        own_masters: Some(cluster.tf_config().clone()),
+        own_masters: (args.async_masters == super::AsyncMasters::Own)
+            .then(|| cluster.tf_config().clone()),
         ..options
     };
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;

@@ -100,6 +100,11 @@ pub struct Args {
     /// shares when three measurements predict a step at least 10 % faster (0: never).
     #[arg(long, default_value_t = 4)]
     resize_every: usize,
+    /// Where asynchronous contenders' steps are mastered: `own` — each worker's own server, as
+    /// TF2's ParameterServerStrategy — or `shared` — every step through the session target
+    /// (ps 0), as TF1 asynchronous replication with one master.
+    #[arg(long, value_enum, default_value_t = AsyncMasters::Own)]
+    async_masters: AsyncMasters,
     /// Folder for one `epoch  seconds  accuracy` TSV per contender and round (`--data digits`).
     #[arg(long, value_name = "DIR")]
     tsv: Option<PathBuf>,
@@ -589,4 +594,13 @@ fn print_table(results: &[StrategyResult], args: &Args, lower_bound: f64) {
          workers, or the cheapest fixed cost if larger); time to train = {} samples",
         args.batch, args.samples
     );
+}
+
+/// Where asynchronous steps are mastered (`--async-masters`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum AsyncMasters {
+    /// Each worker's own server.
+    Own,
+    /// The session target, for every worker.
+    Shared,
 }
