@@ -63,6 +63,9 @@ pub(crate) struct LinkTable {
     machine: Vec<u32>,
     /// Rack of each device (interned; [`NO_RACK`] when unknown).
     rack: Vec<u32>,
+    /// The same as floats (−1 when unknown), for the receivers loop of
+    /// [`LinkRow::max_arrivals`]: compared lane by lane with the arrival times, it vectorises.
+    rack_key: Vec<f64>,
     /// Process of each device (interned host string and job/replica/task; a device whose name
     /// does not parse has a process of its own).
     process: Vec<u32>,
@@ -204,9 +207,14 @@ impl LinkTable {
             explicit_start[d + 1] += explicit_start[d];
         }
 
+        let rack_key = rack
+            .iter()
+            .map(|&r| if r == NO_RACK { -1.0 } else { f64::from(r) })
+            .collect();
         let mut table = LinkTable {
             machine,
             rack,
+            rack_key,
             process,
             cpu,
             machine_start,
@@ -382,6 +390,7 @@ impl LinkTable {
         use std::mem::size_of;
         self.machine.capacity() * size_of::<u32>()
             + self.rack.capacity() * size_of::<u32>()
+            + self.rack_key.capacity() * size_of::<f64>()
             + self.process.capacity() * size_of::<u32>()
             + self.cpu.capacity()
             + self.machine_start.capacity() * size_of::<u32>()
@@ -413,18 +422,19 @@ impl LinkRow<'_> {
         let n = t.len();
         assert_eq!(out.len(), n, "one arrival slot per device");
         let a = self.from;
-        let ra = t.rack[a];
+        let ra = t.rack_key[a];
         let at = |k: usize| ready + t.tier_latency[k] + bytes * t.tier_inv_bandwidth[k];
         let host = at(tier_index(Locality::CrossHost));
-        let rack = if ra == NO_RACK {
+        let rack = if ra < 0.0 {
             host
         } else {
             at(tier_index(Locality::CrossRack))
         };
-        // Devices of other machines, `lo..hi`, with no explicit link from `a`.
+        // Devices of other machines, `lo..hi`, with no explicit link from `a`: across racks
+        // when both racks are known and differ.
         let others = |out: &mut [f64], lo: usize, hi: usize| {
-            for (o, &r) in out[lo..hi].iter_mut().zip(&t.rack[lo..hi]) {
-                let c = if r == ra || r == NO_RACK { host } else { rack };
+            for (o, &r) in out[lo..hi].iter_mut().zip(&t.rack_key[lo..hi]) {
+                let c = if r == ra || r < 0.0 { host } else { rack };
                 *o = o.max(c);
             }
         };
@@ -433,6 +443,13 @@ impl LinkRow<'_> {
         let m = t.machine[a] as usize;
         let same = &t.machine_devices[t.machine_start[m] as usize..t.machine_start[m + 1] as usize];
         let explicit = t.explicit_of(a);
+        if explicit.is_empty() && same.len() == 1 {
+            // The common case at scale: alone on its machine, no explicit links.
+            others(out, 0, a);
+            out[a] = out[a].max(ready + t.tier_latency[0] + bytes * t.tier_inv_bandwidth[0]);
+            others(out, a + 1, n);
+            return;
+        }
         let (mut i, mut j, mut pos) = (0usize, 0usize, 0usize);
         loop {
             let s = same.get(i).map_or(usize::MAX, |&d| d as usize);
