@@ -20,7 +20,7 @@ fn bench_simulate_plans_a_thousand_workers_validly() {
         "--sim-cluster",
         THOUSAND,
         "--strategies",
-        "replica-setter,infra-aware,heft",
+        "replica-setter,infra-aware,heft,sync-backup,async-ps,infra-aware-async",
         "--ops",
         "2000",
         "--repeats",
@@ -31,9 +31,10 @@ fn bench_simulate_plans_a_thousand_workers_validly() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 3, "{v}");
+    assert_eq!(rows.len(), 6, "{v}");
     let row = |name: &str| rows.iter().find(|r| r["planner"] == name).unwrap();
     let (stock, infra, heft) = (row("replica-setter"), row("infra-aware"), row("heft"));
+    let (backup, async_ps) = (row("sync-backup"), row("async-ps"));
     assert_eq!(stock["global_batch"], 32_000);
     assert_eq!(stock["workers_used"], 1000, "equal shares use every worker");
     let ratio = |r: &serde_json::Value| r["ratio_to_lower_bound"].as_f64().unwrap();
@@ -44,6 +45,17 @@ fn bench_simulate_plans_a_thousand_workers_validly() {
     assert_eq!(heft["kind"], "per-op");
     assert_eq!(heft["ops"], 2000);
     assert!(ratio(heft) >= 1.0, "{heft}");
+    // The backup and asynchronous contenders, each in its own mode and above its own bound.
+    let step = |r: &serde_json::Value| r["predicted_step_ms"].as_f64().unwrap();
+    assert_eq!(stock["mode"], "sync");
+    assert_eq!(backup["mode"], "backup");
+    assert_eq!(async_ps["mode"], "async");
+    assert_eq!(row("infra-aware-async")["mode"], "async");
+    assert!(step(backup) <= step(stock), "{backup} vs {stock}");
+    for r in rows.iter().filter(|r| r["kind"] == "data-parallel") {
+        assert!(ratio(r) >= 1.0 - 1e-9, "{r}");
+        assert!(r["images_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+    }
 }
 
 #[test]
@@ -58,7 +70,7 @@ fn the_scale_study_writes_one_row_per_planner_and_size_and_a_chart() {
         "--study-ops",
         "500,1000",
         "--strategies",
-        "replica-setter,infra-aware,heft,etf",
+        "replica-setter,infra-aware,sync-backup,async-ps,infra-aware-async,heft,etf",
         "--repeats",
         "1",
         "--json",
@@ -70,9 +82,9 @@ fn the_scale_study_writes_one_row_per_planner_and_size_and_a_chart() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    // 2 data-parallel planners × 3 worker counts; 2 per-op strategies × (2 op counts + 3 device
+    // 5 data-parallel planners × 3 worker counts; 2 per-op strategies × (2 op counts + 3 device
     // counts).
-    assert_eq!(rows.len(), 6 + 10);
+    assert_eq!(rows.len(), 15 + 10);
     let keys: BTreeSet<(String, String, u64)> = rows
         .iter()
         .map(|r| {
@@ -84,7 +96,7 @@ fn the_scale_study_writes_one_row_per_planner_and_size_and_a_chart() {
         })
         .collect();
     assert_eq!(keys.len(), rows.len(), "one row per (planner, size)");
-    assert_eq!(v["growth"].as_array().unwrap().len(), 6);
+    assert_eq!(v["growth"].as_array().unwrap().len(), 9);
     let chart = std::fs::read_to_string(&svg).unwrap();
     assert!(
         chart.starts_with("<svg") && chart.contains("polyline"),

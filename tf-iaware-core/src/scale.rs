@@ -2,9 +2,10 @@
 //! simulation only (synthetic clusters, synthetic layered DAGs; no TensorFlow, no workers).
 //!
 //! - Data-parallel planners ([`DP_PLANNERS`](crate::sim::data_parallel::DP_PLANNERS)) over
-//!   synthetic clusters of each worker count: time to plan, the simulated step
-//!   (`simulate_step`), its lower bound and the share of
-//!   workers given a replica.
+//!   synthetic clusters of each worker count: time to plan, the simulated step in the
+//!   planner's [`DpMode`](crate::sim::data_parallel::DpMode) (synchronous, backup workers, or asynchronous — there the time to
+//!   process one global batch of samples), its lower bound under that mode, the images per
+//!   second applied and the share of workers given a replica.
 //! - Per-op strategies (HEFT, ETF, …) over layered DAGs of each op count on a fixed number of
 //!   devices, and over a fixed graph on each device count: time to place, the simulated step
 //!   ([`simulate`](crate::sim::simulate)), its [`lower_bound`](crate::sim::lower_bound) and the share of
@@ -49,11 +50,19 @@ pub struct StudyOptions {
     pub workload: DpWorkload,
     /// Timed runs of each planner per point (the least time is reported).
     pub repeats: usize,
+    /// Backup workers of `sync-backup` (each step aggregates N − k gradients).
+    #[serde(default = "default_backups")]
+    pub backups: usize,
+}
+
+fn default_backups() -> usize {
+    data_parallel::DEFAULT_BACKUPS
 }
 
 impl Default for StudyOptions {
-    /// Workers 4 → 1,000 and ops 1k → 100k; `replica-setter` and `infra-aware`; HEFT and ETF on
-    /// 64 devices and on 10k ops; `avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us`, 64
+    /// Workers 4 → 1,000 and ops 1k → 100k; every data-parallel planner
+    /// ([`DP_PLANNERS`](data_parallel::DP_PLANNERS), one backup worker); HEFT and ETF on 64
+    /// devices and on 10k ops; `avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us`, 64
     /// workers per ps, 32 samples per worker, ResNet-20, best of 3.
     fn default() -> Self {
         StudyOptions {
@@ -74,6 +83,7 @@ impl Default for StudyOptions {
             batch_per_worker: 32,
             workload: DpWorkload::resnet20(),
             repeats: 3,
+            backups: data_parallel::DEFAULT_BACKUPS,
         }
     }
 }
@@ -97,11 +107,17 @@ pub struct StudyRow {
     pub global_batch: Option<usize>,
     /// The size the sweep varies (`workers` or `ops`).
     pub size: usize,
+    /// How a data-parallel plan combines gradients: `sync`, `backup` or `async` (`None` for
+    /// per-op rows).
+    #[serde(default)]
+    pub mode: Option<String>,
     /// Least wall time of the planner over the repeats, ms.
     pub plan_ms: f64,
-    /// Simulated step of its plan, ms.
+    /// Simulated step of its plan, ms; asynchronous plans: the time the cluster takes to
+    /// process one global batch of samples (throughput, not time to accuracy).
     pub predicted_step_ms: f64,
-    /// Lower bound of any plan's step, ms.
+    /// Lower bound of any plan's step under the row's mode, ms (backup plans: for the samples
+    /// a step applies; asynchronous plans: for one global batch).
     pub lower_bound_ms: f64,
     /// `predicted_step_ms ÷ lower_bound_ms`.
     pub ratio_to_lower_bound: f64,
@@ -109,6 +125,9 @@ pub struct StudyRow {
     pub workers_used: usize,
     /// `workers_used ÷ workers` (devices for per-op rows).
     pub share_used: f64,
+    /// Samples whose gradients are applied per second (data-parallel rows).
+    #[serde(default)]
+    pub images_per_sec: Option<f64>,
 }
 
 /// A fitted growth `plan_ms ∝ size^exponent` of one planner's sweep.
@@ -168,24 +187,33 @@ pub(crate) fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> Syn
     .build()
 }
 
-/// A data-parallel planner's row on `cluster` for `global_batch` samples of `workload`.
+/// A data-parallel planner's row on `cluster` for `global_batch` samples of `workload`
+/// (`backups`: the k of `sync-backup`).
 ///
 /// # Errors
-/// As [`data_parallel::plan`] and [`data_parallel::simulate_step`].
+/// As [`data_parallel::plan`], [`data_parallel::mode`] and `data_parallel::simulate`.
 pub(crate) fn dp_row(
     planner: &str,
     cluster: &SyntheticCluster,
     workload: &DpWorkload,
     global_batch: usize,
+    backups: usize,
     repeats: usize,
 ) -> Result<StudyRow> {
+    let mode = data_parallel::mode(planner, backups)?;
     let caps = data_parallel::worker_capacities(cluster, workload);
     let net = data_parallel::ps_network(cluster);
     let (plan_ms, plan) = timed(repeats, || {
         data_parallel::plan(planner, cluster, &caps, workload, global_batch)
     })?;
-    let step = data_parallel::simulate_step(&plan, &caps, &workload.variables, &cluster.ps, &net)?;
-    let bound = data_parallel::lower_bound(global_batch, &caps, &net, workload.variable_bytes());
+    let step = data_parallel::simulate(&plan, mode, &caps, &workload.variables, &cluster.ps, &net)?;
+    let bound = data_parallel::lower_bound_for(
+        mode,
+        step.samples_per_step,
+        &caps,
+        &net,
+        workload.variable_bytes(),
+    );
     let workers = cluster.workers.len();
     Ok(StudyRow {
         planner: planner.into(),
@@ -196,12 +224,14 @@ pub(crate) fn dp_row(
         ops: None,
         global_batch: Some(global_batch),
         size: workers,
+        mode: Some(mode.name().into()),
         plan_ms,
         predicted_step_ms: step.step_ms,
         lower_bound_ms: bound.ms,
         ratio_to_lower_bound: step.step_ms / bound.ms,
         workers_used: step.replicas,
         share_used: step.replicas as f64 / workers as f64,
+        images_per_sec: Some(step.images_per_sec),
     })
 }
 
@@ -241,19 +271,21 @@ pub(crate) fn per_op_row(
         ops: Some(ops),
         global_batch: None,
         size: if sweep == "ops" { ops } else { devices },
+        mode: None,
         plan_ms,
         predicted_step_ms: sim.step_time * 1e3,
         lower_bound_ms: bound * 1e3,
         ratio_to_lower_bound: sim.step_time / bound,
         workers_used,
         share_used: workers_used as f64 / devices as f64,
+        images_per_sec: None,
     })
 }
 
 /// Every strategy of `strategies` on one synthetic cluster: the data-parallel planners
-/// ([`DP_PLANNERS`](data_parallel::DP_PLANNERS)) for `global_batch` samples of `workload`, the
-/// others as per-op strategies placing a layered DAG of `ops` ops on all its devices — what
-/// `tf-iaware bench --simulate` prints.
+/// ([`DP_PLANNERS`](data_parallel::DP_PLANNERS)) for `global_batch` samples of `workload`
+/// (`backups` backup workers for `sync-backup`), the others as per-op strategies placing a
+/// layered DAG of `ops` ops on all its devices — what `tf-iaware bench --simulate` prints.
 ///
 /// # Errors
 /// As `dp_row` and `per_op_row`.
@@ -262,6 +294,7 @@ pub fn compare(
     strategies: &[String],
     workload: &DpWorkload,
     global_batch: usize,
+    backups: usize,
     ops: usize,
     repeats: usize,
 ) -> Result<Vec<StudyRow>> {
@@ -269,7 +302,7 @@ pub fn compare(
         .iter()
         .map(|s| {
             if data_parallel::DP_PLANNERS.contains(&s.as_str()) {
-                dp_row(s, cluster, workload, global_batch, repeats)
+                dp_row(s, cluster, workload, global_batch, backups, repeats)
             } else {
                 per_op_row(s, cluster, ops, "ops", repeats)
             }
@@ -318,6 +351,7 @@ pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Resul
                 &cluster,
                 &options.workload,
                 w * options.batch_per_worker,
+                options.backups,
                 options.repeats,
             )?;
             push(row, &mut rows);
@@ -406,8 +440,8 @@ mod tests {
         };
         let mut seen = 0;
         let study = run(&options, &mut |_| seen += 1).unwrap();
-        // 2 planners × 3 worker counts + 2 strategies × (2 op counts + 3 device counts).
-        assert_eq!(study.rows.len(), 6 + 10);
+        // 5 planners × 3 worker counts + 2 strategies × (2 op counts + 3 device counts).
+        assert_eq!(study.rows.len(), 15 + 10);
         assert_eq!(seen, study.rows.len());
         let mut keys: Vec<(String, String, usize)> = study
             .rows
@@ -424,11 +458,25 @@ mod tests {
         for r in &study.rows {
             assert!(r.ratio_to_lower_bound >= 1.0 - 1e-9, "{r:?}");
             assert!(r.share_used > 0.0 && r.share_used <= 1.0, "{r:?}");
+            assert_eq!(r.mode.is_some(), r.kind == "data-parallel", "{r:?}");
+            assert_eq!(
+                r.images_per_sec.is_some(),
+                r.kind == "data-parallel",
+                "{r:?}"
+            );
         }
-        // A growth fit per (planner, sweep): 2 dp + 2 × 2 per-op.
-        assert_eq!(study.growth.len(), 6);
+        let mode_of = |p: &str| {
+            let r = study.rows.iter().find(|r| r.planner == p).unwrap();
+            r.mode.clone().unwrap()
+        };
+        assert_eq!(mode_of("replica-setter"), "sync");
+        assert_eq!(mode_of("sync-backup"), "backup");
+        assert_eq!(mode_of("async-ps"), "async");
+        assert_eq!(mode_of("infra-aware-async"), "async");
+        // A growth fit per (planner, sweep): 5 dp + 2 × 2 per-op.
+        assert_eq!(study.growth.len(), 9);
         let json = serde_json::to_value(&study).unwrap();
-        assert_eq!(json["rows"].as_array().unwrap().len(), 16);
+        assert_eq!(json["rows"].as_array().unwrap().len(), 25);
         assert!(run(
             &StudyOptions {
                 workers: vec![0],
@@ -450,12 +498,14 @@ mod tests {
             ops: Some(size),
             global_batch: None,
             size,
+            mode: None,
             plan_ms: ms,
             predicted_step_ms: 1.0,
             lower_bound_ms: 1.0,
             ratio_to_lower_bound: 1.0,
             workers_used: 1,
             share_used: 1.0,
+            images_per_sec: None,
         };
         // ms = size² / 100.
         let rows = [row(10, 1.0), row(100, 100.0), row(1000, 10_000.0)];

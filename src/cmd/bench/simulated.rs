@@ -15,8 +15,9 @@ use super::Args;
 #[derive(clap::Args)]
 pub struct SimFlags {
     /// Plan and simulate only, on the synthetic cluster `--sim-cluster`: the data-parallel
-    /// planners (replica-setter, infra-aware) and the per-op strategies of --strategies, no
-    /// TensorFlow session, no workers.
+    /// planners (replica-setter, infra-aware, sync-backup with --backup-workers, async-ps,
+    /// infra-aware-async) and the per-op strategies of --strategies, no TensorFlow session, no
+    /// workers.
     #[arg(long, conflicts_with = "scale_study")]
     pub simulate: bool,
     /// The scale study by simulation: data-parallel planners over --study-workers, per-op
@@ -97,6 +98,7 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
             batch_per_worker: flags.batch_per_worker,
             workload,
             repeats,
+            backups: args.backup_workers,
             ..StudyOptions::default()
         };
         println!("{}", header());
@@ -130,6 +132,7 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
         &args.strategies,
         &workload,
         batch,
+        args.backup_workers,
         flags.ops,
         repeats,
     )?;
@@ -149,32 +152,40 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
     Ok(())
 }
 
+/// Column heads; `step ms` of an asynchronous plan (mode `async`) is the time the cluster takes
+/// to process one global batch of samples, and `images/s` the samples whose gradients are
+/// applied per second (throughput, not time to accuracy: asynchronous gradients are stale).
 fn header() -> String {
     format!(
-        "{:<16} {:<8} {:>7} {:>8} {:>10} {:>12} {:>12} {:>7} {:>13}",
+        "{:<18} {:<8} {:<6} {:>7} {:>8} {:>10} {:>12} {:>12} {:>7} {:>10} {:>13}",
         "planner",
         "sweep",
+        "mode",
         "workers",
         "ops",
         "plan ms",
         "step ms",
         "bound ms",
         "ratio",
+        "images/s",
         "workers used"
     )
 }
 
 fn line(r: &StudyRow) -> String {
     format!(
-        "{:<16} {:<8} {:>7} {:>8} {:>10.2} {:>12.2} {:>12.2} {:>7.3} {:>6} ({:>3.0} %)",
+        "{:<18} {:<8} {:<6} {:>7} {:>8} {:>10.2} {:>12.2} {:>12.2} {:>7.3} {:>10} {:>6} ({:>3.0} %)",
         r.planner,
         r.sweep,
+        r.mode.as_deref().unwrap_or("-"),
         r.workers,
         r.ops.map_or("-".to_string(), |o| o.to_string()),
         r.plan_ms,
         r.predicted_step_ms,
         r.lower_bound_ms,
         r.ratio_to_lower_bound,
+        r.images_per_sec
+            .map_or("-".to_string(), |v| format!("{v:.0}")),
         r.workers_used,
         r.share_used * 100.0
     )

@@ -1,6 +1,7 @@
 //! Clusters as plain data: the devices a graph can be placed on and their live figures, the
 //! `--cluster` specs (synthetic ones included) and TF_CONFIG.
 
+pub(crate) mod links;
 pub mod live;
 pub mod model;
 pub mod spec;

@@ -4,8 +4,6 @@
 //!
 //! Units: seconds, bytes, bytes/s and FLOP/s throughout.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::status::LiveStatus;
@@ -347,17 +345,17 @@ fn machine(host: &str) -> &str {
 
 /// What [`Cluster::locality`] compares of a device: its machine, host string, task, type and
 /// rack.
-struct Place<'a> {
-    machine: &'a str,
-    host: &'a str,
+pub(super) struct Place<'a> {
+    pub(super) machine: &'a str,
+    pub(super) host: &'a str,
     /// (job, replica, task) when the name parses.
-    task: Option<(Option<String>, Option<u32>, Option<u32>)>,
-    cpu: bool,
-    rack: Option<&'a str>,
+    pub(super) task: Option<(Option<String>, Option<u32>, Option<u32>)>,
+    pub(super) cpu: bool,
+    pub(super) rack: Option<&'a str>,
 }
 
 impl<'a> Place<'a> {
-    fn of(d: &'a Device) -> Self {
+    pub(super) fn of(d: &'a Device) -> Self {
         Place {
             machine: machine(&d.host),
             host: &d.host,
@@ -371,7 +369,7 @@ impl<'a> Place<'a> {
     /// and their names agree on job, replica and task; they share a machine when their host
     /// strings agree once a `:port` suffix is dropped; machines in two known, different racks
     /// are [`Locality::CrossRack`].
-    fn locality(&self, other: &Place) -> Locality {
+    pub(super) fn locality(&self, other: &Place) -> Locality {
         if self.machine != other.machine {
             return match (self.rack, other.rack) {
                 (Some(a), Some(b)) if a != b => Locality::CrossRack,
@@ -489,7 +487,8 @@ impl Cluster {
     /// The link from device `a` to device `b`: an explicit [`LinkSpec`] if there is
     /// one, else the default for their [`Locality`]. `None` when `a == b` (no transfer).
     ///
-    /// Looks through [`Cluster::links`]; to query many pairs use `Cluster::link_matrix`.
+    /// Looks through [`Cluster::links`]; the cost model keeps every pair's link in a table
+    /// linear in devices and explicit links (`cluster::links::LinkTable`) for many queries.
     ///
     /// # Panics
     /// If `a` or `b` is from a larger cluster.
@@ -507,10 +506,12 @@ impl Cluster {
     }
 
     /// Links between every ordered pair, row-major (`[a * n + b]` is the link from `a` to `b`);
-    /// the diagonal holds a zero-latency, infinite-bandwidth link (no transfer).
+    /// the diagonal holds a zero-latency, infinite-bandwidth link (no transfer). Quadratic in
+    /// devices: the reference the tests check `LinkTable` against, not for planning.
+    #[cfg(test)]
     pub(crate) fn link_matrix(&self) -> Vec<Link> {
         let n = self.devices.len();
-        let index: HashMap<&str, usize> = self
+        let index: std::collections::HashMap<&str, usize> = self
             .devices
             .iter()
             .enumerate()
@@ -587,6 +588,7 @@ impl Cluster {
             .validate("default same-process accelerator link")?;
         ld.same_host.validate("default same-host link")?;
         ld.cross_host.validate("default cross-host link")?;
+        ld.cross_rack.validate("default cross-rack link")?;
         Ok(())
     }
 }

@@ -56,6 +56,7 @@ pub use times::CostSource;
 
 use times::OpTimes;
 
+use crate::cluster::links::{LinkRow, LinkTable};
 use crate::cluster::model::{Link, OpTypeCost, MIN_AVAILABILITY};
 use crate::cluster::{Cluster, DeviceId};
 use crate::error::{Error, Result};
@@ -114,13 +115,8 @@ pub struct CostModel {
     gclass_ok: Vec<bool>,
     devices: Vec<DeviceCost>,
     device_types: Vec<DeviceType>,
-    links: Vec<Link>,
-    /// `[from * n + to]`: latency, seconds (0 on the diagonal).
-    latency: Vec<f64>,
-    /// `[from * n + to]`: 1 / bandwidth, s/byte (0 on the diagonal).
-    inv_bandwidth: Vec<f64>,
-    mean_latency: f64,
-    mean_inv_bandwidth: f64,
+    /// Every ordered pair's link, in space linear in devices and explicit links.
+    links: LinkTable,
     /// Ops one training step runs (`None`: all); the others cost nothing and have no edges.
     active: Option<Vec<bool>>,
     /// Per compute pool: ops at full speed at once.
@@ -264,25 +260,6 @@ impl CostModel {
             group_class.push(c);
         }
 
-        // Links and their means over distinct pairs (HEFT's average communication cost).
-        let links = cluster.link_matrix();
-        let nd = devices.len();
-        let (mut lat, mut inv_bw, mut pairs) = (0.0, 0.0, 0usize);
-        for a in 0..nd {
-            for b in 0..nd {
-                if a != b {
-                    lat += links[a * nd + b].latency;
-                    inv_bw += 1.0 / links[a * nd + b].bandwidth;
-                    pairs += 1;
-                }
-            }
-        }
-        let (mean_latency, mean_inv_bandwidth) = if pairs > 0 {
-            (lat / pairs as f64, inv_bw / pairs as f64)
-        } else {
-            (0.0, 0.0)
-        };
-
         // From per device type to per device, so hot loops index by device directly.
         let per_device = |by_type: &[bool]| -> Vec<bool> {
             by_type
@@ -304,11 +281,7 @@ impl CostModel {
             gclass_ok,
             devices,
             device_types,
-            latency: links.iter().map(|l| l.latency).collect(),
-            inv_bandwidth: links.iter().map(|l| 1.0 / l.bandwidth).collect(),
-            links,
-            mean_latency,
-            mean_inv_bandwidth,
+            links: LinkTable::new(cluster),
             active: None,
             pool_capacity,
             times: OpTimes::analytic(work),
@@ -625,35 +598,33 @@ impl CostModel {
         self.devices[device].speed
     }
 
-    /// The link from `from` to `to`.
+    /// The link from `from` to `to` (a zero-latency, infinite-bandwidth link when
+    /// `from == to`).
     #[inline]
     pub(crate) fn link(&self, from: DeviceId, to: DeviceId) -> Link {
-        self.links[from.index() * self.devices.len() + to.index()]
+        self.links.link(from, to)
     }
 
     /// Seconds to move `bytes` from device `from` to device `to` over an idle link (0 when
     /// `from == to`).
     #[inline]
     pub(crate) fn transfer_time(&self, bytes: u64, from: DeviceId, to: DeviceId) -> f64 {
-        let k = from.index() * self.devices.len() + to.index();
-        self.latency[k] + bytes as f64 * self.inv_bandwidth[k]
+        let (latency, inv_bandwidth) = self.links.parts(from, to);
+        latency + bytes as f64 * inv_bandwidth
     }
 
-    /// Latency (s) and 1/bandwidth (s/byte) of every link from device `from`, indexed by the
-    /// receiving device ([`DeviceId`]); both 0 for `from` itself. For loops over all receivers.
+    /// The links from device `from` to every receiving device (latency, s, and 1/bandwidth,
+    /// s/byte; both 0 to `from` itself), for loops over all receivers
+    /// ([`LinkRow::max_arrivals`]).
     #[inline]
-    pub(crate) fn links_from(&self, from: DeviceId) -> (&[f64], &[f64]) {
-        let (nd, from) = (self.devices.len(), from.index());
-        (
-            &self.latency[from * nd..(from + 1) * nd],
-            &self.inv_bandwidth[from * nd..(from + 1) * nd],
-        )
+    pub(crate) fn links_from(&self, from: DeviceId) -> LinkRow<'_> {
+        self.links.row(from)
     }
 
     /// Mean seconds to move `bytes` between two distinct devices (mean latency + bytes × mean
     /// 1/bandwidth over all ordered pairs); 0 with fewer than two devices.
     pub(crate) fn mean_transfer_time(&self, bytes: u64) -> f64 {
-        self.mean_latency + bytes as f64 * self.mean_inv_bandwidth
+        self.links.mean_latency() + bytes as f64 * self.links.mean_inv_bandwidth()
     }
 
     /// Mean seconds of op `node` over the devices that have a kernel for it (all devices if none

@@ -196,13 +196,10 @@ impl<'a> State<'a> {
             let f = self.finish[p];
             match self.node_dev[p] {
                 NONE => out.iter_mut().for_each(|t| *t = t.max(f)),
-                pd => {
-                    let (lat, inv) = self.cost.links_from(DeviceId::new(pd as usize));
-                    let b = e.bytes as f64;
-                    for ((t, &l), &i) in out.iter_mut().zip(lat).zip(inv) {
-                        *t = t.max(f + l + b * i);
-                    }
-                }
+                pd => self
+                    .cost
+                    .links_from(DeviceId::new(pd as usize))
+                    .max_arrivals(f, e.bytes as f64, out),
             }
         }
     }

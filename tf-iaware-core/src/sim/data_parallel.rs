@@ -1,19 +1,42 @@
-//! Simulated synchronous data-parallel steps with parameter servers, pure (no TensorFlow, no
-//! workers): the step of a plan is
+//! Simulated data-parallel steps with parameter servers, pure (no TensorFlow, no workers), in
+//! the three ways the contenders combine gradients ([`DpMode`]).
+//!
+//! **Synchronous** (`replica-setter`, `infra-aware`): a step is
 //!
 //! `pull + max over replicas (fixed_ms + share ÷ throughput) + push`
 //!
 //! where pulling the variables and pushing the gradients each take one latency plus the longer
 //! of the busiest ps link (`replicas × its bytes ÷ its bandwidth`: every replica contends for
-//! it) and a worker's own link (`PsNetwork::phase_ms`). Its lower bound (`lower_bound`) is
-//! the least, over the number of replicas `k`, of the ideal synchronisation of `k` replicas
-//! (bytes spread over the ps in proportion to bandwidth) plus the batch over the `k` fastest
-//! workers' summed throughput (or the cheapest fixed cost): no plan under this model beats it.
+//! it) and a worker's own link (`PsNetwork::phase_ms`).
+//!
+//! **Backup workers** (`sync-backup`, SyncReplicasOptimizer with `k` backup workers): every
+//! replica pulls and pushes as in a synchronous step, but the step ends when the fastest
+//! `N − k` replicas have computed — `pull + (N − k)-th fastest replica + push` — and the
+//! others' gradients are dropped, so a step applies the samples of those `N − k` replicas only.
+//! (TensorFlow's token queue lets a fast worker contribute two gradients to one step; the model
+//! counts each replica once.)
+//!
+//! **Asynchronous** (`async-ps`, `infra-aware-async`; ParameterServerStrategy): no barrier.
+//! Each worker loops on its own share — pull, compute, push, one step in flight — taking
+//! `T⁰ᵢ = fixed_ms + share ÷ throughput + 2 × (latency + max(busiest ps link, own link))` alone.
+//! The ps links carry each worker's pull and push at its own rate: ps `p` moves
+//! `bytes_p × Σᵢ 1/Tᵢ` per second each way. When that exceeds its bandwidth the link is
+//! saturated and every worker's transfers stretch by the same delay `d` (the links shared
+//! equally), the least `d ≥ 0` with `bytes_p × Σᵢ 1/(T⁰ᵢ + d) ≤ bandwidth_p` for every ps
+//! (found by bisection). The comparable figure is the **time the cluster takes to process one
+//! global batch of samples**, `global batch ÷ Σᵢ shareᵢ / Tᵢ` — throughput, not time to
+//! accuracy: an asynchronous gradient is computed on variables up to `N − 1` updates old, so a
+//! sample is worth less than in a synchronous step (`bench --data digits` measures that).
+//!
+//! Lower bounds (`lower_bound`): synchronous and backup plans, the least over the number of
+//! replicas `k` of the ideal synchronisation of `k` replicas (bytes spread over the ps in
+//! proportion to bandwidth) plus the batch over the `k` fastest workers' summed throughput (or
+//! the cheapest fixed cost); asynchronous plans, the batch over every worker's summed
+//! throughput (and at least one transfer of the variables over all ps links together). No plan
+//! under its model beats its bound.
 //!
 //! The planners that run here are listed in [`DP_PLANNERS`]; [`plan`] is the one place that maps
-//! a name to a planner. The asynchronous and backup-worker contenders (`async-ps`,
-//! `sync-backup`, `infra-aware-async`) train for real (`bench --data digits`) but have no
-//! simulated step yet: they join there, with their own step model in `simulate_step`.
+//! a name to a planner, [`mode`] the one that maps it to its [`DpMode`].
 
 use std::collections::HashMap;
 
@@ -127,11 +150,71 @@ pub(crate) fn ps_network(cluster: &SyntheticCluster) -> PsNetwork {
 }
 
 /// Data-parallel planners [`plan`] knows: TensorFlow's stock `replica-setter` (equal shares,
-/// variables round-robin) and `infra-aware` (shares by capability × availability within
-/// memory, as many replicas as pay for their ps traffic, variables sharded evenly over the ps).
-pub const DP_PLANNERS: &[&str] = &["replica-setter", "infra-aware"];
+/// variables round-robin), `infra-aware` (shares by capability × availability within memory,
+/// as many replicas as pay for their ps traffic, variables sharded evenly over the ps),
+/// `sync-backup` (SyncReplicasOptimizer: equal shares, each step aggregating the first N − k
+/// gradients), `async-ps` (ParameterServerStrategy: equal shares, asynchronous) and
+/// `infra-aware-async` (`infra-aware`'s shares and workers, asynchronous).
+pub const DP_PLANNERS: &[&str] = &[
+    "replica-setter",
+    "infra-aware",
+    "sync-backup",
+    "async-ps",
+    "infra-aware-async",
+];
 
-/// The plan of data-parallel planner `name` for `global_batch` samples on `cluster`.
+/// Backup workers of `sync-backup` unless told otherwise (as `bench --backup-workers`).
+pub const DEFAULT_BACKUPS: usize = 1;
+
+/// How a data-parallel contender's gradients reach the variables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DpMode {
+    /// One barrier per step over every replica.
+    Sync,
+    /// Each step takes the first N − `backups` replicas' gradients.
+    Backup {
+        /// Gradients each step does without (k).
+        backups: usize,
+    },
+    /// No barrier: every worker steps and updates on its own, one step in flight.
+    Async,
+}
+
+impl DpMode {
+    /// `sync`, `backup` or `async`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DpMode::Sync => "sync",
+            DpMode::Backup { .. } => "backup",
+            DpMode::Async => "async",
+        }
+    }
+}
+
+fn unknown_planner(name: &str) -> Error {
+    Error::InvalidArgument {
+        what: format!("data-parallel planner `{name}`"),
+        reason: format!("the simulator knows {}", DP_PLANNERS.join(", ")),
+    }
+}
+
+/// How planner `name` (one of [`DP_PLANNERS`]) combines gradients; `backups` is the k of
+/// `sync-backup`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a name not in [`DP_PLANNERS`].
+pub fn mode(name: &str, backups: usize) -> Result<DpMode> {
+    match name {
+        "replica-setter" | "infra-aware" => Ok(DpMode::Sync),
+        "sync-backup" => Ok(DpMode::Backup { backups }),
+        "async-ps" | "infra-aware-async" => Ok(DpMode::Async),
+        other => Err(unknown_planner(other)),
+    }
+}
+
+/// The plan of data-parallel planner `name` for `global_batch` samples on `cluster` (the
+/// shares and variables; [`mode`] says how its gradients are combined).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a name not in [`DP_PLANNERS`]; the planner's own errors
@@ -143,14 +226,14 @@ pub fn plan(
     workload: &DpWorkload,
     global_batch: usize,
 ) -> Result<DataParallelPlan> {
-    match name {
-        "replica-setter" => parallel::replica_setter(
+    let mut plan = match name {
+        "replica-setter" | "sync-backup" | "async-ps" => parallel::replica_setter(
             &cluster.workers,
             &cluster.ps,
             &workload.variables,
             global_batch,
-        ),
-        "infra-aware" => parallel::infra_aware_networked(
+        )?,
+        "infra-aware" | "infra-aware-async" => parallel::infra_aware_networked(
             capacity,
             &cluster.ps,
             &workload.variables,
@@ -158,42 +241,51 @@ pub fn plan(
             &InfraAwareOptions::default(),
             &ps_network(cluster),
             Sharding::Balanced,
-        ),
-        // Extension point: `sync-backup` (the step waits for the fastest N − k replicas),
-        // `async-ps` and `infra-aware-async` (no barrier: throughput, not a step) plan here and
-        // need their own step model in `simulate_step`.
-        other => Err(Error::InvalidArgument {
-            what: format!("data-parallel planner `{other}`"),
-            reason: format!("the simulator knows {}", DP_PLANNERS.join(", ")),
-        }),
+        )?,
+        other => return Err(unknown_planner(other)),
+    };
+    plan.strategy = name.into();
+    if name == "infra-aware-async" {
+        // Its prediction is the synchronous step's; the asynchronous one is the simulator's.
+        plan.predicted_step_ms = None;
     }
+    Ok(plan)
 }
 
-/// One simulated data-parallel step.
+/// One simulated data-parallel step (asynchronous: the time per global batch of samples).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct DpStep {
-    /// Predicted step time, ms.
+    /// How the gradients were combined.
+    pub mode: DpMode,
+    /// Predicted step time, ms; asynchronous: the time the cluster takes to process one global
+    /// batch of samples (`samples_per_step ÷ images_per_sec`).
     pub step_ms: f64,
-    /// The slowest replica's compute, ms.
+    /// The compute the step waits for, ms: the slowest replica's (synchronous), the
+    /// (N − k)-th fastest (backup), the slowest worker's own step compute (asynchronous).
     pub compute_ms: f64,
-    /// Pull and push together, ms.
+    /// Pull and push together, ms; asynchronous: one worker's per step, stretched by a
+    /// saturated ps link.
     pub sync_ms: f64,
     /// Replicas with a share.
     pub replicas: usize,
-    /// The slowest replica's device.
+    /// The device of the replica `compute_ms` is.
     pub slowest: Option<String>,
     /// Bytes on each ps, in the order given.
     pub ps_bytes: Vec<u64>,
+    /// Samples whose gradients a step applies (asynchronous: the global batch).
+    pub samples_per_step: usize,
+    /// Samples whose gradients are applied per second.
+    pub images_per_sec: f64,
+    /// Asynchronous: the delay a saturated ps link adds to every worker's step, ms (0 when no
+    /// ps link is saturated; 0 for the other modes).
+    pub ps_delay_ms: f64,
 }
 
-/// Simulates one step of `plan` on workers of `capacity`, with its variables (`vars`; the
-/// parts `name/part_K` of a sharded variable split it equally) on the ps tasks `ps` linked by
-/// `network`.
+/// Simulates one synchronous step of `plan` (see [`simulate`]).
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for a replica on a worker `capacity` lacks, a variable on a
-/// device that is not one of `ps`, or a variable name that is neither in `vars` nor a part of
-/// one.
+/// As [`simulate`].
+#[cfg(test)]
 pub(crate) fn simulate_step(
     plan: &DataParallelPlan,
     capacity: &[WorkerCapacity],
@@ -201,10 +293,29 @@ pub(crate) fn simulate_step(
     ps: &[String],
     network: &PsNetwork,
 ) -> Result<DpStep> {
+    simulate(plan, DpMode::Sync, capacity, vars, ps, network)
+}
+
+/// Simulates `plan` combined in `mode` on workers of `capacity`, with its variables (`vars`;
+/// the parts `name/part_K` of a sharded variable split it equally) on the ps tasks `ps` linked
+/// by `network` (see the module docs for the three models).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a replica on a worker `capacity` lacks, a variable on a
+/// device that is not one of `ps`, a variable name that is neither in `vars` nor a part of
+/// one, or as many backup workers as replicas.
+pub(crate) fn simulate(
+    plan: &DataParallelPlan,
+    mode: DpMode,
+    capacity: &[WorkerCapacity],
+    vars: &[VarInfo],
+    ps: &[String],
+    network: &PsNetwork,
+) -> Result<DpStep> {
     let by_device: HashMap<&str, &WorkerCapacity> =
         capacity.iter().map(|c| (c.device.as_str(), c)).collect();
-    let mut compute_ms = 0.0f64;
-    let mut slowest = None;
+    // (compute ms, share, device) of each replica with a share.
+    let mut replicas: Vec<(f64, usize, &str)> = Vec::with_capacity(plan.replicas.len());
     for r in &plan.replicas {
         let c = by_device
             .get(r.device.as_str())
@@ -212,12 +323,156 @@ pub(crate) fn simulate_step(
                 what: format!("replica on `{}`", r.device),
                 reason: "no capacity is known for this worker".into(),
             })?;
-        let t = c.step_ms(r.batch);
-        if t > compute_ms || slowest.is_none() {
-            compute_ms = compute_ms.max(t);
-            slowest = Some(r.device.clone());
+        if r.batch > 0 {
+            replicas.push((c.step_ms(r.batch), r.batch, r.device.as_str()));
         }
     }
+    let ps_bytes = ps_loads(plan, vars, ps)?;
+    let n = replicas.len();
+    /// The longest compute of `rs` and its device (the first of equals).
+    fn slowest_of<'a>(rs: &[(f64, usize, &'a str)]) -> Option<(f64, &'a str)> {
+        rs.iter()
+            .fold(None, |best: Option<(f64, &str)>, &(t, _, d)| match best {
+                Some((bt, _)) if bt >= t => best,
+                _ => Some((t, d)),
+            })
+    }
+    let step = match mode {
+        DpMode::Sync => {
+            let (compute_ms, slowest) =
+                slowest_of(&replicas).map_or((0.0, None), |(t, d)| (t, Some(d)));
+            let sync_ms = network.sync_ms(n, &ps_bytes);
+            let samples = plan.global_batch();
+            let step_ms = compute_ms + sync_ms;
+            DpStep {
+                mode,
+                step_ms,
+                compute_ms,
+                sync_ms,
+                replicas: n,
+                slowest: slowest.map(String::from),
+                ps_bytes,
+                samples_per_step: samples,
+                images_per_sec: rate(samples, step_ms),
+                ps_delay_ms: 0.0,
+            }
+        }
+        DpMode::Backup { backups } => {
+            if backups >= n {
+                return Err(Error::InvalidArgument {
+                    what: "backup workers".into(),
+                    reason: format!(
+                        "{backups} of {n} replicas: at least one gradient must be aggregated"
+                    ),
+                });
+            }
+            // The fastest N − k replicas make the step (ties: plan order).
+            let mut by_time = replicas.clone();
+            by_time.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let kept = &by_time[..n - backups];
+            let (compute_ms, slowest) = slowest_of(kept).map_or((0.0, None), |(t, d)| (t, Some(d)));
+            // Every replica pulls and pushes (the late ones' gradients are dropped on the ps).
+            let sync_ms = network.sync_ms(n, &ps_bytes);
+            let samples: usize = kept.iter().map(|r| r.1).sum();
+            let step_ms = compute_ms + sync_ms;
+            DpStep {
+                mode,
+                step_ms,
+                compute_ms,
+                sync_ms,
+                replicas: n,
+                slowest: slowest.map(String::from),
+                ps_bytes,
+                samples_per_step: samples,
+                images_per_sec: rate(samples, step_ms),
+                ps_delay_ms: 0.0,
+            }
+        }
+        DpMode::Async => {
+            let transfer_ms = network.sync_ms(usize::from(n > 0), &ps_bytes);
+            let solo: Vec<f64> = replicas.iter().map(|r| r.0 + transfer_ms).collect();
+            let delay_ms = saturation_delay_ms(&solo, &ps_bytes, &network.ps_bandwidth);
+            let images_per_sec: f64 = replicas
+                .iter()
+                .zip(&solo)
+                .map(|(r, t)| r.1 as f64 * 1e3 / (t + delay_ms))
+                .sum();
+            let samples = plan.global_batch();
+            let (compute_ms, slowest) =
+                slowest_of(&replicas).map_or((0.0, None), |(t, d)| (t, Some(d)));
+            DpStep {
+                mode,
+                step_ms: if images_per_sec > 0.0 {
+                    samples as f64 / images_per_sec * 1e3
+                } else {
+                    f64::INFINITY
+                },
+                compute_ms,
+                sync_ms: transfer_ms + delay_ms,
+                replicas: n,
+                slowest: slowest.map(String::from),
+                ps_bytes,
+                samples_per_step: samples,
+                images_per_sec,
+                ps_delay_ms: delay_ms,
+            }
+        }
+    };
+    Ok(step)
+}
+
+/// Samples per second of `samples` every `ms` milliseconds (0 for an empty step).
+fn rate(samples: usize, ms: f64) -> f64 {
+    if ms > 0.0 {
+        samples as f64 * 1e3 / ms
+    } else {
+        0.0
+    }
+}
+
+/// Steps per second ps `p` carries each way at most: `bandwidth_p ÷ bytes_p`, the least over
+/// the ps that hold anything (infinite when none does).
+fn ps_step_rate(ps_bytes: &[u64], ps_bandwidth: &[f64]) -> f64 {
+    ps_bytes
+        .iter()
+        .zip(ps_bandwidth)
+        .filter(|(&b, _)| b > 0)
+        .map(|(&b, &bw)| bw / b as f64)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Asynchronous workers of solo step times `solo` (ms) send `Σ 1/Tᵢ` steps per second through
+/// the ps links: the least delay `d ≥ 0` (ms) added to every step that keeps that within the
+/// ps links' step rate (`ps_step_rate`). 0 when no link is saturated.
+fn saturation_delay_ms(solo: &[f64], ps_bytes: &[u64], ps_bandwidth: &[f64]) -> f64 {
+    let limit = ps_step_rate(ps_bytes, ps_bandwidth);
+    let steps_per_sec = |d: f64| solo.iter().map(|t| 1e3 / (t + d)).sum::<f64>();
+    if solo.is_empty() || !limit.is_finite() || steps_per_sec(0.0) <= limit {
+        return 0.0;
+    }
+    // At d = N / limit every worker's step is at least that long: within the limit.
+    let (mut lo, mut hi) = (0.0f64, solo.len() as f64 * 1e3 / limit);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if steps_per_sec(mid) > limit {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+/// Bytes each ps of `ps` holds under `plan` (the parts `name/part_K` of a sharded variable of
+/// `vars` split it equally).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a variable on a device that is not one of `ps`, or a
+/// variable name that is neither in `vars` nor a part of one.
+fn ps_loads(plan: &DataParallelPlan, vars: &[VarInfo], ps: &[String]) -> Result<Vec<u64>> {
     let bytes: HashMap<&str, u64> = vars.iter().map(|v| (v.name.as_str(), v.bytes)).collect();
     let mut parts: HashMap<&str, u64> = HashMap::new();
     for key in plan.variable_devices.keys() {
@@ -253,16 +508,7 @@ pub(crate) fn simulate_step(
         };
         ps_bytes[p] += b;
     }
-    let replicas = plan.replicas.iter().filter(|r| r.batch > 0).count();
-    let sync_ms = network.sync_ms(replicas, &ps_bytes);
-    Ok(DpStep {
-        step_ms: compute_ms + sync_ms,
-        compute_ms,
-        sync_ms,
-        replicas,
-        slowest,
-        ps_bytes,
-    })
+    Ok(ps_bytes)
 }
 
 /// `name/part_K` → (`name`, K).
@@ -321,6 +567,57 @@ pub(crate) fn lower_bound(
     best
 }
 
+/// Lower bound of the time an asynchronous plan takes to process `global_batch` samples on
+/// workers of `capacity` over `network` with `variable_bytes` of variables, ms: the largest of
+/// the batch over every worker's summed throughput (no worker computes faster), one transfer
+/// of the variables over all ps links together (every step moves them each way, and the
+/// global batch takes at least one step of its largest share), and one worker's pull and push
+/// over its own link (every step takes them). `O(workers)`.
+pub(crate) fn async_lower_bound(
+    global_batch: usize,
+    capacity: &[WorkerCapacity],
+    network: &PsNetwork,
+    variable_bytes: u64,
+) -> DpBound {
+    let (sum, workers) = capacity
+        .iter()
+        .map(|c| c.samples_per_sec)
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .fold((0.0, 0usize), |(s, k), r| (s + r, k + 1));
+    if workers == 0 || global_batch == 0 {
+        return DpBound::default();
+    }
+    let compute = global_batch as f64 / sum * 1e3;
+    let ps_bw: f64 = network.ps_bandwidth.iter().sum();
+    let ps = if ps_bw > 0.0 {
+        variable_bytes as f64 / ps_bw * 1e3
+    } else {
+        0.0
+    };
+    let own = 2.0 * (network.latency_s + variable_bytes as f64 / network.worker_bandwidth) * 1e3;
+    DpBound {
+        ms: compute.max(ps).max(own),
+        replicas: workers,
+    }
+}
+
+/// The lower bound of a step of a plan in `mode` that applies `samples` samples (see
+/// [`lower_bound`] and [`async_lower_bound`]).
+pub(crate) fn lower_bound_for(
+    mode: DpMode,
+    samples: usize,
+    capacity: &[WorkerCapacity],
+    network: &PsNetwork,
+    variable_bytes: u64,
+) -> DpBound {
+    match mode {
+        DpMode::Sync | DpMode::Backup { .. } => {
+            lower_bound(samples, capacity, network, variable_bytes)
+        }
+        DpMode::Async => async_lower_bound(samples, capacity, network, variable_bytes),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,14 +646,15 @@ mod tests {
         let caps = worker_capacities(&c, &w);
         let net = ps_network(&c);
         let batch = 32 * 1000;
-        let bound = lower_bound(batch, &caps, &net, w.variable_bytes());
         let by_device: HashMap<&str, &WorkerCapacity> =
             caps.iter().map(|c| (c.device.as_str(), c)).collect();
         let mut steps = HashMap::new();
         for name in DP_PLANNERS {
             let p = plan(name, &c, &caps, &w, batch).unwrap();
             assert_eq!(p.global_batch(), batch, "{name}");
-            let step = simulate_step(&p, &caps, &w.variables, &c.ps, &net).unwrap();
+            let m = mode(name, DEFAULT_BACKUPS).unwrap();
+            let step = simulate(&p, m, &caps, &w.variables, &c.ps, &net).unwrap();
+            let bound = lower_bound_for(m, step.samples_per_step, &caps, &net, w.variable_bytes());
             assert!(
                 step.step_ms >= bound.ms * (1.0 - 1e-9),
                 "{name}: {step:?} < {bound:?}"
@@ -383,7 +681,175 @@ mod tests {
         }
         // Equal shares wait on the slowest worker; infra-aware does not.
         assert!(steps["infra-aware"].step_ms * 2.0 < steps["replica-setter"].step_ms);
-        assert!(plan("async-ps", &c, &caps, &w, batch).is_err());
+        // A backup worker spares equal shares the slowest replica only.
+        assert!(steps["sync-backup"].step_ms <= steps["replica-setter"].step_ms);
+        // Asynchronous equal shares do not wait on the slowest worker.
+        assert!(steps["async-ps"].step_ms < steps["replica-setter"].step_ms);
+        assert!(plan("nope", &c, &caps, &w, batch).is_err());
+        assert!(mode("nope", 1).is_err());
+    }
+
+    /// Four workers of 100, 50, 25 and 10 samples/s with 1 ms of fixed cost, 20 samples each.
+    fn four() -> (
+        Vec<WorkerCapacity>,
+        DataParallelPlan,
+        Vec<VarInfo>,
+        Vec<String>,
+    ) {
+        let caps: Vec<WorkerCapacity> = [100.0, 50.0, 25.0, 10.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| WorkerCapacity {
+                fixed_ms: 1.0,
+                ..WorkerCapacity::rate(&format!("w{i}"), r)
+            })
+            .collect();
+        let workers: Vec<String> = caps.iter().map(|c| c.device.clone()).collect();
+        let ps = vec!["ps0".to_string(), "ps1".to_string()];
+        let vars = vec![
+            VarInfo {
+                name: "a".into(),
+                bytes: 3_000_000,
+            },
+            VarInfo {
+                name: "b".into(),
+                bytes: 1_000_000,
+            },
+        ];
+        let plan = parallel::replica_setter(&workers, &ps, &vars, 80).unwrap();
+        (caps, plan, vars, ps)
+    }
+
+    fn net(ps_bandwidth: f64) -> PsNetwork {
+        PsNetwork {
+            ps_bandwidth: vec![ps_bandwidth; 2],
+            worker_bandwidth: 1e9,
+            latency_s: 1e-4,
+        }
+    }
+
+    #[test]
+    fn backup_steps_wait_for_the_fastest_n_minus_k_replicas() {
+        let (caps, plan, vars, ps) = four();
+        let network = net(1e9);
+        let sync = simulate(&plan, DpMode::Sync, &caps, &vars, &ps, &network).unwrap();
+        let mut computes: Vec<f64> = plan
+            .replicas
+            .iter()
+            .zip(&caps)
+            .map(|(r, c)| c.step_ms(r.batch))
+            .collect();
+        computes.sort_by(f64::total_cmp);
+        for k in 0..4 {
+            let b = simulate(
+                &plan,
+                DpMode::Backup { backups: k },
+                &caps,
+                &vars,
+                &ps,
+                &network,
+            )
+            .unwrap();
+            // Never slower than the synchronous step with the same shares, and never before
+            // the (N − k)-th replica has computed and every replica synchronised.
+            assert!(b.step_ms <= sync.step_ms, "k={k}: {b:?} vs {sync:?}");
+            assert_eq!(b.compute_ms, computes[3 - k], "k={k}");
+            assert!(b.step_ms >= computes[3 - k] + sync.sync_ms, "k={k}");
+            assert_eq!(b.samples_per_step, 20 * (4 - k), "k={k}");
+            let bound = lower_bound_for(b.mode, b.samples_per_step, &caps, &network, 4_000_000);
+            assert!(b.step_ms >= bound.ms, "k={k}: {b:?} < {bound:?}");
+        }
+        // k = 0 is the synchronous step; one backup of four drops the 10 samples/s worker.
+        let b0 = simulate(
+            &plan,
+            DpMode::Backup { backups: 0 },
+            &caps,
+            &vars,
+            &ps,
+            &network,
+        )
+        .unwrap();
+        assert_eq!(b0.step_ms, sync.step_ms);
+        let b1 = simulate(
+            &plan,
+            DpMode::Backup { backups: 1 },
+            &caps,
+            &vars,
+            &ps,
+            &network,
+        )
+        .unwrap();
+        assert_eq!(b1.slowest.as_deref(), Some("w2"));
+        let err = simulate(
+            &plan,
+            DpMode::Backup { backups: 4 },
+            &caps,
+            &vars,
+            &ps,
+            &network,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("backup workers") && err.contains("4 of 4"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn async_throughput_is_at_most_the_solo_sum_and_limited_by_the_ps_links() {
+        let (caps, plan, vars, ps) = four();
+        let bytes = ps_loads(&plan, &vars, &ps).unwrap();
+        assert_eq!(bytes, vec![3_000_000, 1_000_000]);
+        let solo_sum = |network: &PsNetwork| -> f64 {
+            let transfer = network.sync_ms(1, &bytes);
+            plan.replicas
+                .iter()
+                .zip(&caps)
+                .map(|(r, c)| r.batch as f64 * 1e3 / (c.step_ms(r.batch) + transfer))
+                .sum()
+        };
+        // Fast ps links: every worker at its solo rate, no delay.
+        let fast = net(1e12);
+        let a = simulate(&plan, DpMode::Async, &caps, &vars, &ps, &fast).unwrap();
+        assert_eq!(a.ps_delay_ms, 0.0);
+        assert!((a.images_per_sec - solo_sum(&fast)).abs() < 1e-9 * a.images_per_sec);
+        assert!((a.step_ms - 80.0 / a.images_per_sec * 1e3).abs() < 1e-9 * a.step_ms);
+        // Slow ps links: saturated. Throughput stays below the solo sum, and the ps that holds
+        // 3 MB carries at most its bandwidth each way.
+        for bw in [3e6, 1e6, 3e5] {
+            let slow = net(bw);
+            let a = simulate(&plan, DpMode::Async, &caps, &vars, &ps, &slow).unwrap();
+            assert!(a.ps_delay_ms > 0.0, "{bw}: {a:?}");
+            assert!(a.images_per_sec <= solo_sum(&slow), "{bw}: {a:?}");
+            let transfer = slow.sync_ms(1, &bytes);
+            let steps_per_sec: f64 = plan
+                .replicas
+                .iter()
+                .zip(&caps)
+                .map(|(r, c)| 1e3 / (c.step_ms(r.batch) + transfer + a.ps_delay_ms))
+                .sum();
+            let carried = steps_per_sec * 3e6;
+            assert!(carried <= bw * (1.0 + 1e-9), "{bw}: {carried} B/s");
+            assert!(
+                carried >= bw * (1.0 - 1e-6),
+                "{bw}: saturated at {carried} B/s"
+            );
+            let bound = async_lower_bound(80, &caps, &slow, 4_000_000);
+            assert!(a.step_ms >= bound.ms, "{bw}: {a:?} < {bound:?}");
+        }
+        // Slower links, lower throughput.
+        let rates: Vec<f64> = [1e8, 1e7, 1e6]
+            .iter()
+            .map(|&bw| {
+                simulate(&plan, DpMode::Async, &caps, &vars, &ps, &net(bw))
+                    .unwrap()
+                    .images_per_sec
+            })
+            .collect();
+        assert!(rates[0] > rates[1] && rates[1] > rates[2], "{rates:?}");
+        // Never above every worker's raw throughput.
+        assert!(rates[0] < 185.0, "{rates:?}");
     }
 
     #[test]

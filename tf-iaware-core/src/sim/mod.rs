@@ -324,14 +324,15 @@ struct Sim<'a> {
 }
 
 /// Channel of each ordered device pair: a dense table for clusters up to [`DENSE_DEVICES`]
-/// devices, a hash map beyond.
+/// devices, beyond a hash map of the pairs a step uses (at most one per transfer), so the
+/// simulator's memory stays linear in devices and ops.
 enum ChannelIndex {
     Dense { n: usize, table: Vec<u32> },
     Sparse(HashMap<(u32, u32), u32>),
 }
 
-/// Largest cluster whose channel table is dense (1024² × 4 bytes = 4 MiB).
-const DENSE_DEVICES: usize = 1024;
+/// Largest cluster whose channel table is dense (64² × 4 bytes = 16 KiB).
+const DENSE_DEVICES: usize = 64;
 
 impl ChannelIndex {
     fn new(n: usize) -> Self {

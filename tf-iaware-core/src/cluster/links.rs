@@ -1,0 +1,669 @@
+//! The links between every ordered pair of a cluster's devices in space linear in devices and
+//! explicit links: [`LinkTable`].
+//!
+//! Without an explicit [`LinkSpec`](super::model::LinkSpec), the link between two devices is the
+//! [`LinkDefaults`](super::model::LinkDefaults) entry of their [`Locality`], and their locality
+//! follows from a few coordinates of each device alone — its machine, its rack, its process and
+//! whether it is a CPU — so the table keeps those coordinates (four words per device), the six
+//! tier links, the devices of each machine, and the explicit links sorted by sender. A dense
+//! `devices × devices` table (what the cost model kept before: 32 bytes per ordered pair, 32 MiB
+//! at 1,001 devices) gives the same figures, bit for bit; the test below compares the two.
+
+use std::collections::HashMap;
+
+use super::model::{Cluster, Link, Locality, Place};
+use super::DeviceId;
+
+/// No rack (unknown).
+const NO_RACK: u32 = u32::MAX;
+
+/// The tiers of [`Locality`], as indices into the tier tables.
+const TIERS: [Locality; 6] = [
+    Locality::SameDevice,
+    Locality::SameProcess,
+    Locality::SameProcessAccelerator,
+    Locality::SameHost,
+    Locality::CrossHost,
+    Locality::CrossRack,
+];
+
+#[inline]
+const fn tier_index(l: Locality) -> usize {
+    match l {
+        Locality::SameDevice => 0,
+        Locality::SameProcess => 1,
+        Locality::SameProcessAccelerator => 2,
+        Locality::SameHost => 3,
+        Locality::CrossHost => 4,
+        Locality::CrossRack => 5,
+    }
+}
+
+/// An explicit link from one device, by receiver.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Explicit {
+    /// Receiving device.
+    to: u32,
+    /// Latency, s.
+    latency: f64,
+    /// 1 / bandwidth, s/byte.
+    inv_bandwidth: f64,
+    /// The link as given.
+    link: Link,
+}
+
+/// Every link of a cluster: per-device locality coordinates, one link per [`Locality`] tier and
+/// the explicit per-pair links, `O(devices + explicit links)` in memory.
+///
+/// Latencies are seconds, inverse bandwidths seconds per byte; both are 0 from a device to
+/// itself (no transfer).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct LinkTable {
+    /// Machine of each device (interned).
+    machine: Vec<u32>,
+    /// Rack of each device (interned; [`NO_RACK`] when unknown).
+    rack: Vec<u32>,
+    /// The same as floats (−1 when unknown), for the receivers loop of
+    /// [`LinkRow::max_arrivals`]: compared lane by lane with the arrival times, it vectorises.
+    rack_key: Vec<f64>,
+    /// Process of each device (interned host string and job/replica/task; a device whose name
+    /// does not parse has a process of its own).
+    process: Vec<u32>,
+    /// Whether each device is a CPU.
+    cpu: Vec<bool>,
+    /// Devices of machine `m`: `machine_devices[machine_start[m]..machine_start[m + 1]]`,
+    /// ascending.
+    machine_start: Vec<u32>,
+    machine_devices: Vec<u32>,
+    /// Link, latency and inverse bandwidth of each tier (by `tier_index`); the
+    /// [`Locality::SameDevice`] tier is a zero-latency, infinite-bandwidth link.
+    tier_link: [Link; 6],
+    tier_latency: [f64; 6],
+    tier_inv_bandwidth: [f64; 6],
+    /// Explicit links from device `d`: `explicit[explicit_start[d]..explicit_start[d + 1]]`,
+    /// by ascending receiver, one per ordered pair (the last [`Cluster::links`] entry wins).
+    explicit_start: Vec<u32>,
+    explicit: Vec<Explicit>,
+    /// Mean latency (s) and mean inverse bandwidth (s/byte) over all ordered pairs of distinct
+    /// devices (0 with fewer than two devices).
+    mean_latency: f64,
+    mean_inv_bandwidth: f64,
+}
+
+fn intern<'a>(map: &mut HashMap<&'a str, u32>, key: &'a str) -> u32 {
+    let next = map.len() as u32;
+    *map.entry(key).or_insert(next)
+}
+
+/// `n × (n − 1)`: ordered pairs of distinct members of a set of `n`.
+fn ordered_pairs(n: u64) -> u64 {
+    n * n.saturating_sub(1)
+}
+
+impl LinkTable {
+    /// The links of `cluster`: by locality, except where [`Cluster::links`] names the pair
+    /// (explicit links that name an unknown device, or a device and itself, are ignored).
+    /// `O(devices + explicit links)` time and memory (hashing each device's machine, rack and
+    /// process once).
+    pub(crate) fn new(cluster: &Cluster) -> Self {
+        let n = cluster.devices.len();
+        let places: Vec<Place> = cluster.devices.iter().map(Place::of).collect();
+        let mut machines: HashMap<&str, u32> = HashMap::new();
+        let mut racks: HashMap<&str, u32> = HashMap::new();
+        type ProcessKey<'a> = (&'a str, &'a (Option<String>, Option<u32>, Option<u32>));
+        let mut processes: HashMap<ProcessKey, u32> = HashMap::new();
+        let (mut machine, mut rack, mut process, mut cpu) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        // Processes of devices whose name does not parse: one each, numbered after the others
+        // (renumbered below once their count is known).
+        let mut lone = Vec::new();
+        for (i, p) in places.iter().enumerate() {
+            machine.push(intern(&mut machines, p.machine));
+            rack.push(p.rack.map_or(NO_RACK, |r| intern(&mut racks, r)));
+            cpu.push(p.cpu);
+            match &p.task {
+                Some(task) => {
+                    let next = processes.len() as u32;
+                    process.push(*processes.entry((p.host, task)).or_insert(next));
+                }
+                None => {
+                    lone.push(i);
+                    process.push(u32::MAX);
+                }
+            }
+        }
+        let named = processes.len() as u32;
+        for (k, &i) in lone.iter().enumerate() {
+            process[i] = named + k as u32;
+        }
+        let n_processes = named as usize + lone.len();
+
+        // Devices by machine (counting sort: ascending device order within a machine).
+        let n_machines = machines.len();
+        let mut machine_start = vec![0u32; n_machines + 1];
+        for &m in &machine {
+            machine_start[m as usize + 1] += 1;
+        }
+        for m in 0..n_machines {
+            machine_start[m + 1] += machine_start[m];
+        }
+        let mut fill = machine_start.clone();
+        let mut machine_devices = vec![0u32; n];
+        for (d, &m) in machine.iter().enumerate() {
+            machine_devices[fill[m as usize] as usize] = d as u32;
+            fill[m as usize] += 1;
+        }
+
+        let defaults = &cluster.link_defaults;
+        let tier_link = TIERS.map(|t| {
+            defaults
+                .for_locality(t)
+                .unwrap_or(Link::new(0.0, f64::INFINITY))
+        });
+        let tier_latency = tier_link.map(|l| l.latency);
+        let tier_inv_bandwidth = tier_link.map(|l| 1.0 / l.bandwidth);
+
+        // Explicit links: by (sender, receiver), the last entry of a pair kept (a stable sort
+        // keeps the cluster's order among entries of one pair).
+        let index: HashMap<&str, u32> = cluster
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.name.as_str(), i as u32))
+            .collect();
+        let mut pairs: Vec<(u32, Explicit)> = cluster
+            .links
+            .iter()
+            .filter_map(|spec| {
+                let (&a, &b) = (index.get(spec.from.as_str())?, index.get(spec.to.as_str())?);
+                (a != b).then_some((
+                    a,
+                    Explicit {
+                        to: b,
+                        latency: spec.link.latency,
+                        inv_bandwidth: 1.0 / spec.link.bandwidth,
+                        link: spec.link,
+                    },
+                ))
+            })
+            .collect();
+        pairs.sort_by_key(|&(a, e)| (a, e.to));
+        let mut explicit: Vec<Explicit> = Vec::with_capacity(pairs.len());
+        let mut explicit_start = vec![0u32; n + 1];
+        for (k, &(a, e)) in pairs.iter().enumerate() {
+            let last_of_pair = pairs
+                .get(k + 1)
+                .is_none_or(|&(a2, e2)| (a2, e2.to) != (a, e.to));
+            if last_of_pair {
+                explicit.push(e);
+                explicit_start[a as usize + 1] += 1;
+            }
+        }
+        for d in 0..n {
+            explicit_start[d + 1] += explicit_start[d];
+        }
+
+        let rack_key = rack
+            .iter()
+            .map(|&r| if r == NO_RACK { -1.0 } else { f64::from(r) })
+            .collect();
+        let mut table = LinkTable {
+            machine,
+            rack,
+            rack_key,
+            process,
+            cpu,
+            machine_start,
+            machine_devices,
+            tier_link,
+            tier_latency,
+            tier_inv_bandwidth,
+            explicit_start,
+            explicit,
+            mean_latency: 0.0,
+            mean_inv_bandwidth: 0.0,
+        };
+        table.set_means(n_processes);
+        table
+    }
+
+    /// Mean latency and inverse bandwidth over all ordered pairs of distinct devices, from the
+    /// number of pairs in each tier (counted by group sizes) corrected by the explicit links.
+    fn set_means(&mut self, n_processes: usize) {
+        let n = self.machine.len() as u64;
+        let total = ordered_pairs(n);
+        if total == 0 {
+            return;
+        }
+        let mut per_process = vec![(0u64, 0u64); n_processes];
+        for (&p, &c) in self.process.iter().zip(&self.cpu) {
+            let e = &mut per_process[p as usize];
+            e.0 += 1;
+            e.1 += u64::from(c);
+        }
+        let same_process: u64 = per_process.iter().map(|e| ordered_pairs(e.0)).sum();
+        let cpu_pairs: u64 = per_process.iter().map(|e| ordered_pairs(e.1)).sum();
+        let same_machine: u64 = self
+            .machine_start
+            .windows(2)
+            .map(|w| ordered_pairs(u64::from(w[1] - w[0])))
+            .sum();
+        // Ordered pairs in two known, different racks, less those on one machine.
+        let mut per_rack: HashMap<u32, u64> = HashMap::new();
+        let mut per_machine_rack: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut per_machine_known: HashMap<u32, u64> = HashMap::new();
+        let mut known = 0u64;
+        for (&m, &r) in self.machine.iter().zip(&self.rack) {
+            if r != NO_RACK {
+                known += 1;
+                *per_rack.entry(r).or_default() += 1;
+                *per_machine_rack.entry((m, r)).or_default() += 1;
+                *per_machine_known.entry(m).or_default() += 1;
+            }
+        }
+        let square = |k: u64| k * k;
+        let racks_apart = square(known) - per_rack.values().map(|&k| square(k)).sum::<u64>();
+        let apart_on_one_machine = per_machine_known.values().map(|&k| square(k)).sum::<u64>()
+            - per_machine_rack.values().map(|&k| square(k)).sum::<u64>();
+        let cross_rack = racks_apart - apart_on_one_machine;
+        let mut count = [0u64; 6];
+        count[tier_index(Locality::SameProcess)] = cpu_pairs;
+        count[tier_index(Locality::SameProcessAccelerator)] = same_process - cpu_pairs;
+        count[tier_index(Locality::SameHost)] = same_machine - same_process;
+        count[tier_index(Locality::CrossRack)] = cross_rack;
+        count[tier_index(Locality::CrossHost)] = total - same_machine - cross_rack;
+        let (mut latency, mut inv_bandwidth) = (0.0f64, 0.0f64);
+        for ((&k, &l), &i) in count
+            .iter()
+            .zip(&self.tier_latency)
+            .zip(&self.tier_inv_bandwidth)
+        {
+            latency += k as f64 * l;
+            inv_bandwidth += k as f64 * i;
+        }
+        for from in 0..self.machine.len() {
+            for e in self.explicit_of(from) {
+                let t = self.tier(from, e.to as usize);
+                latency += e.latency - self.tier_latency[t];
+                inv_bandwidth += e.inv_bandwidth - self.tier_inv_bandwidth[t];
+            }
+        }
+        self.mean_latency = latency / total as f64;
+        self.mean_inv_bandwidth = inv_bandwidth / total as f64;
+    }
+
+    /// Number of devices.
+    pub(crate) fn len(&self) -> usize {
+        self.machine.len()
+    }
+
+    #[inline]
+    fn explicit_of(&self, from: usize) -> &[Explicit] {
+        &self.explicit[self.explicit_start[from] as usize..self.explicit_start[from + 1] as usize]
+    }
+
+    /// Tier (`tier_index`) of the pair `a → b` by locality alone.
+    #[inline]
+    fn tier(&self, a: usize, b: usize) -> usize {
+        if a == b {
+            0
+        } else if self.machine[a] != self.machine[b] {
+            let (ra, rb) = (self.rack[a], self.rack[b]);
+            if ra != NO_RACK && rb != NO_RACK && ra != rb {
+                5
+            } else {
+                4
+            }
+        } else if self.process[a] != self.process[b] {
+            3
+        } else if self.cpu[a] && self.cpu[b] {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The explicit link `from → to`, if the cluster names one.
+    #[inline]
+    fn explicit_link(&self, from: usize, to: usize) -> Option<&Explicit> {
+        let row = self.explicit_of(from);
+        if row.is_empty() {
+            return None;
+        }
+        row.binary_search_by_key(&(to as u32), |e| e.to)
+            .ok()
+            .map(|k| &row[k])
+    }
+
+    /// The link from `from` to `to` (a zero-latency, infinite-bandwidth link when they are the
+    /// same device).
+    #[inline]
+    pub(crate) fn link(&self, from: DeviceId, to: DeviceId) -> Link {
+        let (a, b) = (from.index(), to.index());
+        match self.explicit_link(a, b) {
+            Some(e) => e.link,
+            None => self.tier_link[self.tier(a, b)],
+        }
+    }
+
+    /// Latency (s) and inverse bandwidth (s/byte) of the link `from → to`; both 0 when
+    /// `from == to`.
+    #[inline]
+    pub(crate) fn parts(&self, from: DeviceId, to: DeviceId) -> (f64, f64) {
+        let (a, b) = (from.index(), to.index());
+        match self.explicit_link(a, b) {
+            Some(e) => (e.latency, e.inv_bandwidth),
+            None => {
+                let t = self.tier(a, b);
+                (self.tier_latency[t], self.tier_inv_bandwidth[t])
+            }
+        }
+    }
+
+    /// The links from device `from` to every device.
+    #[inline]
+    pub(crate) fn row(&self, from: DeviceId) -> LinkRow<'_> {
+        LinkRow {
+            table: self,
+            from: from.index(),
+        }
+    }
+
+    /// Mean latency, s, over all ordered pairs of distinct devices (0 with fewer than two).
+    pub(crate) fn mean_latency(&self) -> f64 {
+        self.mean_latency
+    }
+
+    /// Mean inverse bandwidth, s/byte, over all ordered pairs of distinct devices (0 with fewer
+    /// than two).
+    pub(crate) fn mean_inv_bandwidth(&self) -> f64 {
+        self.mean_inv_bandwidth
+    }
+
+    /// Heap bytes the table holds (for the memory figures of the benches and tests).
+    #[cfg(test)]
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.machine.capacity() * size_of::<u32>()
+            + self.rack.capacity() * size_of::<u32>()
+            + self.rack_key.capacity() * size_of::<f64>()
+            + self.process.capacity() * size_of::<u32>()
+            + self.cpu.capacity()
+            + self.machine_start.capacity() * size_of::<u32>()
+            + self.machine_devices.capacity() * size_of::<u32>()
+            + self.explicit_start.capacity() * size_of::<u32>()
+            + self.explicit.capacity() * size_of::<Explicit>()
+    }
+}
+
+/// The links from one device to every device of a [`LinkTable`] (see [`LinkTable::row`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkRow<'a> {
+    table: &'a LinkTable,
+    from: usize,
+}
+
+impl LinkRow<'_> {
+    /// For every receiving device `d`: `out[d] = max(out[d], ready + latency(d) + bytes ×
+    /// inverse_bandwidth(d))` — when a tensor of `bytes` bytes ready at `ready` seconds would be
+    /// on each device. `O(devices)`, in one pass over the receivers (the devices of other
+    /// machines by their rack alone; those of the sender's machine and the explicit links one
+    /// by one).
+    ///
+    /// # Panics
+    /// If `out` does not have one slot per device.
+    #[inline]
+    pub(crate) fn max_arrivals(&self, ready: f64, bytes: f64, out: &mut [f64]) {
+        let t = self.table;
+        let n = t.len();
+        assert_eq!(out.len(), n, "one arrival slot per device");
+        let a = self.from;
+        let ra = t.rack_key[a];
+        let at = |k: usize| ready + t.tier_latency[k] + bytes * t.tier_inv_bandwidth[k];
+        let host = at(tier_index(Locality::CrossHost));
+        let rack = if ra < 0.0 {
+            host
+        } else {
+            at(tier_index(Locality::CrossRack))
+        };
+        // Devices of other machines, `lo..hi`, with no explicit link from `a`: across racks
+        // when both racks are known and differ.
+        let others = |out: &mut [f64], lo: usize, hi: usize| {
+            for (o, &r) in out[lo..hi].iter_mut().zip(&t.rack_key[lo..hi]) {
+                let c = if r == ra || r < 0.0 { host } else { rack };
+                *o = o.max(c);
+            }
+        };
+        // The exceptions, by ascending receiver: the sender's machine (itself included) and its
+        // explicit links.
+        let m = t.machine[a] as usize;
+        let same = &t.machine_devices[t.machine_start[m] as usize..t.machine_start[m + 1] as usize];
+        let explicit = t.explicit_of(a);
+        if explicit.is_empty() && same.len() == 1 {
+            // The common case at scale: alone on its machine, no explicit links.
+            others(out, 0, a);
+            out[a] = out[a].max(ready + t.tier_latency[0] + bytes * t.tier_inv_bandwidth[0]);
+            others(out, a + 1, n);
+            return;
+        }
+        let (mut i, mut j, mut pos) = (0usize, 0usize, 0usize);
+        loop {
+            let s = same.get(i).map_or(usize::MAX, |&d| d as usize);
+            let e = explicit.get(j).map_or(usize::MAX, |e| e.to as usize);
+            let k = s.min(e);
+            if k == usize::MAX {
+                break;
+            }
+            others(out, pos, k);
+            let (lat, inv) = if e == k {
+                (explicit[j].latency, explicit[j].inv_bandwidth)
+            } else {
+                let tier = t.tier(a, k);
+                (t.tier_latency[tier], t.tier_inv_bandwidth[tier])
+            };
+            out[k] = out[k].max(ready + lat + bytes * inv);
+            i += usize::from(s == k);
+            j += usize::from(e == k);
+            pos = k + 1;
+        }
+        others(out, pos, n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::cluster::model::{Device, LinkDefaults};
+    use crate::cluster::SyntheticSpec;
+
+    fn random_link(rng: &mut StdRng) -> Link {
+        Link::new(rng.gen_range(0.0..1e-3), rng.gen_range(1e6..1e11))
+    }
+
+    /// A cluster of `n` devices over a few machines, processes, racks (some unknown) and types,
+    /// some names that do not parse and some hosts with ports, random default links and
+    /// `explicit` random explicit links (repeated pairs, self links and unknown names among
+    /// them).
+    fn random_cluster(rng: &mut StdRng, n: usize, explicit: usize) -> Cluster {
+        let machines = rng.gen_range(1..=n.max(1));
+        let mut devices = Vec::with_capacity(n);
+        for i in 0..n {
+            let m = rng.gen_range(0..machines);
+            let task = rng.gen_range(0..3);
+            let ty = if rng.gen_bool(0.3) { "GPU" } else { "CPU" };
+            let name = if rng.gen_bool(0.05) {
+                format!("not a device name {i}")
+            } else {
+                format!("/job:w/replica:0/task:{task}/device:{ty}:{i}")
+            };
+            let host = match rng.gen_range(0..3) {
+                0 => format!("m{m}"),
+                1 => format!("m{m}:{}", 2000 + task),
+                _ => format!("m{m}:2222"),
+            };
+            let mut d = Device::nominal(&name, ty, None, &host);
+            d.rack = match rng.gen_range(0..4) {
+                0 => None,
+                r => Some(format!("r{}", (m + r) % 3)),
+            };
+            devices.push(d);
+        }
+        let mut c = Cluster::new(devices);
+        c.link_defaults = LinkDefaults {
+            same_process: random_link(rng),
+            same_process_accelerator: random_link(rng),
+            same_host: random_link(rng),
+            cross_host: random_link(rng),
+            cross_rack: random_link(rng),
+        };
+        for _ in 0..explicit {
+            let name = |rng: &mut StdRng| {
+                if rng.gen_bool(0.05) {
+                    "/job:nobody/replica:0/task:0/device:CPU:0".to_string()
+                } else {
+                    c.devices[rng.gen_range(0..n)].name.clone()
+                }
+            };
+            let (from, to) = (name(rng), name(rng));
+            c.links.push(crate::cluster::model::LinkSpec {
+                from,
+                to,
+                link: random_link(rng),
+            });
+        }
+        c
+    }
+
+    /// Compensated (Neumaier) running sum: the exact sum to about one rounding.
+    #[derive(Default)]
+    struct Sum {
+        sum: f64,
+        carry: f64,
+    }
+
+    impl Sum {
+        fn add(&mut self, x: f64) {
+            let t = self.sum + x;
+            self.carry += if self.sum.abs() >= x.abs() {
+                (self.sum - t) + x
+            } else {
+                (x - t) + self.sum
+            };
+            self.sum = t;
+        }
+
+        fn value(&self) -> f64 {
+            self.sum + self.carry
+        }
+    }
+
+    /// The dense reference: every pair's link, latency and inverse bandwidth (bit for bit), and
+    /// the means over pairs (to 1 part in 10¹²: the table counts pairs per tier, the reference
+    /// sums pair by pair, compensated).
+    fn check_against_dense(c: &Cluster) {
+        let n = c.devices.len();
+        let dense = c.link_matrix();
+        let table = LinkTable::new(c);
+        assert_eq!(table.len(), n);
+        let (mut lat, mut inv, mut pairs) = (Sum::default(), Sum::default(), 0usize);
+        let mut out = vec![0.0; n];
+        let mut expected = vec![0.0f64; n];
+        for a in c.device_ids() {
+            let row = table.row(a);
+            for b in c.device_ids() {
+                let l = dense[a.index() * n + b.index()];
+                assert_eq!(table.link(a, b), l, "link {a} → {b}");
+                let (la, ia) = table.parts(a, b);
+                assert_eq!(la.to_bits(), l.latency.to_bits(), "latency {a} → {b}");
+                assert_eq!(
+                    ia.to_bits(),
+                    (1.0 / l.bandwidth).to_bits(),
+                    "1/bandwidth {a} → {b}"
+                );
+                if a != b {
+                    lat.add(l.latency);
+                    inv.add(1.0 / l.bandwidth);
+                    pairs += 1;
+                }
+            }
+            // Arrivals of two tensors in a row, against the dense loop.
+            for (ready, bytes) in [(0.5, 1e6), (0.75, 10.0)] {
+                row.max_arrivals(ready, bytes, &mut out);
+                for (b, e) in expected.iter_mut().enumerate() {
+                    let l = dense[a.index() * n + b];
+                    *e = (*e).max(ready + l.latency + bytes * (1.0 / l.bandwidth));
+                }
+                assert_eq!(out, expected, "arrivals from {a}");
+            }
+            out.fill(0.0);
+            expected.fill(0.0);
+        }
+        if pairs > 0 {
+            let (ml, mi) = (lat.value() / pairs as f64, inv.value() / pairs as f64);
+            assert!(
+                (table.mean_latency() - ml).abs() <= 1e-12 * ml,
+                "{} vs {ml}",
+                table.mean_latency()
+            );
+            assert!(
+                (table.mean_inv_bandwidth() - mi).abs() <= 1e-12 * mi,
+                "{} vs {mi}",
+                table.mean_inv_bandwidth()
+            );
+        } else {
+            assert_eq!(
+                (table.mean_latency(), table.mean_inv_bandwidth()),
+                (0.0, 0.0)
+            );
+        }
+    }
+
+    #[test]
+    fn the_table_gives_the_dense_figures_on_random_clusters() {
+        let mut rng = StdRng::seed_from_u64(15);
+        for _ in 0..60 {
+            let n = rng.gen_range(0..40);
+            let explicit = if n == 0 { 0 } else { rng.gen_range(0..3 * n) };
+            check_against_dense(&random_cluster(&mut rng, n, explicit));
+        }
+    }
+
+    #[test]
+    fn the_table_gives_the_dense_figures_on_synthetic_clusters_with_explicit_links() {
+        let spec = SyntheticSpec::parse(
+            "synthetic:workers=300:ps=5:per-host=4:per-rack=8:net=10gbit/50us:rack-net=1gbit/1ms",
+        )
+        .unwrap();
+        let mut c = spec.build().cluster;
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..200 {
+            let a = rng.gen_range(0..c.devices.len());
+            let b = rng.gen_range(0..c.devices.len());
+            let (from, to) = (c.devices[a].name.clone(), c.devices[b].name.clone());
+            if a != b {
+                c.set_link(&from, &to, random_link(&mut rng)).unwrap();
+            }
+        }
+        check_against_dense(&c);
+    }
+
+    #[test]
+    fn memory_is_linear_in_devices() {
+        let bytes = |workers: usize| {
+            let spec = SyntheticSpec::parse(&format!("synthetic:workers={workers}:ps=4")).unwrap();
+            LinkTable::new(&spec.build().cluster).heap_bytes() as f64 / (workers + 4) as f64
+        };
+        // Bytes per device stay the same from 100 to 10,000 devices (a dense table's would grow
+        // a hundredfold: 32 bytes per ordered pair).
+        let (small, large) = (bytes(100), bytes(10_000));
+        assert!(large <= small * 1.2, "{small} → {large} bytes per device");
+        assert!(large < 64.0, "{large} bytes per device");
+    }
+}
