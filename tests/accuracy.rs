@@ -115,9 +115,24 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         );
     }
 
-    // Adaptive: a synchronous and an asynchronous window measured, one chosen.
-    let adaptive = run("infra-aware-async", Mode::Adaptive);
+    // Adaptive on unequal shares: a synchronous and an asynchronous window measured, one
+    // chosen (on equal shares it trains synchronously without a probe).
+    let adaptive = {
+        let mut plan = equal.clone();
+        plan.replicas[0].batch = 24;
+        plan.replicas[1].batch = 8;
+        let contender = Contender {
+            name: "infra-aware-async".into(),
+            plan,
+            mode: Mode::Adaptive,
+            feedback: None,
+        };
+        train_to_accuracy(&contender, &model, &task, &devices, &config, &options).unwrap()
+    };
+    eprintln!("{}", summary(&adaptive));
+    assert!(adaptive.final_accuracy > 0.3, "{}", summary(&adaptive));
     let choice = adaptive.chosen.as_ref().expect("the probe is reported");
+    assert!(!choice.even_split, "{choice:?}");
     assert!(choice.sync_images_per_sec > 0.0, "{choice:?}");
     assert!(
         choice.async_images_per_sec.is_some_and(|a| a > 0.0),

@@ -1,10 +1,12 @@
 //! Synchronous data-parallel training with parameter servers: the plan (which workers take which
 //! share of the global batch, which ps holds which variable) and the strategies that make it —
-//! TensorFlow's stock `replica-setter` recipe and `infra-aware`.
+//! TensorFlow's stock `replica-setter` recipe and `infra-aware` — and the noise-robust rules that
+//! decide when measured throughputs justify different shares ([`noise`]).
 
 pub mod checkpoint;
 pub mod live;
 pub(crate) mod network;
+pub mod noise;
 pub(crate) mod plan;
 pub mod replicate;
 pub mod updates;
@@ -13,6 +15,6 @@ pub use live::{live_capacities, plan_live, ps_capacities, ReplicaMemory};
 
 pub use network::{place_variables, PsNetwork, Sharding, VarInfo, VariableShard};
 pub use plan::{
-    infra_aware, infra_aware_networked, lower_bound_ms, replica_setter, DataParallelPlan,
-    InfraAwareOptions, Replica, WorkerCapacity,
+    infra_aware, infra_aware_networked, lower_bound_ms, replica_setter, sync_lower_bound_ms,
+    DataParallelPlan, InfraAwareOptions, Replica, WorkerCapacity,
 };

@@ -602,6 +602,43 @@ pub fn lower_bound_ms(global_batch: usize, capacity: &[WorkerCapacity]) -> f64 {
     (global_batch as f64 / rate * 1e3).max(critical)
 }
 
+/// Lower bound of a *synchronous data-parallel* step of `global_batch` samples on workers of
+/// `capacity`, ms: the least `T` at which the workers, each paying its fixed per-step cost
+/// before its first sample, could compute the batch with shares that need not be whole —
+/// Σ max(0, T − fixed_i) × samples_per_sec_i / 1000 = `global_batch`. Every plan of
+/// [`infra_aware`], [`replica_setter`] or any other synchronous split is at least this slow
+/// under the affine step model ([`WorkerCapacity::step_ms`]): a worker with share `b` is busy
+/// `fixed + b / rate`, and the slowest sets the step. It leaves out synchronisation (the
+/// planner's `per_replica_overhead_ms`), whole-sample rounding and the replicas' contention for
+/// shared cores, and is never below [`lower_bound_ms`] (which counts no fixed cost but the
+/// cheapest, and holds for model-parallel placements too). 0 without a usable worker or batch.
+pub fn sync_lower_bound_ms(global_batch: usize, capacity: &[WorkerCapacity]) -> f64 {
+    let usable: Vec<(f64, f64)> = capacity
+        .iter()
+        .filter(|c| c.samples_per_sec.is_finite() && c.samples_per_sec > 0.0)
+        .map(|c| (c.fixed_ms.max(0.0), c.samples_per_sec / 1e3))
+        .collect();
+    if usable.is_empty() || global_batch == 0 {
+        return 0.0;
+    }
+    let b = global_batch as f64;
+    // Σ max(0, T − f_i) r_i is piecewise linear and increasing in T: walk the fixed costs in
+    // order, adding one worker at a time, until the batch fits.
+    let mut by_fixed = usable;
+    by_fixed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut rate, mut weighted) = (0.0, 0.0); // Σ r_i, Σ f_i r_i of the workers so far
+    for (k, &(f, r)) in by_fixed.iter().enumerate() {
+        rate += r;
+        weighted += f * r;
+        let t = (b + weighted) / rate;
+        let next = by_fixed.get(k + 1).map_or(f64::INFINITY, |n| n.0);
+        if t <= next {
+            return t;
+        }
+    }
+    (b + weighted) / rate
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -875,6 +912,51 @@ mod tests {
                 .iter()
                 .sum::<usize>(),
             2
+        );
+    }
+
+    #[test]
+    fn the_synchronous_bound_counts_each_used_workers_fixed_cost() {
+        let w = |d: &str, rate: f64, fixed: f64| WorkerCapacity {
+            device: d.into(),
+            samples_per_sec: rate,
+            fixed_ms: fixed,
+            ..WorkerCapacity::default()
+        };
+        // Without fixed costs it is the work bound.
+        let caps = [
+            WorkerCapacity::rate("a", 100.0),
+            WorkerCapacity::rate("b", 300.0),
+        ];
+        assert!((sync_lower_bound_ms(40, &caps) - 100.0).abs() < 1e-9);
+        // a: 100 ms fixed, 1 sample/ms; b: 1000 ms fixed. 64 samples: a alone at 164 ms, before
+        // b could start.
+        let caps = [w("a", 1000.0, 100.0), w("b", 1000.0, 1000.0)];
+        assert!((sync_lower_bound_ms(64, &caps) - 164.0).abs() < 1e-9);
+        // 1000 samples: a alone would need 1100 ms; with b from 1000 ms, (1000 + 100 + 1000) / 2.
+        assert!((sync_lower_bound_ms(1000, &caps) - 1050.0).abs() < 1e-9);
+        // Never below the plain bound, never above what the planner achieves.
+        let paper = [
+            w("w0", 27.3, 98.0),
+            w("w1", 17.5, 287.0),
+            w("w2", 8.4, 753.0),
+            w("w3", 3.3, 1112.0),
+        ];
+        let sync = sync_lower_bound_ms(64, &paper);
+        assert!(sync >= lower_bound_ms(64, &paper));
+        let opts = InfraAwareOptions {
+            per_replica_overhead_ms: 0.0,
+            ..InfraAwareOptions::default()
+        };
+        let plan = infra_aware(&paper, &[("ps".into(), 1.0)], &[], 64, &opts).unwrap();
+        assert!(
+            plan.predicted_step_ms.unwrap() + 1e-9 >= sync,
+            "{plan:?} vs {sync}"
+        );
+        assert_eq!(sync_lower_bound_ms(0, &paper), 0.0);
+        assert_eq!(
+            sync_lower_bound_ms(5, &[WorkerCapacity::rate("z", 0.0)]),
+            0.0
         );
     }
 
