@@ -338,27 +338,12 @@ pub(crate) fn simulate(
             })
     }
     let step = match mode {
-        DpMode::Sync => {
-            let (compute_ms, slowest) =
-                slowest_of(&replicas).map_or((0.0, None), |(t, d)| (t, Some(d)));
-            let sync_ms = network.sync_ms(n, &ps_bytes);
-            let samples = plan.global_batch();
-            let step_ms = compute_ms + sync_ms;
-            DpStep {
-                mode,
-                step_ms,
-                compute_ms,
-                sync_ms,
-                replicas: n,
-                slowest: slowest.map(String::from),
-                ps_bytes,
-                samples_per_step: samples,
-                images_per_sec: rate(samples, step_ms),
-                ps_delay_ms: 0.0,
-            }
-        }
-        DpMode::Backup { backups } => {
-            if backups >= n {
+        DpMode::Sync | DpMode::Backup { .. } => {
+            let backups = match mode {
+                DpMode::Backup { backups } => backups,
+                _ => 0,
+            };
+            if backups > 0 && backups >= n {
                 return Err(Error::InvalidArgument {
                     what: "backup workers".into(),
                     reason: format!(
@@ -366,12 +351,12 @@ pub(crate) fn simulate(
                     ),
                 });
             }
-            // The fastest N − k replicas make the step (ties: plan order).
+            // The fastest N − k replicas make the step (ties: plan order); synchronous: all.
             let mut by_time = replicas.clone();
             by_time.sort_by(|a, b| a.0.total_cmp(&b.0));
             let kept = &by_time[..n - backups];
             let (compute_ms, slowest) = slowest_of(kept).map_or((0.0, None), |(t, d)| (t, Some(d)));
-            // Every replica pulls and pushes (the late ones' gradients are dropped on the ps).
+            // Every replica pulls and pushes (a backup step drops the late ones' gradients).
             let sync_ms = network.sync_ms(n, &ps_bytes);
             let samples: usize = kept.iter().map(|r| r.1).sum();
             let step_ms = compute_ms + sync_ms;

@@ -291,12 +291,7 @@ pub fn predict_step_ms(
     capacity: &[WorkerCapacity],
     per_replica_overhead_ms: f64,
 ) -> Option<f64> {
-    let mut worst: f64 = 0.0;
-    for r in &plan.replicas {
-        let c = capacity.iter().find(|c| c.device == r.device)?;
-        worst = worst.max(c.step_ms(r.batch));
-    }
-    Some(worst + plan.replicas.len() as f64 * per_replica_overhead_ms)
+    crate::parallel::noise::plan_step_ms(plan, capacity, per_replica_overhead_ms)
 }
 
 /// `host:port` of the task `device` names, from `tf_config`.
