@@ -18,6 +18,10 @@
 //!    estimate (a one-sided 95 % lower confidence bound), is still at least the guard
 //!    (`InfraAwareOptions::min_gain`).
 //!
+//! The calibration itself is read the same way ([`fit_probes`]): workers whose probe steps
+//! cannot be told apart get one figure, so a burst of load during one worker's probes does not
+//! become a share.
+//!
 //! Noise is multiplicative (a co-tenant takes a fraction of a core), so it is measured on
 //! logarithms: the pooled standard deviation of ln(samples/s) of each worker's repeated
 //! measurements about that worker's own mean ([`log_spread`]). A worker's estimate is the
@@ -82,47 +86,153 @@ pub fn median_rel_se(spread: f64, n: usize) -> f64 {
 /// steps never merges workers that are themselves far apart. Workers without a positive
 /// throughput are left as they are.
 pub fn pool_indistinguishable(workers: &[WorkerCapacity], rel_se: &[f64]) -> Vec<WorkerCapacity> {
-    let se = |i: usize| rel_se.get(i).copied().unwrap_or(0.0).max(0.0);
-    let mut order: Vec<usize> = (0..workers.len())
-        .filter(|&i| workers[i].samples_per_sec > 0.0 && workers[i].samples_per_sec.is_finite())
-        .collect();
-    order.sort_by(|&a, &b| {
-        workers[a]
-            .samples_per_sec
-            .total_cmp(&workers[b].samples_per_sec)
-    });
+    let rates: Vec<f64> = workers.iter().map(|w| w.samples_per_sec).collect();
     let mut out = workers.to_vec();
+    for group in indistinguishable_groups(&rates, rel_se) {
+        pool(&mut out, &group);
+    }
+    out
+}
+
+/// The groups of [`pool_indistinguishable`]: indices of `rates` (samples/s) that cannot be told
+/// apart at [`Z_TELL_APART`], each group of two or more in ascending rate, formed from the
+/// slowest up. Non-positive or non-finite rates are in no group.
+fn indistinguishable_groups(rates: &[f64], rel_se: &[f64]) -> Vec<Vec<usize>> {
+    let se = |i: usize| rel_se.get(i).copied().unwrap_or(0.0).max(0.0);
+    let mut order: Vec<usize> = (0..rates.len())
+        .filter(|&i| rates[i] > 0.0 && rates[i].is_finite())
+        .collect();
+    order.sort_by(|&a, &b| rates[a].total_cmp(&rates[b]));
+    let mut groups = Vec::new();
     let mut start = 0;
     while start < order.len() {
         let first = order[start];
         let mut end = start + 1;
         while end < order.len() {
             let j = order[end];
-            let gap = (workers[j].samples_per_sec / workers[first].samples_per_sec).ln();
+            let gap = (rates[j] / rates[first]).ln();
             let tolerance = Z_TELL_APART * (se(first).powi(2) + se(j).powi(2)).sqrt();
             if gap > tolerance {
                 break;
             }
             end += 1;
         }
-        let group = &order[start..end];
-        if group.len() > 1 {
-            let n = group.len() as f64;
-            let rate = (group
-                .iter()
-                .map(|&i| workers[i].samples_per_sec.ln())
-                .sum::<f64>()
-                / n)
-                .exp();
-            let fixed = group.iter().map(|&i| workers[i].fixed_ms).sum::<f64>() / n;
-            for &i in group {
-                out[i].samples_per_sec = rate;
-                out[i].fixed_ms = fixed;
-            }
+        if end - start > 1 {
+            groups.push(order[start..end].to_vec());
         }
         start = end;
     }
-    out
+    groups
+}
+
+/// Gives the workers of `group` one figure: the geometric mean of their samples/s and the mean
+/// of their fixed costs.
+fn pool(workers: &mut [WorkerCapacity], group: &[usize]) {
+    let n = group.len() as f64;
+    let rate = (group
+        .iter()
+        .map(|&i| workers[i].samples_per_sec.ln())
+        .sum::<f64>()
+        / n)
+        .exp();
+    let fixed = group.iter().map(|&i| workers[i].fixed_ms).sum::<f64>() / n;
+    for &i in group {
+        workers[i].samples_per_sec = rate;
+        workers[i].fixed_ms = fixed;
+    }
+}
+
+/// One worker's calibration: the step times measured at each probe batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probe {
+    /// The worker's device.
+    pub device: String,
+    /// Per probe batch (samples): the step times measured at it, ms, in the order taken.
+    pub step_ms: Vec<(usize, Vec<f64>)>,
+}
+
+/// What [`fit_probes`] estimated.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProbeFit {
+    /// Each worker's figures (least squares over the median step time at each probe batch),
+    /// workers that cannot be told apart pooled to one figure.
+    pub capacity: Vec<WorkerCapacity>,
+    /// Relative noise of one step time ([`log_spread`] over every (worker, batch) group);
+    /// `None` without two samples in any group (then nothing is pooled).
+    pub spread: Option<f64>,
+    /// The pooled groups, as indices into `capacity` (ascending throughput).
+    pub pooled: Vec<Vec<usize>>,
+}
+
+/// A data-parallel calibration that survives noise: each worker is fitted
+/// ([`WorkerCapacity::fit`]) to its median step time at each probe batch, and workers whose
+/// step times at the largest probe batch they share cannot be told apart at [`Z_TELL_APART`]
+/// (the medians' standard errors from the pooled [`log_spread`] of every (worker, batch)
+/// group) get one figure ([`pool_indistinguishable`]'s pooling), so the planner gives equal
+/// workers equal shares however the noise fell.
+///
+/// The step time at one batch is the test rather than the fitted rate because a fit over a few
+/// noisy points trades its slope against its intercept: two equal workers can be fitted far
+/// apart in samples/s while their measured steps agree. A worker without samples gets no
+/// figure (it is left out of the result, as `WorkerCapacity::fit` has nothing to fit).
+pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
+    let measured: Vec<&Probe> = probes
+        .iter()
+        .filter(|p| p.step_ms.iter().any(|(_, t)| median(t).is_some()))
+        .collect();
+    let mut capacity: Vec<WorkerCapacity> = measured
+        .iter()
+        .map(|p| {
+            let points: Vec<(usize, f64)> = p
+                .step_ms
+                .iter()
+                .filter_map(|(b, t)| Some((*b, median(t)?)))
+                .collect();
+            WorkerCapacity::fit(&p.device, &points)
+        })
+        .collect();
+    let spread = log_spread(
+        measured
+            .iter()
+            .flat_map(|p| p.step_ms.iter().map(|(_, t)| t.as_slice())),
+    );
+    let mut pooled = Vec::new();
+    if let Some(s) = spread {
+        // The largest batch every measured worker was probed at.
+        let common = measured
+            .iter()
+            .map(|p| {
+                p.step_ms
+                    .iter()
+                    .filter(|(_, t)| median(t).is_some())
+                    .map(|(b, _)| *b)
+                    .collect::<std::collections::BTreeSet<usize>>()
+            })
+            .reduce(|a, b| a.intersection(&b).copied().collect());
+        if let Some(batch) = common.and_then(|c| c.last().copied()) {
+            let mut rates = Vec::with_capacity(measured.len());
+            let mut rel_se = Vec::with_capacity(measured.len());
+            for p in &measured {
+                let times = p
+                    .step_ms
+                    .iter()
+                    .find(|(b, t)| *b == batch && median(t).is_some())
+                    .map_or(&[][..], |(_, t)| t.as_slice());
+                let n = times.iter().filter(|x| x.is_finite() && **x > 0.0).count();
+                rates.push(median(times).map_or(0.0, |ms| batch as f64 / ms * 1e3));
+                rel_se.push(median_rel_se(s, n));
+            }
+            pooled = indistinguishable_groups(&rates, &rel_se);
+            for group in &pooled {
+                pool(&mut capacity, group);
+            }
+        }
+    }
+    ProbeFit {
+        capacity,
+        spread,
+        pooled,
+    }
 }
 
 /// Predicted step of `plan` from `capacity`, ms: the slowest replica's
@@ -515,5 +625,122 @@ mod tests {
         let capacity: Vec<WorkerCapacity> = (0..4).map(|i| cap(i, 300.0, 20.0)).collect();
         let d = decide_resize(&plan(&[16; 4]), &one, &capacity, &ps(), &[], &options()).unwrap();
         assert!(d.spread.is_none() && d.resize.is_none());
+    }
+
+    /// Step times (ms) at probe batches 4, 8 and 16 of a worker of `rate` samples/s and
+    /// `fixed_ms`, each step stretched by the next of `noise` (multiplicative, as a co-tenant
+    /// taking part of a core), starting at `offset`.
+    fn probe(i: usize, rate: f64, fixed_ms: f64, noise: &[f64], offset: usize) -> Probe {
+        let mut k = offset;
+        Probe {
+            device: dev(i),
+            step_ms: [4usize, 8, 16]
+                .into_iter()
+                .map(|b| {
+                    let times = (0..7)
+                        .map(|_| {
+                            k += 1;
+                            (fixed_ms + b as f64 / rate * 1e3) * noise[k % noise.len()]
+                        })
+                        .collect();
+                    (b, times)
+                })
+                .collect(),
+        }
+    }
+
+    /// Relative slow-downs of a loaded machine, from 0.8× to 1.9× of the quiet step: bursts
+    /// (other builds) that fall unevenly on the workers' probes.
+    const BURSTS: [f64; 11] = [1.0, 1.9, 0.85, 1.2, 1.6, 0.8, 1.05, 1.45, 0.9, 1.3, 1.75];
+
+    #[test]
+    fn equal_workers_probed_under_bursts_get_one_figure_and_the_even_split() {
+        // Besides the bursts, each worker's probes ran under its own level of load (a build
+        // starting or ending between them): up to 1.32× apart.
+        let levels = [1.0, 1.25, 0.95, 1.15];
+        let probes: Vec<Probe> = (0..4)
+            .map(|i| {
+                let mut p = probe(i, 300.0, 20.0, &BURSTS, 5 * i);
+                for (_, t) in &mut p.step_ms {
+                    t.iter_mut().for_each(|ms| *ms *= levels[i]);
+                }
+                p
+            })
+            .collect();
+        let fit = fit_probes(&probes);
+        assert!(fit.spread.unwrap() > 0.2, "{:?}", fit.spread);
+        assert_eq!(fit.pooled, vec![fit.pooled[0].clone()]);
+        assert_eq!(fit.pooled[0].len(), 4);
+        let p = infra_aware(&fit.capacity, &ps(), &[], 64, &options()).unwrap();
+        assert_eq!(shares(&p, 4), vec![16; 4]);
+        // Without pooling the same medians fit the equal workers apart, and the planner
+        // follows the noise.
+        let raw: Vec<WorkerCapacity> = probes
+            .iter()
+            .map(|p| {
+                let points: Vec<(usize, f64)> = p
+                    .step_ms
+                    .iter()
+                    .map(|(b, t)| (*b, median(t).unwrap()))
+                    .collect();
+                WorkerCapacity::fit(&p.device, &points)
+            })
+            .collect();
+        let rates: Vec<f64> = raw.iter().map(|c| c.samples_per_sec).collect();
+        let (lo, hi) = rates
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(a, b), r| (a.min(*r), b.max(*r)));
+        assert!(hi / lo > 1.2, "the noise separates the raw fits: {rates:?}");
+        let p = infra_aware(&raw, &ps(), &[], 64, &options()).unwrap();
+        assert_ne!(shares(&p, 4), vec![16; 4]);
+    }
+
+    #[test]
+    fn workers_far_apart_under_the_same_bursts_keep_their_own_figures() {
+        // `paper`-like ratios 38/19/6/1, fixed costs growing as workers get busier.
+        let truth = [(1200.0, 13.0), (480.0, 26.0), (240.0, 52.0), (60.0, 100.0)];
+        let probes: Vec<Probe> = truth
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, f))| probe(i, r, f, &BURSTS, 5 * i))
+            .collect();
+        let fit = fit_probes(&probes);
+        assert!(fit.pooled.is_empty(), "{:?}", fit.pooled);
+        let rates: Vec<f64> = fit.capacity.iter().map(|c| c.samples_per_sec).collect();
+        assert!(rates.windows(2).all(|w| w[0] > w[1]), "{rates:?}");
+        // Two equal workers among unequal ones are pooled with each other only.
+        let mut mixed = probes.clone();
+        mixed[3] = probe(3, 480.0, 26.0, &BURSTS, 0);
+        let fit = fit_probes(&mixed);
+        assert_eq!(fit.pooled.len(), 1, "{:?}", fit.pooled);
+        let mut group = fit.pooled[0].clone();
+        group.sort_unstable();
+        assert_eq!(group, vec![1, 3]);
+        assert_eq!(
+            fit.capacity[1],
+            WorkerCapacity {
+                device: dev(1),
+                ..fit.capacity[3].clone()
+            }
+        );
+    }
+
+    #[test]
+    fn probes_without_repeats_or_samples_are_fitted_but_not_pooled() {
+        let one = |i: usize| Probe {
+            device: dev(i),
+            step_ms: vec![(4, vec![30.0]), (16, vec![70.0])],
+        };
+        let empty = Probe {
+            device: dev(9),
+            step_ms: vec![(4, vec![]), (16, vec![f64::NAN])],
+        };
+        let fit = fit_probes(&[one(0), empty, one(1)]);
+        assert_eq!(fit.spread, None);
+        assert!(fit.pooled.is_empty());
+        let devices: Vec<&str> = fit.capacity.iter().map(|c| c.device.as_str()).collect();
+        assert_eq!(devices, vec![dev(0), dev(1)]);
+        // 40 ms more for 12 samples: 300 samples/s, 16.7 ms fixed.
+        assert!((fit.capacity[0].samples_per_sec - 300.0).abs() < 1e-9);
     }
 }

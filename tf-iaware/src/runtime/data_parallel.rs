@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::graph::{DeviceName, DeviceType};
 use crate::parallel::replicate::BatchData;
-use crate::parallel::{DataParallelPlan, Replica, WorkerCapacity};
+use crate::parallel::{noise, DataParallelPlan, Replica, WorkerCapacity};
 use crate::proto::StepStats;
 
 /// Worker and ps devices of a cluster: the first CPU of every task of job `worker` (or `chief`)
@@ -199,9 +199,15 @@ pub(crate) fn plan_tasks(plan: &DataParallelPlan) -> Vec<String> {
 
 /// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables
 /// on `ps`) with `probe_batch / 4`, `probe_batch / 2` and `probe_batch` samples — two warm-up
-/// steps, then at least three timed steps and `min_seconds` each, the median counting — and fits
-/// a fixed per-step cost and a marginal throughput ([`WorkerCapacity::fit`]). Workers are calibrated one
-/// after another so they do not disturb each other.
+/// steps, then at least three timed steps and `min_seconds` of steps at each, the median
+/// counting — and fits a fixed per-step cost and a marginal throughput
+/// ([`WorkerCapacity::fit`]).
+///
+/// Only one worker steps at a time, so they do not disturb each other, but their probes are
+/// **interleaved**: one step of each (worker, batch) in turn, round after round, so a change of
+/// load on a shared machine (a build starting halfway through) falls on every worker alike
+/// instead of on whichever was being probed. Workers whose probe steps cannot be told apart
+/// in the noise measured among them get one figure ([`noise::fit_probes`]).
 ///
 /// # Errors
 /// As [`train`].
@@ -221,9 +227,16 @@ pub fn calibrate_workers(
         (probe_batch / 2).max(2),
         probe_batch.max(3),
     ];
-    let mut out = Vec::with_capacity(workers.len());
-    for w in workers {
-        let mut points = Vec::with_capacity(sizes.len());
+    /// One (worker, batch) probe: its session, the step times so far (ms) and their sum (s).
+    struct Slot {
+        worker: usize,
+        batch: usize,
+        trainer: Trainer,
+        times: Vec<f64>,
+        busy_s: f64,
+    }
+    let mut slots = Vec::with_capacity(workers.len() * sizes.len());
+    for (worker, w) in workers.iter().enumerate() {
         for batch in sizes {
             let plan = DataParallelPlan {
                 strategy: "calibration".into(),
@@ -242,27 +255,54 @@ pub fn calibrate_workers(
             trainer.init()?;
             trainer.step(0, false)?;
             trainer.step(1, false)?;
-            let start = Instant::now();
-            let mut times = Vec::new();
-            while times.len() < 3
-                || (start.elapsed().as_secs_f64() < min_seconds && times.len() < 50)
-            {
-                let (_, ms, _) = trainer.step(times.len() + 2, false)?;
-                times.push(ms);
-            }
-            times.sort_by(f64::total_cmp);
-            points.push((batch, times[times.len() / 2]));
+            slots.push(Slot {
+                worker,
+                batch,
+                trainer,
+                times: Vec::new(),
+                busy_s: 0.0,
+            });
         }
-        let mut capacity = WorkerCapacity::fit(w, &points);
+    }
+    let done = |s: &Slot| s.times.len() >= 3 && (s.busy_s >= min_seconds || s.times.len() >= 50);
+    while !slots.iter().all(done) {
+        for slot in slots.iter_mut().filter(|s| !done(s)) {
+            let (_, ms, _) = slot.trainer.step(slot.times.len() + 2, false)?;
+            slot.times.push(ms);
+            slot.busy_s += ms / 1e3;
+        }
+    }
+    let probes: Vec<noise::Probe> = workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| noise::Probe {
+            device: w.clone(),
+            step_ms: slots
+                .iter()
+                .filter(|s| s.worker == i)
+                .map(|s| (s.batch, s.times.clone()))
+                .collect(),
+        })
+        .collect();
+    let fit = noise::fit_probes(&probes);
+    log::info!(
+        "calibration: step-time noise {} ; workers pooled as equal: {:?}",
+        fit.spread
+            .map_or("unknown".to_string(), |s| format!("{:.0} %", s * 100.0)),
+        fit.pooled
+    );
+    let mut out = fit.capacity;
+    for capacity in &mut out {
         // The figures hold at the availability the worker had while it was timed.
-        capacity.availability = cluster.index_of(w).map(|i| cluster.devices[i].availability);
+        capacity.availability = cluster
+            .index_of(&capacity.device)
+            .map(|i| cluster.devices[i].availability);
         log::info!(
-            "calibration: {w}: {:?} → {:.1} samples/s + {:.0} ms per step",
-            points,
+            "calibration: {}: {:.1} samples/s + {:.0} ms per step",
+            capacity.device,
             capacity.samples_per_sec,
             capacity.fixed_ms
         );
-        out.push(capacity);
     }
     Ok(out)
 }
