@@ -468,12 +468,17 @@ pub(crate) fn invalidate(cluster: &Cluster) -> Result<bool> {
 
 // ----- Data-parallel worker calibration cache ---------------------------------------------------
 
+/// Version of [`WorkerProfile`]: 3 is probed interleaved with equal workers pooled
+/// ([`calibrate_workers`](super::data_parallel::calibrate_workers)); earlier ones, probed one
+/// worker after another, are stale.
+const WORKER_PROFILE_FORMAT: u32 = 3;
+
 /// A cached data-parallel calibration: each worker's figures, measured at the availability they
 /// record ([`WorkerCapacity::availability`](crate::parallel::WorkerCapacity::availability)), with
 /// the hardware fingerprint of its device.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub(crate) struct WorkerProfile {
-    /// [`PROFILE_FORMAT`] when written.
+    /// [`WORKER_PROFILE_FORMAT`] when written.
     pub format: u32,
     /// TensorFlow version that ran the steps.
     pub tf_version: String,
@@ -606,7 +611,7 @@ pub fn calibrate_workers_cached(
             });
         let names: Vec<&str> = p.workers.iter().map(|(c, _)| c.device.as_str()).collect();
         let same_workers = names == workers.iter().map(String::as_str).collect::<Vec<_>>();
-        if p.format >= PROFILE_FORMAT
+        if p.format >= WORKER_PROFILE_FORMAT
             && p.tf_version == crate::tf::version()
             && age <= MAX_AGE_S
             && now_s() >= p.created_unix_s
@@ -655,7 +660,7 @@ pub fn calibrate_workers_cached(
         });
     }
     let profile = WorkerProfile {
-        format: PROFILE_FORMAT,
+        format: WORKER_PROFILE_FORMAT,
         tf_version: crate::tf::version(),
         model: workload.cache_key(),
         probe_batch,
