@@ -38,7 +38,7 @@ use crate::data::{accuracy, LabelledImages, Sampler};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph};
 use crate::graph::DeviceName;
-use crate::parallel::noise::decide_resize;
+use crate::parallel::noise::{decide_resize, ResizeDecision};
 use crate::parallel::replicate::{replica_name, replicate, BatchData, Replication};
 use crate::parallel::updates::{add_async_updates, add_backup_accumulators, isolate_resources};
 use crate::parallel::{DataParallelPlan, InfraAwareOptions, Replica, VarInfo, WorkerCapacity};
@@ -1303,8 +1303,9 @@ fn totals(gate: &Gate) -> (u64, u64) {
 }
 
 /// LB-BSP's feedback, robust to measurement noise: each replica's throughput from its compute
-/// time in traced steps (its calibrated fixed cost taken off), the last [`Resizer::KEEP`]
-/// measurements per worker, and the decision of [`decide_resize`]: workers that the measured
+/// time in traced steps (its calibrated fixed cost taken off), the last few measurements per
+/// worker (a window of [`Resizer::KEEP`], grown while undecided, below), and the decision of
+/// [`decide_resize`]: workers that the measured
 /// noise cannot tell apart are pooled to equal figures, and new shares are taken only when the
 /// lower confidence bound of their predicted gain reaches the guard (`min_gain`, 10 %) — a
 /// re-size costs a checkpoint and a new session, and noise alone must not pay for one.
@@ -1315,9 +1316,17 @@ fn totals(gate: &Gate) -> (u64, u64) {
 /// up to [`Resizer::MAX_STRETCH`] times, each time a decision keeps the shares — measurements
 /// that keep confirming the shares are taken less often — and returns to `every` after a
 /// re-size, whose new shares are measured afresh.
+///
+/// A decision that keeps the shares only because the noise hides a predicted gain above the
+/// guard is **undecided**, not a confirmation: the interval stays and the window grows by
+/// [`Resizer::KEEP`] measurements (up to [`Resizer::MAX_WINDOW`]), so the next decision's
+/// standard errors are smaller — a true straggler measured on a very noisy machine is still
+/// found, a few traced steps later.
 #[derive(Default)]
 struct Resizer {
     history: BTreeMap<String, Vec<f64>>,
+    /// Measurements per worker a decision takes (0: not started, then [`Resizer::KEEP`]).
+    window: usize,
     /// Steps between traced steps now, as a multiple of `Feedback::every` (0: not started).
     stretch: usize,
     /// Step index of the next traced step.
@@ -1328,8 +1337,10 @@ struct Resizer {
 }
 
 impl Resizer {
-    /// Measurements kept per worker.
+    /// Measurements per worker of a first decision, and what an undecided one adds.
     const KEEP: usize = 3;
+    /// Most measurements per worker a decision takes.
+    const MAX_WINDOW: usize = 12;
     /// Most the interval between traced steps grows, × `Feedback::every`.
     const MAX_STRETCH: usize = 8;
 
@@ -1353,13 +1364,18 @@ impl Resizer {
     }
 
     /// After a decision on the step traced last: keep → the interval doubles (up to
-    /// [`Resizer::MAX_STRETCH`]); re-size → back to one `every`.
-    fn decided(&mut self, resized: bool) {
-        self.stretch = if resized {
-            1
+    /// [`Resizer::MAX_STRETCH`]); undecided (no re-size, but a predicted gain of at least
+    /// `min_gain`) → the interval stays and the window grows; re-size → back to one `every`
+    /// and the first window.
+    fn decided(&mut self, decision: &ResizeDecision, min_gain: f64) {
+        if decision.resize.is_some() {
+            self.stretch = 1;
+            self.window = Self::KEEP;
+        } else if decision.predicted_gain >= min_gain {
+            self.window = (self.window + Self::KEEP).min(Self::MAX_WINDOW);
         } else {
-            (self.stretch * 2).clamp(1, Self::MAX_STRETCH)
-        };
+            self.stretch = (self.stretch * 2).clamp(1, Self::MAX_STRETCH);
+        }
         self.next = self.last + self.every * self.stretch;
     }
 
@@ -1369,6 +1385,7 @@ impl Resizer {
         stats: &crate::proto::StepStats,
         feedback: &Feedback,
     ) -> Result<Option<DataParallelPlan>> {
+        self.window = self.window.max(Self::KEEP);
         for (device, ms) in replica_spans_ms(plan, stats) {
             let (Some(r), Some(c)) = (
                 plan.replicas.iter().find(|r| r.device == device),
@@ -1379,7 +1396,7 @@ impl Resizer {
             let rate = r.batch as f64 / ((ms - c.fixed_ms).max(1.0) / 1e3);
             let h = self.history.entry(device).or_default();
             h.push(rate);
-            if h.len() > Self::KEEP {
+            if h.len() > self.window {
                 h.remove(0);
             }
         }
@@ -1387,7 +1404,7 @@ impl Resizer {
         let full = plan.replicas.iter().all(|r| {
             self.history
                 .get(&r.device)
-                .is_some_and(|h| h.len() >= Self::KEEP)
+                .is_some_and(|h| h.len() >= self.window)
         });
         if !full {
             return Ok(None);
@@ -1415,7 +1432,7 @@ impl Resizer {
             // The new shares are measured afresh.
             self.history.clear();
         }
-        self.decided(decision.resize.is_some());
+        self.decided(&decision, feedback.options.min_gain);
         Ok(decision.resize)
     }
 }
@@ -1676,26 +1693,67 @@ mod tests {
         assert!(!with(&[64]));
     }
 
+    /// A decision with the given predicted gain, re-sizing or not.
+    fn decision(predicted_gain: f64, resize: bool) -> ResizeDecision {
+        ResizeDecision {
+            spread: Some(0.3),
+            estimates: Vec::new(),
+            predicted_gain,
+            gain_lower_bound: predicted_gain - 0.5,
+            resize: resize.then(|| DataParallelPlan {
+                strategy: "infra-aware".into(),
+                replicas: Vec::new(),
+                variable_devices: BTreeMap::new(),
+                global_device: String::new(),
+                predicted_step_ms: None,
+            }),
+        }
+    }
+
     #[test]
     fn traced_steps_thin_out_while_decisions_keep_the_shares() {
         let mut r = Resizer::default();
         let traced = |r: &mut Resizer, steps: std::ops::Range<usize>| -> Vec<usize> {
             steps.filter(|&s| r.due(s, 4)).collect()
         };
+        let (keep, resize) = (decision(0.02, false), decision(0.4, true));
         // Every fourth step until a decision.
         assert_eq!(traced(&mut r, 0..12), vec![3, 7, 11]);
-        r.decided(false); // kept: 8 steps to the next
+        r.decided(&keep, 0.1); // kept: 8 steps to the next
         assert_eq!(traced(&mut r, 12..20), vec![19]);
-        r.decided(false); // kept again: 16
+        r.decided(&keep, 0.1); // kept again: 16
         assert_eq!(traced(&mut r, 20..36), vec![35]);
-        r.decided(true); // re-sized: back to 4
+        r.decided(&resize, 0.1); // re-sized: back to 4
         assert_eq!(traced(&mut r, 36..44), vec![39, 43]);
         for _ in 0..10 {
-            r.decided(false);
+            r.decided(&keep, 0.1);
         }
         assert_eq!(r.stretch, Resizer::MAX_STRETCH);
         // Never traced without feedback.
         assert!(!Resizer::default().due(3, 0));
+    }
+
+    #[test]
+    fn an_undecided_keep_traces_on_and_widens_the_window() {
+        let mut r = Resizer::default();
+        r.window = Resizer::KEEP;
+        assert_eq!((0..12).filter(|&s| r.due(s, 4)).count(), 3);
+        // A 30 % gain predicted, hidden by the noise: not a confirmation.
+        let undecided = decision(0.3, false);
+        r.decided(&undecided, 0.1);
+        assert_eq!(r.stretch, 1, "the interval stays");
+        assert_eq!(r.window, 2 * Resizer::KEEP);
+        assert_eq!(
+            (12..24).filter(|&s| r.due(s, 4)).collect::<Vec<_>>(),
+            vec![15, 19, 23]
+        );
+        for _ in 0..10 {
+            r.decided(&undecided, 0.1);
+        }
+        assert_eq!(r.window, Resizer::MAX_WINDOW);
+        // A re-size starts over with the first window.
+        r.decided(&decision(0.3, true), 0.1);
+        assert_eq!((r.window, r.stretch), (Resizer::KEEP, 1));
     }
 
     #[test]
