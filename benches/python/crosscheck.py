@@ -120,10 +120,23 @@ def master_target(cluster_doc, which, worker=0):
     return "grpc://" + c["worker"][0]
 
 
+def cpu_snapshot(doc, args):
+    """With `--cpu`, a function that snapshots the CPU time of the cluster's tasks and of this
+    process (`cpustat.py`, beside this script); else None."""
+    if not args.cpu:
+        return None
+    import cpustat
+
+    owner = doc["emulated"]["owner_pid"]
+    return lambda: cpustat.snapshot(owner)
+
+
 # ---------------------------------------------------------------------------------------- ps
 def run_ps(doc, args):
     import tensorflow as tf
 
+    snapshot = cpu_snapshot(doc, args)
+    setup = snapshot and snapshot()
     spec = tf.train.ClusterSpec(jobs(doc))
     resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         spec, task_type="chief", task_id=0, rpc_layer="grpc"
@@ -174,8 +187,12 @@ def run_ps(doc, args):
                 )
             return loss
 
-        x, y = next(it)
-        return strategy.run(replica_fn, args=(x, y)), index
+        # `--steps-per-call` > 1: several steps per scheduled function (as Keras's
+        # `steps_per_execution`), so the coordinator's dispatch is paid once for them.
+        for _ in range(args.steps_per_call):
+            x, y = next(it)
+            loss = strategy.run(replica_fn, args=(x, y))
+        return loss, index
 
     def schedule():
         return coordinator.schedule(step_fn, args=(iterator, per_worker_index))
@@ -193,6 +210,7 @@ def run_ps(doc, args):
         pass
     done = []
     inflight = []
+    before = snapshot and snapshot()
     start = time.perf_counter()
     while time.perf_counter() - start < args.seconds:
         if not_ready is not None:
@@ -209,15 +227,16 @@ def run_ps(doc, args):
             coordinator.join()
     coordinator.join()
     elapsed = time.perf_counter() - start
+    after = snapshot and snapshot()
     done.extend(inflight)
     steps = [0] * n
     losses = []
     for rv in done:
         loss, index = rv.fetch()
-        steps[int(index)] += 1
+        steps[int(index)] += args.steps_per_call
         losses.append(float(loss))
     total = sum(steps)
-    return {
+    result = {
         "steps_per_worker": steps,
         "batch_per_worker": [batch] * n,
         "steps": total,
@@ -227,7 +246,17 @@ def run_ps(doc, args):
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
         "variable_devices": devices,
+        "steps_per_call": args.steps_per_call,
     }
+    if snapshot:
+        import cpustat
+
+        # The timed window per task, and what setting up (strategy, functions, warm-up) cost.
+        result["cpu"] = cpustat.delta(before, after, steps)
+        warmup = cpustat.delta(setup, before, [0] * n)
+        result["cpu_setup_s"] = {k: v["cpu_s"] for k, v in warmup["tasks"].items()}
+        result["cpu_setup_s"]["client"] = warmup["client"]["cpu_s"]
+    return result
 
 
 # -------------------------------------------------------------------------------------- sync
@@ -581,6 +610,17 @@ def main():
     )
     p.add_argument("--config", choices=("rust", "stock"), default="rust", help="ConfigProto: tf-iaware's or TensorFlow's defaults")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--steps-per-call",
+        type=int,
+        default=1,
+        help="ps mode: training steps per function the coordinator schedules (default 1)",
+    )
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        help="ps mode: each task's CPU time, CPU ms per step and throttling over the window (cpustat.py)",
+    )
     p.add_argument("--repeats", type=int, default=1, help="rounds over the modes")
     p.add_argument("--rust-json", help="a `tf-iaware bench --data digits --json` report to put beside")
     p.add_argument("--out", help="write the results as JSON here")
@@ -591,6 +631,8 @@ def main():
         p.error("--seconds must be in (0, 3600]")
     if not (1 <= args.per_worker_batch <= 4096):
         p.error("--per-worker-batch must be in 1..=4096")
+    if not (1 <= args.steps_per_call <= 1000):
+        p.error("--steps-per-call must be in 1..=1000")
     try:
         import tensorflow as tf  # noqa: F401
     except Exception as e:  # noqa: BLE001 - any import failure means "skip"
@@ -617,8 +659,20 @@ def main():
     for round_ in range(args.repeats):
         for m in modes:
             cmd = [sys.executable, os.path.abspath(__file__), "--child", m]
-            for flag in ("cluster", "seconds", "warmup_steps", "per_worker_batch", "backup_workers", "sync_master", "config", "seed"):
+            for flag in (
+                "cluster",
+                "seconds",
+                "warmup_steps",
+                "per_worker_batch",
+                "backup_workers",
+                "sync_master",
+                "config",
+                "seed",
+                "steps_per_call",
+            ):
                 cmd += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
+            if args.cpu:
+                cmd.append("--cpu")
             print("round %d: %s (%s) ..." % (round_ + 1, m, RECIPE[m]), file=sys.stderr)
             env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
             try:
