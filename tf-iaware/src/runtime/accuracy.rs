@@ -1735,8 +1735,10 @@ mod tests {
 
     #[test]
     fn an_undecided_keep_traces_on_and_widens_the_window() {
-        let mut r = Resizer::default();
-        r.window = Resizer::KEEP;
+        let mut r = Resizer {
+            window: Resizer::KEEP,
+            ..Resizer::default()
+        };
         assert_eq!((0..12).filter(|&s| r.due(s, 4)).count(), 3);
         // A 30 % gain predicted, hidden by the noise: not a confirmation.
         let undecided = decision(0.3, false);

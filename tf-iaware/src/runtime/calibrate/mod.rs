@@ -37,7 +37,7 @@ use serde::Serialize;
 pub use links::{calibrate_links, LINK_BYTES};
 pub use replicas::scale_to_replicas;
 
-use crate::cluster::model::{capability, CalibrationProfile, PROFILE_FORMAT};
+use crate::cluster::model::{capability, CalibrationProfile};
 use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::cost::OpCostFitter;
@@ -387,7 +387,7 @@ pub struct CachedProfile {
     pub host: String,
     /// TensorFlow version that ran it.
     pub tf_version: String,
-    /// Profile format ([`PROFILE_FORMAT`] for current ones).
+    /// Profile format ([`PROFILE_FORMAT`](crate::cluster::model::PROFILE_FORMAT) for current ones).
     pub format: u32,
     /// When, seconds since the Unix epoch.
     pub created_unix_s: u64,
