@@ -76,11 +76,11 @@ pub struct Feedback {
     /// eight times, while decisions keep the shares); after three measurements of
     /// each the shares are re-sized when the lower confidence bound of the predicted gain,
     /// given the noise of those measurements, is at least `options.min_gain`
-    /// ([`decide_resize`](crate::parallel::noise::decide_resize)).
+    /// ([`decide_resize`]).
     pub every: usize,
     /// The calibration the plan was made from (fixed per-step costs, workers left out).
     pub capacity: Vec<WorkerCapacity>,
-    /// Parameter servers and their relative speed, as for [`infra_aware`].
+    /// Parameter servers and their relative speed, as for [`infra_aware`](crate::parallel::infra_aware).
     pub ps: Vec<(String, f64)>,
     /// The variables.
     pub vars: Vec<VarInfo>,
