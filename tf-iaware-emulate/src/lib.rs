@@ -6,7 +6,7 @@
 //! beside the library rather than in it: [`EmulatedCluster::into_connection`] hands a running
 //! cluster to the library's entry point as any other TF_CONFIG cluster.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod cgroup;
 pub mod cluster;

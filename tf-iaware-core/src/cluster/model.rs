@@ -213,7 +213,7 @@ impl Link {
 
 /// How close two devices are; picks the default [`Link`] between them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Locality {
+pub(crate) enum Locality {
     /// The same device: no transfer.
     SameDevice,
     /// Two CPU devices of one TensorFlow process: a memory copy.
@@ -425,7 +425,7 @@ impl Cluster {
     }
 
     /// Ids of all devices, in cluster order.
-    pub fn device_ids(
+    pub(crate) fn device_ids(
         &self,
     ) -> impl DoubleEndedIterator<Item = DeviceId> + ExactSizeIterator + Clone {
         DeviceId::range(self.devices.len())
@@ -477,7 +477,7 @@ impl Cluster {
     ///
     /// # Panics
     /// If `a` or `b` is from a larger cluster.
-    pub fn locality(&self, a: DeviceId, b: DeviceId) -> Locality {
+    pub(crate) fn locality(&self, a: DeviceId, b: DeviceId) -> Locality {
         if a == b {
             return Locality::SameDevice;
         }

@@ -70,7 +70,7 @@ impl DeviceType {
 
     /// TensorFlow's placement priority of the type (higher first): TPU, then GPU, then CPU, then
     /// the rest.
-    pub fn priority(&self) -> u8 {
+    pub(crate) fn priority(&self) -> u8 {
         match self {
             DeviceType::Tpu => 3,
             DeviceType::Gpu => 2,

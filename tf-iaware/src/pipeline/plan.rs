@@ -22,7 +22,7 @@ use super::session::Session;
 use super::step::Step;
 
 /// The largest GraphDef file [`load_graph`] reads: protobuf's own 2 GiB message limit.
-pub const MAX_GRAPH_BYTES: u64 = 2 << 30;
+pub(crate) const MAX_GRAPH_BYTES: u64 = 2 << 30;
 
 /// Reads and analyses a GraphDef file (e.g. exported by Python TensorFlow with
 /// `tf.io.write_graph(…, as_text=False)`).
@@ -234,7 +234,7 @@ impl Connection {
 ///
 /// # Errors
 /// As [`Connection::place_with`].
-pub fn cost_model(
+pub(crate) fn cost_model(
     graph: &OpGraph,
     cluster: &Cluster,
     step: &Step,
@@ -304,11 +304,6 @@ impl Plan {
     /// The original graph, analysed (its GraphDef and OpGraph).
     pub fn analyzed(&self) -> &Analyzed {
         &self.analyzed
-    }
-
-    /// The placed GraphDef: the original with `NodeDef.device` set on every placed op.
-    pub fn placed_graph_def(&self) -> &GraphDef {
-        &self.placed
     }
 
     /// The placed GraphDef, serialized (to write to a file or import elsewhere).
