@@ -8,11 +8,11 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod cgroup;
-pub mod cluster;
+mod cgroup;
+mod cluster;
 pub mod hog;
-pub mod proxy;
-pub mod scenario;
+mod proxy;
+mod scenario;
 
 pub use cluster::{cleanup_on_signal, EmulatedCluster};
 pub use scenario::{DriftEvent, LinkSpec, Scenario, WorkerSpec, SCENARIOS};

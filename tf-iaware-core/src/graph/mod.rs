@@ -2,13 +2,13 @@
 //! signatures, a GraphDef's structure without TensorFlow, and the sidecar that names a graph's
 //! training step.
 
-pub mod builder;
+mod builder;
 pub(crate) mod colocation;
 pub(crate) mod device_name;
-pub mod device_type;
-pub mod dtype;
+mod device_type;
+mod dtype;
 pub mod graph_def;
-pub mod model;
+mod model;
 pub mod sidecar;
 pub mod signature;
 

@@ -4,7 +4,7 @@
 //! decide when measured throughputs justify different shares ([`noise`]).
 
 pub mod checkpoint;
-pub mod live;
+mod live;
 pub(crate) mod network;
 pub mod noise;
 pub(crate) mod plan;

@@ -4,7 +4,7 @@
 use super::feed::{LiveOptions, LiveWarning, MetricsFeed};
 use super::local;
 use super::model::Cluster;
-use super::spec::ClusterSpec;
+use super::ClusterSpec;
 use super::tf_config::{TaskId, TfConfig};
 use crate::config::SessionConfig;
 use crate::error::{Error, Result};

@@ -5,4 +5,4 @@
 pub use tf_iaware_core::graph::*;
 
 pub mod analyze;
-pub mod signature;
+mod op_defs;

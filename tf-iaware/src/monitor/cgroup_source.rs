@@ -1,10 +1,10 @@
 //! `CgroupSource`: the thin layer that reads the observed process's cgroup files; where the
-//! controllers are and the parsers of their files are [`tf_iaware_core::monitor::cgroup`]'s,
-//! re-exported here.
+//! controllers are and the parsers of their files are [`tf_iaware_core::monitor::cgroup`]'s
+//! (public as `tf_iaware::monitor::cgroup`).
 
 use std::path::{Path, PathBuf};
 
-pub use tf_iaware_core::monitor::cgroup::*;
+use tf_iaware_core::monitor::cgroup::*;
 
 use crate::error::{Error, Result};
 use crate::monitor::proc::read_text;

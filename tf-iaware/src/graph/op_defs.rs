@@ -1,11 +1,12 @@
 //! Op signatures from TensorFlow's op registry: `signatures` reads them for the op types of a
-//! graph; the [`OpSignature`] type is [`tf_iaware_core::graph::signature`]'s, re-exported here.
+//! graph into [`tf_iaware_core::graph::signature`]'s [`OpSignature`] (public as
+//! `tf_iaware::graph::signature`).
 
 use std::collections::BTreeMap;
 
 use tensorflow::Graph;
 
-pub use tf_iaware_core::graph::signature::*;
+use tf_iaware_core::graph::signature::OpSignature;
 
 use crate::error::{Error, Result};
 
