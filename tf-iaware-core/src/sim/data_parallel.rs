@@ -183,7 +183,7 @@ pub enum DpMode {
 
 impl DpMode {
     /// `sync`, `backup` or `async`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             DpMode::Sync => "sync",
             DpMode::Backup { .. } => "backup",

@@ -174,7 +174,7 @@ impl Trainer {
     }
 
     /// The session.
-    pub fn session(&self) -> &PlacedSession {
+    pub(crate) fn session(&self) -> &PlacedSession {
         &self.session
     }
 
