@@ -10,9 +10,10 @@
 
 mod cgroup;
 mod cluster;
-pub mod hog;
+mod hog;
 mod proxy;
 mod scenario;
 
 pub use cluster::{cleanup_on_signal, EmulatedCluster};
+pub use hog::burn;
 pub use scenario::{DriftEvent, LinkSpec, Scenario, WorkerSpec, SCENARIOS};

@@ -9,8 +9,8 @@ mod device_type;
 mod dtype;
 pub mod graph_def;
 mod model;
-pub mod sidecar;
-pub mod signature;
+mod sidecar;
+mod signature;
 
 pub use builder::OpGraphBuilder;
 pub use device_name::DeviceName;
@@ -18,3 +18,4 @@ pub use device_type::DeviceType;
 pub use dtype::DType;
 pub use model::{Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpNode, TensorInfo};
 pub use sidecar::Sidecar;
+pub use signature::OpSignature;

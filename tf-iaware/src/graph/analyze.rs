@@ -7,8 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use tensorflow::{Graph, ImportGraphDefOptions, Operation};
 
 use super::op_defs;
-use super::signature::OpSignature;
-use super::{DType, Input, NodeId, OpGraph, OpGraphBuilder};
+use super::{DType, Input, NodeId, OpGraph, OpGraphBuilder, OpSignature};
 use crate::error::{Error, Result};
 use crate::proto::GraphDef;
 use crate::tf;

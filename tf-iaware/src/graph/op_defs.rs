@@ -1,12 +1,11 @@
 //! Op signatures from TensorFlow's op registry: `signatures` reads them for the op types of a
-//! graph into [`tf_iaware_core::graph::signature`]'s [`OpSignature`] (public as
-//! `tf_iaware::graph::signature`).
+//! graph into the core's [`OpSignature`].
 
 use std::collections::BTreeMap;
 
 use tensorflow::Graph;
 
-use tf_iaware_core::graph::signature::OpSignature;
+use tf_iaware_core::graph::OpSignature;
 
 use crate::error::{Error, Result};
 

@@ -8,8 +8,8 @@ use serde::Serialize;
 use tensorflow::{Operation, Tensor};
 
 use super::session::PlacedSession;
-use super::sidecar::Sidecar;
 use super::stats;
+use super::Sidecar;
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
 use crate::placer::Placement;
