@@ -656,7 +656,7 @@ pub(crate) fn work_of_kind(graph: &OpGraph, id: NodeId, kind: OpKind) -> OpWork 
 /// optimiser slots, which are variables of their own), a constant, or the outputs an op produces
 /// (activations, counted as live for the whole step as Baechi's m-ETF does). Views (`Identity`,
 /// `Reshape`, `ReadVariableOp`, …), reference outputs and handles hold nothing of their own.
-pub(crate) fn op_memory(graph: &OpGraph, id: NodeId) -> u64 {
+pub fn op_memory(graph: &OpGraph, id: NodeId) -> u64 {
     memory_of_kind(graph, id, OpKind::of(&graph.node(id).op))
 }
 

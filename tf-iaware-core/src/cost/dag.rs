@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::graph::{NodeId, OpGraph};
 
 /// `Edge::output` of a control edge.
-pub(crate) const CONTROL: u32 = u32::MAX;
+pub const CONTROL: u32 = u32::MAX;
 
 /// One dependency, seen from either end: `node` is the other end (the producer in
 /// `Dag::preds`, the consumer in `Dag::succs`).

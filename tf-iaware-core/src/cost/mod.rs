@@ -48,9 +48,10 @@ mod times;
 
 use std::collections::HashMap;
 
-pub use analytic::{classify, op_work, OpClass, OpWork};
-pub(crate) use analytic::{op_memory, OpKind};
-pub(crate) use dag::{Dag, CONTROL};
+pub(crate) use analytic::OpKind;
+pub use analytic::{classify, op_memory, op_work, OpClass, OpWork};
+pub(crate) use dag::Dag;
+pub use dag::CONTROL;
 pub use fit::OpCostFitter;
 pub use measured::{Measurements, OpSample};
 pub use times::CostSource;

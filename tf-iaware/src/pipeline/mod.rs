@@ -22,6 +22,8 @@ pub use data_parallel::{
     AdaptiveReport, DataParallel, DataParallelReport, TrainOptions, DATA_PARALLEL_STRATEGIES,
 };
 pub use handle::{OpHandle, TensorHandle, TensorRef};
-pub use plan::{load_graph, load_sidecar, GraphSource, Plan, PlanOptions, StrategyChoice};
+pub use plan::{
+    load_graph, load_sidecar, GraphSource, Plan, PlanOptions, StrategyChoice, MAX_GRAPH_BYTES,
+};
 pub use session::{Feed, Fetched, Run, Session, Verification};
 pub use step::Step;

@@ -22,7 +22,7 @@ use super::session::Session;
 use super::step::Step;
 
 /// The largest GraphDef file [`load_graph`] reads: protobuf's own 2 GiB message limit.
-pub(crate) const MAX_GRAPH_BYTES: u64 = 2 << 30;
+pub const MAX_GRAPH_BYTES: u64 = 2 << 30;
 
 /// Reads and analyses a GraphDef file (e.g. exported by Python TensorFlow with
 /// `tf.io.write_graph(…, as_text=False)`).
