@@ -84,7 +84,7 @@ fn main() {
         Command::Monitor(a) => cmd::monitor::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Agent(a) => cmd::agent::run(a),
-        Command::Hog { cores } => tf_iaware_emulate::hog::burn(*cores),
+        Command::Hog { cores } => tf_iaware_emulate::burn(*cores),
     };
     if let Err(e) = result {
         eprintln!("error: {}", describe(&e));

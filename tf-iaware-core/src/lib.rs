@@ -13,7 +13,7 @@
 //! The `tf-iaware` crate adds TensorFlow and the OS at the edges: importing a real graph, writing
 //! device strings onto it, sessions, the live sources, the agent and the scraper.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub mod cluster;
 pub mod cost;

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 /// Length of one duty cycle.
 const PERIOD: Duration = Duration::from_millis(10);
 
-/// Burns `cores` CPUs (e.g. 0.3) until the process is killed: ⌈cores⌉ threads, each busy for
-/// `cores / ⌈cores⌉` of every 10 ms period.
+/// A co-tenant hog: burns `cores` CPUs (e.g. 0.3) until the process is killed: ⌈cores⌉
+/// threads, each busy for `cores / ⌈cores⌉` of every 10 ms period.
 pub fn burn(cores: f64) -> ! {
     let threads = cores.ceil().max(1.0) as usize;
     let duty = (cores / threads as f64).clamp(0.0, 1.0);

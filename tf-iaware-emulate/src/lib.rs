@@ -6,13 +6,14 @@
 //! beside the library rather than in it: [`EmulatedCluster::into_connection`] hands a running
 //! cluster to the library's entry point as any other TF_CONFIG cluster.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod cgroup;
-pub mod cluster;
-pub mod hog;
-pub mod proxy;
-pub mod scenario;
+mod cgroup;
+mod cluster;
+mod hog;
+mod proxy;
+mod scenario;
 
 pub use cluster::{cleanup_on_signal, EmulatedCluster};
+pub use hog::burn;
 pub use scenario::{DriftEvent, LinkSpec, Scenario, WorkerSpec, SCENARIOS};

@@ -68,8 +68,6 @@ extern "C" {
         name: *const c_char,
         status: *mut TF_Status,
     ) -> *mut TF_Buffer;
-    /// Serialized `KernelList` of every registered kernel.
-    pub fn TF_GetAllRegisteredKernels(status: *mut TF_Status) -> *mut TF_Buffer;
 
     /// Creates a server from a serialized `ServerDef`; not started.
     pub fn TF_NewServer(

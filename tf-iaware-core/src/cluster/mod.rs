@@ -4,7 +4,7 @@
 pub(crate) mod links;
 pub mod live;
 pub mod model;
-pub mod spec;
+mod spec;
 pub(crate) mod status;
 pub(crate) mod synthetic;
 pub mod tf_config;

@@ -51,7 +51,7 @@ pub struct Device {
     /// Memory the device can use for tensors, bytes (`None`: unknown, treated as unlimited).
     pub memory_bytes: Option<u64>,
     /// Machine this device lives on: a host name or address; a `:port` suffix is ignored when
-    /// deciding whether two devices share a machine (see [`Locality`]).
+    /// deciding whether two devices share a machine (see [`LinkDefaults`]).
     pub host: String,
     /// Capability: sustained compute rate with the device's whole allotment, FLOP/s (from a
     /// calibration normalised by the availability seen while calibrating, or a nominal default).
@@ -213,7 +213,7 @@ impl Link {
 
 /// How close two devices are; picks the default [`Link`] between them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Locality {
+pub(crate) enum Locality {
     /// The same device: no transfer.
     SameDevice,
     /// Two CPU devices of one TensorFlow process: a memory copy.
@@ -228,7 +228,8 @@ pub enum Locality {
     CrossRack,
 }
 
-/// Default links by [`Locality`], used for every device pair without an explicit [`LinkSpec`].
+/// Default links by where two devices are (one process, one host, one rack, apart), used for
+/// every device pair without an explicit [`LinkSpec`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LinkDefaults {
     /// CPU↔CPU in one process (memory copy; ≈ 2 µs, 10 GB/s).
@@ -477,7 +478,7 @@ impl Cluster {
     ///
     /// # Panics
     /// If `a` or `b` is from a larger cluster.
-    pub fn locality(&self, a: DeviceId, b: DeviceId) -> Locality {
+    pub(crate) fn locality(&self, a: DeviceId, b: DeviceId) -> Locality {
         if a == b {
             return Locality::SameDevice;
         }
@@ -485,7 +486,8 @@ impl Cluster {
     }
 
     /// The link from device `a` to device `b`: an explicit [`LinkSpec`] if there is
-    /// one, else the default for their [`Locality`]. `None` when `a == b` (no transfer).
+    /// one, else the [`LinkDefaults`] entry for where they are. `None` when `a == b` (no
+    /// transfer).
     ///
     /// Looks through [`Cluster::links`]; the cost model keeps every pair's link in a table
     /// linear in devices and explicit links (`cluster::links::LinkTable`) for many queries.

@@ -253,7 +253,7 @@ const OPTIMISERS: &[(&str, f64)] = &[
 
 /// How one op type is costed; resolved once per op type by `OpKind::of`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum OpKind {
+pub(crate) enum OpKind {
     /// No work (see [`OpClass::Free`]).
     Free,
     /// Memory-bound: bytes = inputs + outputs.

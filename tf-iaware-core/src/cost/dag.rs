@@ -11,7 +11,7 @@ pub const CONTROL: u32 = u32::MAX;
 /// One dependency, seen from either end: `node` is the other end (the producer in
 /// `Dag::preds`, the consumer in `Dag::succs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Edge {
+pub(crate) struct Edge {
     /// The node at the other end.
     pub node: NodeId,
     /// Output index of the producer carried by the edge, or [`CONTROL`].
@@ -24,7 +24,7 @@ pub struct Edge {
 /// edges (dropped where a data edge already orders the pair). `NextIteration` back-edges of while
 /// loops are left out, as TensorFlow's executor starts without them.
 #[derive(Clone, Debug, Default)]
-pub struct Dag {
+pub(crate) struct Dag {
     pred_off: Vec<u32>,
     preds: Vec<Edge>,
     succ_off: Vec<u32>,
@@ -167,18 +167,9 @@ impl Dag {
         })
     }
 
-    /// Number of nodes.
-    pub fn len(&self) -> usize {
-        self.topo.len()
-    }
-
-    /// Whether there are no nodes.
-    pub fn is_empty(&self) -> bool {
-        self.topo.is_empty()
-    }
-
     /// Number of edges.
-    pub fn num_edges(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn num_edges(&self) -> usize {
         self.preds.len()
     }
 

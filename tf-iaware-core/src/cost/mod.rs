@@ -48,8 +48,10 @@ mod times;
 
 use std::collections::HashMap;
 
-pub use analytic::{classify, op_memory, op_work, OpClass, OpKind, OpWork};
-pub use dag::{Dag, Edge, CONTROL};
+pub(crate) use analytic::OpKind;
+pub use analytic::{classify, op_memory, op_work, OpClass, OpWork};
+pub(crate) use dag::Dag;
+pub use dag::CONTROL;
 pub use fit::OpCostFitter;
 pub use measured::{Measurements, OpSample};
 pub use times::CostSource;
@@ -451,7 +453,7 @@ impl CostModel {
     }
 
     /// The dependency structure.
-    pub fn dag(&self) -> &Dag {
+    pub(crate) fn dag(&self) -> &Dag {
         &self.dag
     }
 
@@ -485,7 +487,7 @@ impl CostModel {
     }
 
     /// Ids of all devices, in cluster order.
-    pub fn device_ids(
+    pub(crate) fn device_ids(
         &self,
     ) -> impl DoubleEndedIterator<Item = DeviceId> + ExactSizeIterator + Clone {
         DeviceId::range(self.devices.len())

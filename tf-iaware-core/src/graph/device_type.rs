@@ -36,14 +36,13 @@ pub enum DeviceType {
     /// `DEFAULT`: the kernel device type of kernels TensorFlow registers for every device
     /// (`NoOp`, …); not the type of any device.
     Default,
-    /// Any other type, upper case (`XLA_CPU`, `TPU_SYSTEM`, …; [`DeviceType::parse`] makes it
-    /// so).
+    /// Any other type, upper case (`XLA_CPU`, `TPU_SYSTEM`, …; parsing and `From` make it so).
     Other(String),
 }
 
 impl DeviceType {
     /// The type named `name`, in any case (see the type's docs).
-    pub fn parse(name: &str) -> Self {
+    pub(crate) fn parse(name: &str) -> Self {
         for known in [
             DeviceType::Cpu,
             DeviceType::Gpu,
@@ -70,7 +69,7 @@ impl DeviceType {
 
     /// TensorFlow's placement priority of the type (higher first): TPU, then GPU, then CPU, then
     /// the rest.
-    pub fn priority(&self) -> u8 {
+    pub(crate) fn priority(&self) -> u8 {
         match self {
             DeviceType::Tpu => 3,
             DeviceType::Gpu => 2,
@@ -89,7 +88,7 @@ impl fmt::Display for DeviceType {
 impl FromStr for DeviceType {
     type Err = Infallible;
 
-    /// As [`DeviceType::parse`]; never fails.
+    /// The type named `s`, in any case (see the type's docs); never fails.
     fn from_str(s: &str) -> Result<Self, Infallible> {
         Ok(DeviceType::parse(s))
     }

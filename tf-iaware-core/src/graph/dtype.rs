@@ -9,29 +9,9 @@ pub struct DType(pub i32);
 impl DType {
     /// `DT_FLOAT`: 32-bit float.
     pub const FLOAT: DType = DType(1);
-    /// `DT_DOUBLE`: 64-bit float.
-    pub const DOUBLE: DType = DType(2);
-    /// `DT_INT32`.
-    pub const INT32: DType = DType(3);
     /// `DT_UINT8`.
     pub const UINT8: DType = DType(4);
-    /// `DT_INT16`.
-    pub const INT16: DType = DType(5);
-    /// `DT_INT8`.
-    pub const INT8: DType = DType(6);
-    /// `DT_STRING`: variable-length bytes (no fixed size).
-    pub const STRING: DType = DType(7);
-    /// `DT_INT64`.
-    pub const INT64: DType = DType(9);
-    /// `DT_BOOL`.
-    pub const BOOL: DType = DType(10);
-    /// `DT_BFLOAT16`: 16-bit brain float.
-    pub const BFLOAT16: DType = DType(14);
-    /// `DT_HALF`: 16-bit IEEE float.
-    pub const HALF: DType = DType(19);
     pub(crate) const RESOURCE: DType = DType(20);
-    /// `DT_VARIANT`: an opaque value (no fixed size).
-    pub const VARIANT: DType = DType(21);
     /// Offset of the `*_REF` types.
     const REF_OFFSET: i32 = 100;
 

@@ -2,15 +2,15 @@
 //! signatures, a GraphDef's structure without TensorFlow, and the sidecar that names a graph's
 //! training step.
 
-pub mod builder;
+mod builder;
 pub(crate) mod colocation;
 pub(crate) mod device_name;
-pub mod device_type;
-pub mod dtype;
+mod device_type;
+mod dtype;
 pub mod graph_def;
-pub mod model;
-pub mod sidecar;
-pub mod signature;
+mod model;
+mod sidecar;
+mod signature;
 
 pub use builder::OpGraphBuilder;
 pub use device_name::DeviceName;
@@ -18,3 +18,4 @@ pub use device_type::DeviceType;
 pub use dtype::DType;
 pub use model::{Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpNode, TensorInfo};
 pub use sidecar::Sidecar;
+pub use signature::OpSignature;

@@ -118,7 +118,7 @@ impl OpNode {
     }
 
     /// The kernel device types joined by `sep` (`CPU, GPU`), for messages.
-    pub fn kernel_list(&self, sep: &str) -> String {
+    pub(crate) fn kernel_list(&self, sep: &str) -> String {
         let names: Vec<&str> = self
             .kernel_device_types
             .iter()
@@ -127,26 +127,10 @@ impl OpNode {
         names.join(sep)
     }
 
-    /// Integer attribute.
-    pub fn attr_int(&self, name: &str) -> Option<i64> {
-        match self.attrs.get(name)? {
-            Attr::Int(i) => Some(*i),
-            _ => None,
-        }
-    }
-
     /// Integer-list attribute (`strides`, `ksize`).
     pub(crate) fn attr_ints(&self, name: &str) -> Option<&[i64]> {
         match self.attrs.get(name)? {
             Attr::Ints(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// String attribute (`padding`, `data_format`).
-    pub fn attr_str(&self, name: &str) -> Option<&str> {
-        match self.attrs.get(name)? {
-            Attr::Str(s) => Some(s),
             _ => None,
         }
     }

@@ -1,6 +1,7 @@
 //! The observed process's control group, v1 and v2: where its CPU and memory controllers are
-//! ([`locate`], pure over `/proc/<pid>/cgroup` and `/proc/self/mountinfo`), pure parsers for
-//! the controller files, and (in `tf-iaware`) `CgroupSource`, the thin layer that reads them.
+//! ([`locate`], pure over `/proc/<pid>/cgroup` and `/proc/self/mountinfo`), what a reading is
+//! made of ([`CgroupLayout::read`], pure over the controller files' text), and (in `tf-iaware`)
+//! `CgroupSource`, the thin layer that reads the files.
 //!
 //! Containers and emulated nodes are defined by these files, so the limit is taken over the
 //! whole ancestry: a CFS quota (v1 `cpu.cfs_quota_us / cpu.cfs_period_us`, v2 `cpu.max`) or a
@@ -53,7 +54,7 @@ pub(crate) fn parse_cpu_list(text: &str, path: &Path) -> Result<Vec<u32>> {
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if the text is not one unsigned integer.
-pub fn parse_u64(text: &str, path: &Path) -> Result<u64> {
+pub(crate) fn parse_u64(text: &str, path: &Path) -> Result<u64> {
     let t = text.trim();
     t.parse().map_err(|_| Error::ProcFormat {
         path: path.to_path_buf(),
@@ -66,7 +67,7 @@ pub fn parse_u64(text: &str, path: &Path) -> Result<u64> {
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if either value is not a number or the period is 0.
-pub fn parse_cfs_quota(quota: &str, period: &str, path: &Path) -> Result<Option<f64>> {
+pub(crate) fn parse_cfs_quota(quota: &str, period: &str, path: &Path) -> Result<Option<f64>> {
     let q = quota.trim();
     let q: i64 = q.parse().map_err(|_| Error::ProcFormat {
         path: path.to_path_buf(),
@@ -89,7 +90,7 @@ pub fn parse_cfs_quota(quota: &str, period: &str, path: &Path) -> Result<Option<
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` for any other format or a zero period.
-pub fn parse_cpu_max(text: &str, path: &Path) -> Result<Option<f64>> {
+pub(crate) fn parse_cpu_max(text: &str, path: &Path) -> Result<Option<f64>> {
     let bad = |reason: String| Error::ProcFormat {
         path: path.to_path_buf(),
         reason,
@@ -121,7 +122,7 @@ pub fn parse_cpu_max(text: &str, path: &Path) -> Result<Option<f64>> {
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if the text is neither `max` nor a number.
-pub fn parse_memory_limit(text: &str, path: &Path) -> Result<Option<u64>> {
+pub(crate) fn parse_memory_limit(text: &str, path: &Path) -> Result<Option<u64>> {
     if text.trim() == "max" {
         return Ok(None);
     }
@@ -131,7 +132,7 @@ pub fn parse_memory_limit(text: &str, path: &Path) -> Result<Option<u64>> {
 
 /// Parses a flat keyed file (`cpu.stat`, `memory.stat`: `key value` per line). Lines whose
 /// value is not an unsigned integer are skipped.
-pub fn parse_keyed(text: &str) -> BTreeMap<&str, u64> {
+pub(crate) fn parse_keyed(text: &str) -> BTreeMap<&str, u64> {
     text.lines()
         .filter_map(|line| {
             let mut f = line.split_ascii_whitespace();
@@ -157,7 +158,7 @@ pub struct ControllerDir {
 
 impl ControllerDir {
     /// The cgroup's directory and its ancestors up to the mount point, leaf first.
-    pub fn levels(&self) -> Vec<PathBuf> {
+    pub(crate) fn levels(&self) -> Vec<PathBuf> {
         let mut out = vec![self.dir.clone()];
         let mut cur = self.dir.as_path();
         while cur != self.mount {
@@ -288,6 +289,158 @@ fn controller_dir(
     })
 }
 
+/// Reads one cgroup file for [`CgroupLayout::read`]: its text, `Ok(None)` when it does not
+/// exist, `Err(reason)` (naming the file) when it cannot be read.
+type FileReader<'a> = dyn FnMut(&Path) -> std::result::Result<Option<String>, String> + 'a;
+
+impl CgroupLayout {
+    /// Reads every file of the located cgroup through `read` (a file's text, `Ok(None)` when it
+    /// does not exist, `Err(reason)` naming it when it cannot be read). For a v1 CPU cgroup
+    /// without a matching `cpuacct` group, `summed_seconds(dir)` gives the CPU time of the
+    /// processes in the cgroup at `dir` instead. Files that cannot be read or parsed leave their
+    /// fields `None` with a note.
+    pub fn read(
+        &self,
+        mut read: impl FnMut(&Path) -> std::result::Result<Option<String>, String>,
+        summed_seconds: impl FnOnce(&Path) -> std::result::Result<f64, String>,
+    ) -> CgroupReading {
+        let layout = self;
+        let mut r = CgroupReading {
+            version: layout.cpu.version,
+            path: layout.cpu.path.clone(),
+            ..Default::default()
+        };
+        let cpu = &layout.cpu;
+        // cpuacct mirrors the cpu hierarchy when co-mounted or when both show the same path (the
+        // systemd layout); otherwise its numbers describe a different group and are not used.
+        let cpuacct = layout
+            .cpuacct
+            .as_ref()
+            .filter(|a| a.path == cpu.path || a.mount == cpu.mount);
+        for (depth, level) in cpu.levels().into_iter().enumerate() {
+            let mut lv = CpuLevel::default();
+            let note = |r: &mut CgroupReading, e: String| {
+                if depth == 0 {
+                    r.notes.push(e)
+                }
+            };
+            if cpu.version == 1 {
+                let q = level.join("cpu.cfs_quota_us");
+                match (read(&q), read(&level.join("cpu.cfs_period_us"))) {
+                    (Ok(Some(quota)), Ok(Some(period))) => {
+                        match parse_cfs_quota(&quota, &period, &q) {
+                            Ok(v) => lv.quota_cores = v,
+                            Err(e) => note(&mut r, e.to_string()),
+                        }
+                    }
+                    (Err(e), _) | (_, Err(e)) => note(&mut r, e),
+                    _ => {}
+                }
+                if let Some(acct) = cpuacct {
+                    let rel = level.strip_prefix(&cpu.mount).unwrap_or(Path::new(""));
+                    let p = acct.mount.join(rel).join("cpuacct.usage");
+                    match read(&p) {
+                        Ok(Some(t)) => match parse_u64(&t, &p) {
+                            Ok(ns) => lv.usage_seconds = Some(ns as f64 / 1e9),
+                            Err(e) => note(&mut r, e.to_string()),
+                        },
+                        Ok(None) => {}
+                        Err(e) => note(&mut r, e),
+                    }
+                }
+            } else {
+                let p = level.join("cpu.max");
+                match read(&p) {
+                    Ok(Some(t)) => match parse_cpu_max(&t, &p) {
+                        Ok(v) => lv.quota_cores = v,
+                        Err(e) => note(&mut r, e.to_string()),
+                    },
+                    Ok(None) => {}
+                    Err(e) => note(&mut r, e),
+                }
+                if let Ok(Some(t)) = read(&level.join("cpu.stat")) {
+                    lv.usage_seconds = parse_keyed(&t).get("usage_usec").map(|us| *us as f64 / 1e6);
+                }
+            }
+            if depth == 0 {
+                let p = level.join("cpu.stat");
+                match read(&p) {
+                    Ok(Some(t)) => {
+                        let k = parse_keyed(&t);
+                        r.periods = k.get("nr_periods").copied();
+                        r.throttled_periods = k.get("nr_throttled").copied();
+                        r.throttled_seconds = if cpu.version == 1 {
+                            k.get("throttled_time").map(|ns| *ns as f64 / 1e9)
+                        } else {
+                            k.get("throttled_usec").map(|us| *us as f64 / 1e6)
+                        };
+                    }
+                    Ok(None) => {}
+                    Err(e) => r.notes.push(e),
+                }
+            }
+            r.levels.push(lv);
+        }
+        // v1 without a matching cpuacct group (it is mounted apart and the process sits elsewhere
+        // in it): sum the CPU time of the cgroup's processes instead.
+        if cpu.version == 1 && r.levels.first().is_some_and(|l| l.usage_seconds.is_none()) {
+            match summed_seconds(&cpu.dir) {
+                Ok(s) => r.levels[0].usage_seconds = Some(s),
+                Err(e) => r.notes.push(format!(
+                    "cgroup CPU usage unknown: no cpuacct group matches the cpu cgroup {} and {e}",
+                    cpu.path
+                )),
+            }
+        }
+        if let Some(mem) = &layout.memory {
+            read_memory(mem, &mut read, &mut r);
+        }
+        r
+    }
+}
+
+fn read_memory(mem: &ControllerDir, read: &mut FileReader<'_>, r: &mut CgroupReading) {
+    let (limit_file, usage_file, inactive_key) = if mem.version == 1 {
+        (
+            "memory.limit_in_bytes",
+            "memory.usage_in_bytes",
+            "total_inactive_file",
+        )
+    } else {
+        ("memory.max", "memory.current", "inactive_file")
+    };
+    for level in mem.levels() {
+        let p = level.join(limit_file);
+        match read(&p) {
+            Ok(Some(t)) => match parse_memory_limit(&t, &p) {
+                Ok(Some(v)) => {
+                    r.memory_limit_bytes = Some(r.memory_limit_bytes.map_or(v, |cur| cur.min(v)))
+                }
+                Ok(None) => {}
+                Err(e) => r.notes.push(e.to_string()),
+            },
+            Ok(None) => {}
+            Err(e) => r.notes.push(e),
+        }
+    }
+    let p = mem.dir.join(usage_file);
+    match read(&p) {
+        Ok(Some(t)) => match parse_u64(&t, &p) {
+            Ok(v) => r.memory_usage_bytes = Some(v),
+            Err(e) => r.notes.push(e.to_string()),
+        },
+        Ok(None) => {}
+        Err(e) => r.notes.push(e),
+    }
+    if let Ok(Some(t)) = read(&mem.dir.join("memory.stat")) {
+        let k = parse_keyed(&t);
+        r.memory_inactive_file_bytes = k
+            .get(inactive_key)
+            .or_else(|| k.get("inactive_file"))
+            .copied();
+    }
+}
+
 /// CPU quota and usage of one level of the CPU hierarchy.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CpuLevel {
@@ -346,6 +499,46 @@ impl CgroupReading {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_v2_reading_is_made_from_the_files_text() {
+        let dir = ControllerDir {
+            version: 2,
+            path: "/job".into(),
+            mount: PathBuf::from("/sys/fs/cgroup"),
+            dir: PathBuf::from("/sys/fs/cgroup/job"),
+        };
+        let layout = CgroupLayout {
+            cpu: dir.clone(),
+            cpuacct: None,
+            memory: Some(dir),
+        };
+        let files: BTreeMap<&str, &str> = [
+            ("/sys/fs/cgroup/job/cpu.max", "50000 100000\n"),
+            (
+                "/sys/fs/cgroup/job/cpu.stat",
+                "usage_usec 2000000\nnr_periods 10\nnr_throttled 2\nthrottled_usec 500000\n",
+            ),
+            ("/sys/fs/cgroup/job/memory.max", "max\n"),
+            ("/sys/fs/cgroup/job/memory.current", "1000\n"),
+            ("/sys/fs/cgroup/job/memory.stat", "inactive_file 100\n"),
+            ("/sys/fs/cgroup/cpu.max", "garbage"),
+        ]
+        .into();
+        let r = layout.read(
+            |path| Ok(files.get(path.to_str().unwrap()).map(|t| t.to_string())),
+            |_| panic!("v2 never sums processes"),
+        );
+        assert_eq!(r.levels.len(), 2);
+        assert_eq!(r.quota_cores(), Some(0.5));
+        assert_eq!(r.usage_seconds(), Some(2.0));
+        assert_eq!((r.periods, r.throttled_periods), (Some(10), Some(2)));
+        assert_eq!(r.throttled_seconds, Some(0.5));
+        assert_eq!(r.memory_limit_bytes, None);
+        assert_eq!(r.memory_working_set_bytes(), Some(900));
+        // The root's unparsable cpu.max is not the leaf's: no note, no quota from it.
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
 
     fn p() -> &'static Path {
         Path::new("f")

@@ -1,5 +1,6 @@
-//! Host and process readings from `/proc`: pure parsers over the files' text and arithmetic over
-//! two readings, then `ProcSource` in `tf-iaware`, the thin layer that reads the live files.
+//! Host and process readings from `/proc`: [`ProcReading::parse`] makes a reading from the files'
+//! text (pure parsers, arithmetic over two readings); `ProcSource` in `tf-iaware` is the thin
+//! layer that says where the live files are and reads them.
 //!
 //! `procfs` parses the process files, load averages, interface counters and mount tables. Two
 //! files are parsed here instead: `/proc/stat`, because procfs drops the CPU numbers of the
@@ -7,7 +8,7 @@
 //! needs them), and `/proc/meminfo`, because procfs requires twenty-odd fields that virtualised
 //! meminfo files (LXCFS, gVisor) omit while we need three.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use procfs_core::FromRead;
 
@@ -73,7 +74,7 @@ pub struct StatCpus {
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if there is no `cpu` line, or a CPU line has fewer than
 /// four counters or a counter that is not an unsigned integer.
-pub fn parse_stat_cpus(text: &str, path: &Path) -> Result<StatCpus> {
+pub(crate) fn parse_stat_cpus(text: &str, path: &Path) -> Result<StatCpus> {
     let mut total = None;
     let mut cores = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -166,7 +167,7 @@ pub struct MemInfo {
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if `MemTotal` or `MemFree` is missing or a value of
 /// those fields is not a number.
-pub fn parse_meminfo(text: &str, path: &Path) -> Result<MemInfo> {
+pub(crate) fn parse_meminfo(text: &str, path: &Path) -> Result<MemInfo> {
     let mut total = None;
     let mut free = None;
     let mut available = None;
@@ -213,7 +214,7 @@ pub fn parse_meminfo(text: &str, path: &Path) -> Result<MemInfo> {
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if the text is not a load-average line.
-pub fn parse_loadavg(text: &str, path: &Path) -> Result<LoadAverage> {
+pub(crate) fn parse_loadavg(text: &str, path: &Path) -> Result<LoadAverage> {
     let l =
         procfs_core::LoadAverage::from_read(text.as_bytes()).map_err(|e| Error::ProcFormat {
             path: path.to_path_buf(),
@@ -241,7 +242,7 @@ pub struct NetCounters {
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if an interface line does not parse.
-pub fn parse_net_dev(text: &str, path: &Path) -> Result<Vec<NetCounters>> {
+pub(crate) fn parse_net_dev(text: &str, path: &Path) -> Result<Vec<NetCounters>> {
     let status =
         procfs_core::net::InterfaceDeviceStatus::from_read(text.as_bytes()).map_err(|e| {
             Error::ProcFormat {
@@ -281,7 +282,7 @@ pub fn parse_process_ticks(text: &str, path: &Path) -> Result<u64> {
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if the text is not a process status file.
-pub fn parse_cpus_allowed(text: &str, path: &Path) -> Result<Option<Vec<u32>>> {
+pub(crate) fn parse_cpus_allowed(text: &str, path: &Path) -> Result<Option<Vec<u32>>> {
     let status = procfs_core::process::Status::from_read(text.as_bytes()).map_err(|e| {
         Error::ProcFormat {
             path: path.to_path_buf(),
@@ -314,6 +315,57 @@ pub struct ProcReading {
     pub allowed_cpus: std::result::Result<Option<Vec<u32>>, String>,
 }
 
+/// The files a [`ProcReading`] is made of, as [`ProcReading::parse`] asks for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcFile {
+    /// `/proc/stat`: the CPU counters.
+    Stat,
+    /// `/proc/meminfo`.
+    Meminfo,
+    /// `/proc/loadavg`.
+    Loadavg,
+    /// `/proc/net/dev`.
+    NetDev,
+    /// `/proc/<pid>/stat` of the observed process.
+    ProcessStat,
+    /// `/proc/<pid>/status` of the observed process.
+    ProcessStatus,
+}
+
+impl ProcReading {
+    /// A reading from the files `read` returns, each as its text and the path it was read from
+    /// (named in errors).
+    ///
+    /// # Errors
+    /// `read`'s error or [`Error::ProcFormat`] for [`ProcFile::Stat`] only; every other file that
+    /// cannot be read or parsed leaves its part of the reading as `Err(reason)`.
+    pub fn parse(
+        mut read: impl FnMut(ProcFile) -> Result<(String, PathBuf)>,
+    ) -> Result<ProcReading> {
+        let (text, path) = read(ProcFile::Stat)?;
+        let cpus = parse_stat_cpus(&text, &path)?;
+        Ok(ProcReading {
+            cpus,
+            memory: part(&mut read, ProcFile::Meminfo, parse_meminfo),
+            load: part(&mut read, ProcFile::Loadavg, parse_loadavg),
+            net: part(&mut read, ProcFile::NetDev, parse_net_dev),
+            process_ticks: part(&mut read, ProcFile::ProcessStat, parse_process_ticks),
+            allowed_cpus: part(&mut read, ProcFile::ProcessStatus, parse_cpus_allowed),
+        })
+    }
+}
+
+/// One optional part of a reading: `file` read and parsed, or the reason it could not be.
+fn part<T>(
+    read: &mut impl FnMut(ProcFile) -> Result<(String, PathBuf)>,
+    file: ProcFile,
+    parse: impl FnOnce(&str, &Path) -> Result<T>,
+) -> std::result::Result<T, String> {
+    read(file)
+        .and_then(|(text, path)| parse(&text, &path))
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +385,30 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
         Path::new("/proc/stat")
     }
 
+    #[test]
+    fn a_reading_is_parsed_from_the_files_asked_for_and_names_the_missing_ones() {
+        let mut asked = Vec::new();
+        let r = ProcReading::parse(|file| {
+            asked.push(file);
+            let path = PathBuf::from(format!("/fixture/{file:?}"));
+            match file {
+                ProcFile::Stat => Ok((STAT.to_string(), path)),
+                _ => Err(Error::io(path, std::io::ErrorKind::NotFound.into())),
+            }
+        })
+        .unwrap();
+        assert_eq!(r.cpus.cores.len(), 2);
+        assert!(r.memory.unwrap_err().contains("/fixture/Meminfo"));
+        assert!(r
+            .allowed_cpus
+            .unwrap_err()
+            .contains("/fixture/ProcessStatus"));
+        assert_eq!(asked.len(), 6);
+        let err =
+            ProcReading::parse(|file| Ok((String::new(), PathBuf::from(format!("{file:?}")))))
+                .unwrap_err();
+        assert!(err.to_string().contains("Stat"), "{err}");
+    }
     #[test]
     fn stat_keeps_cpu_numbers() {
         let s = parse_stat_cpus(STAT, p()).unwrap();

@@ -375,7 +375,7 @@ pub fn unix_now_ms() -> u64 {
 
 impl CpuModeSeconds {
     /// Sum of per-CPU mode counters, s (for pages without an all-CPU line).
-    pub fn sum<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSeconds {
+    pub(crate) fn sum<'a>(it: impl Iterator<Item = &'a CpuModeSeconds>) -> CpuModeSeconds {
         let add = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => Some(a + b),
             (a, None) => a,

@@ -4,7 +4,7 @@
 //! decide when measured throughputs justify different shares ([`noise`]).
 
 pub mod checkpoint;
-pub mod live;
+mod live;
 pub(crate) mod network;
 pub mod noise;
 pub(crate) mod plan;
@@ -13,7 +13,7 @@ pub mod updates;
 
 pub use live::{live_capacities, plan_live, ps_capacities, ReplicaMemory};
 
-pub use network::{place_variables, PsNetwork, Sharding, VarInfo, VariableShard};
+pub use network::{PsNetwork, Sharding, VarInfo};
 pub use plan::{
     infra_aware, infra_aware_networked, lower_bound_ms, replica_setter, sync_lower_bound_ms,
     DataParallelPlan, InfraAwareOptions, Replica, WorkerCapacity,

@@ -84,7 +84,7 @@ const PIECES_PER_SHARE: u64 = 8;
 
 /// One variable, or one part of a sharded variable, on its ps.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VariableShard {
+pub(crate) struct VariableShard {
     /// What the plan calls it: the variable's name, or `name/part_K`.
     pub name: String,
     /// Bytes of this piece.
@@ -98,7 +98,7 @@ pub struct VariableShard {
 /// to its weight (ties: the first). With [`Sharding::Balanced`], a variable larger than an
 /// eighth of the fair share (total ÷ ps) is split into parts of at most that size.
 /// Empty without ps.
-pub fn place_variables(
+pub(crate) fn place_variables(
     vars: &[VarInfo],
     ps_weight: &[f64],
     sharding: Sharding,

@@ -19,7 +19,7 @@ use prost::Message;
 use super::checkpoint::{initialized_op, restore_value_op, StateVar, RESTORE_OP};
 use crate::error::{Error, Result};
 use crate::graph::graph_def::parse_input;
-use crate::graph::signature::OpSignature;
+use crate::graph::OpSignature;
 use crate::graph::Sidecar;
 use crate::proto::{AttrValue, GraphDef, NodeDef, TensorAttr, TensorProto, TensorShapeProto};
 

@@ -8,7 +8,7 @@ use crate::graph::OpGraph;
 
 /// Stock TensorFlow: no device strings, the TensorFlow placer decides.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TfDefault;
+pub(crate) struct TfDefault;
 
 impl Strategy for TfDefault {
     fn name(&self) -> &'static str {
@@ -32,7 +32,7 @@ impl Strategy for TfDefault {
 /// Colocation groups dealt over the devices in topological order of their first-ready member,
 /// skipping devices without a kernel for the group.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RoundRobin;
+pub(crate) struct RoundRobin;
 
 impl Strategy for RoundRobin {
     fn name(&self) -> &'static str {

@@ -664,7 +664,7 @@ mod by_op {
 
 /// The `etf` strategy (m-ETF).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Etf;
+pub(crate) struct Etf;
 
 impl Strategy for Etf {
     fn name(&self) -> &'static str {

@@ -17,7 +17,7 @@ use crate::graph::{NodeId, OpGraph};
 /// Upward rank of every op, seconds: `rank(i) = w̄(i) + max over consumers j of (c̄(i, j) +
 /// rank(j))`, with `w̄` the mean op time over the devices with a kernel and `c̄` the mean transfer
 /// time of the edge between distinct devices (0 inside a colocation group).
-pub fn upward_ranks(cost: &CostModel) -> Vec<f64> {
+pub(crate) fn upward_ranks(cost: &CostModel) -> Vec<f64> {
     let dag = cost.dag();
     let mut rank = vec![0.0f64; cost.num_nodes()];
     for &i in dag.topo().iter().rev() {
@@ -155,7 +155,7 @@ pub fn heft_schedule(graph: &OpGraph, cluster: &Cluster, cost: &CostModel) -> Re
 ///
 /// # Errors
 /// As [`heft_schedule`].
-pub fn heft_schedule_on(
+pub(crate) fn heft_schedule_on(
     graph: &OpGraph,
     cluster: &Cluster,
     cost: &CostModel,
@@ -273,7 +273,7 @@ pub fn heft_schedule_on(
 
 /// The `heft` strategy.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Heft;
+pub(crate) struct Heft;
 
 impl Strategy for Heft {
     fn name(&self) -> &'static str {

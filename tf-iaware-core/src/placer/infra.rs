@@ -36,7 +36,7 @@ fn device_counts(n: usize) -> Vec<usize> {
 
 /// The `infra-aware` strategy.
 #[derive(Debug, Clone, Copy)]
-pub struct InfraAware {
+pub(crate) struct InfraAware {
     /// Devices whose capability × availability is below `threshold ×` the best device's are not
     /// used (0–1).
     pub threshold: f64,

@@ -53,12 +53,15 @@ use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::graph::{GroupId, OpGraph};
 
-pub use basic::{RoundRobin, TfDefault};
-pub use etf::{etf_schedule, Etf};
-pub use heft::{heft_schedule, heft_schedule_on, upward_ranks, Heft};
-pub use infra::InfraAware;
+pub(crate) use basic::{RoundRobin, TfDefault};
+pub use etf::etf_schedule;
+pub(crate) use etf::Etf;
+pub use heft::heft_schedule;
+pub(crate) use heft::Heft;
+pub(crate) use infra::InfraAware;
 pub use sched::Schedule;
-pub use simple::{Random, SingleFastest};
+pub use simple::Random;
+pub(crate) use simple::SingleFastest;
 
 /// Op name → device string. Ops absent from the map keep no device (TensorFlow decides).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -97,7 +97,7 @@ impl Strategy for Random {
 /// groups without a kernel there, or that no longer fit, go to the next fastest device that takes
 /// them.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SingleFastest;
+pub(crate) struct SingleFastest;
 
 /// Devices by the summed time of the ops they can run (fastest first), ties by index.
 pub(crate) fn devices_by_serial_time(cost: &CostModel) -> Vec<DeviceId> {

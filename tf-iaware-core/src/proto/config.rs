@@ -79,8 +79,6 @@ pub struct RunOptions {
 impl RunOptions {
     /// `TraceLevel.FULL_TRACE`.
     pub const FULL_TRACE: i32 = 3;
-    /// `TraceLevel.SOFTWARE_TRACE`.
-    pub const SOFTWARE_TRACE: i32 = 1;
 }
 
 /// `tensorflow.RunMetadata`: step stats (field 1); cost and partition graphs are not read.

@@ -164,7 +164,7 @@ pub const DP_PLANNERS: &[&str] = &[
 ];
 
 /// Backup workers of `sync-backup` unless told otherwise (as `bench --backup-workers`).
-pub const DEFAULT_BACKUPS: usize = 1;
+pub(crate) const DEFAULT_BACKUPS: usize = 1;
 
 /// How a data-parallel contender's gradients reach the variables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,7 +183,7 @@ pub enum DpMode {
 
 impl DpMode {
     /// `sync`, `backup` or `async`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             DpMode::Sync => "sync",
             DpMode::Backup { .. } => "backup",

@@ -693,7 +693,7 @@ pub(crate) mod tests {
         b.build().unwrap()
     }
 
-    pub fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
+    pub(crate) fn model<T: AsRef<[f64]>>(g: &OpGraph, c: &Cluster, times: &[T]) -> CostModel {
         let mut m = CostModel::new(g, c).unwrap();
         for (i, t) in times.iter().enumerate() {
             m.set_op_times(NodeId::new(i), t.as_ref()).unwrap();

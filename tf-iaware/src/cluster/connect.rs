@@ -4,8 +4,8 @@
 use super::feed::{LiveOptions, LiveWarning, MetricsFeed};
 use super::local;
 use super::model::Cluster;
-use super::spec::ClusterSpec;
 use super::tf_config::{TaskId, TfConfig};
+use super::ClusterSpec;
 use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::DeviceType;

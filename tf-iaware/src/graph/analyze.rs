@@ -6,10 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use tensorflow::{Graph, ImportGraphDefOptions, Operation};
 
-use super::builder::OpGraphBuilder;
-use super::dtype::DType;
-use super::model::{Input, NodeId, OpGraph};
-use super::signature::{self, OpSignature};
+use super::op_defs;
+use super::{DType, Input, NodeId, OpGraph, OpGraphBuilder, OpSignature};
 use crate::error::{Error, Result};
 use crate::proto::GraphDef;
 use crate::tf;
@@ -44,7 +42,7 @@ pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
         .import_graph_def(bytes, &ImportGraphDefOptions::new())
         .map_err(|e| Error::tf(format!("importing GraphDef {what}"), e))?;
     let op_graph = build(&graph, &graph_def)?;
-    let signatures = signature::signatures(&graph, graph_def.node.iter().map(|n| n.op.as_str()))?;
+    let signatures = op_defs::signatures(&graph, graph_def.node.iter().map(|n| n.op.as_str()))?;
     Ok(Analyzed {
         graph,
         graph_def,

@@ -212,19 +212,6 @@ impl Net {
         self.op_inputs(ty, name, &[Inputs::Each(inputs)], attrs)
     }
 
-    /// Adds an op whose single input argument is the list `inputs` (`AddN`, `ConcatV2` values),
-    /// named (uniquely, in scope) `base`.
-    pub fn op_list(
-        &mut self,
-        ty: &str,
-        base: &str,
-        inputs: &[Output],
-        attrs: impl FnOnce(&mut OperationDescription<'_>) -> AttrResult,
-    ) -> Result<Operation> {
-        let name = self.name(base);
-        self.op_inputs(ty, &name, &[Inputs::List(inputs)], attrs)
-    }
-
     fn op_inputs(
         &mut self,
         ty: &str,

@@ -19,7 +19,7 @@ pub(crate) const BATCHES: [usize; 2] = [16, 64];
 /// # Errors
 /// [`crate::Error::InvalidArgument`] for a batch outside 1..=65536; [`crate::Error::TensorFlow`]
 /// if TensorFlow rejects an op.
-pub fn build(batch: usize, seed: u64) -> Result<Model> {
+pub(crate) fn build(batch: usize, seed: u64) -> Result<Model> {
     assemble("calibration", batch, seed, &[32, 32, 3], 10, body)
 }
 

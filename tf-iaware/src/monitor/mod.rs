@@ -19,7 +19,7 @@
 pub use tf_iaware_core::monitor::*;
 
 pub mod agent;
-pub mod cgroup;
+mod cgroup_source;
 pub mod gpu;
 pub mod proc;
 pub(crate) mod sampler;

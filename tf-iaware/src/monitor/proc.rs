@@ -45,15 +45,16 @@ impl ProcSource {
     /// [`Error::Io`] or [`Error::ProcFormat`] for `/proc/stat` only; every other file that cannot
     /// be read or parsed leaves its part of the reading as `Err(reason)`.
     pub(crate) fn read(&self) -> Result<ProcReading> {
-        let stat_path = self.proc_dir.join("stat");
-        let cpus = parse_stat_cpus(&read_text(&stat_path)?, &stat_path)?;
-        Ok(ProcReading {
-            cpus,
-            memory: self.part("meminfo", false, parse_meminfo),
-            load: self.part("loadavg", false, parse_loadavg),
-            net: self.part("net/dev", false, parse_net_dev),
-            process_ticks: self.part("stat", true, parse_process_ticks),
-            allowed_cpus: self.part("status", true, parse_cpus_allowed),
+        ProcReading::parse(|file| {
+            let path = match file {
+                ProcFile::Stat => self.proc_dir.join("stat"),
+                ProcFile::Meminfo => self.proc_dir.join("meminfo"),
+                ProcFile::Loadavg => self.proc_dir.join("loadavg"),
+                ProcFile::NetDev => self.proc_dir.join("net/dev"),
+                ProcFile::ProcessStat => self.process_dir.join("stat"),
+                ProcFile::ProcessStatus => self.process_dir.join("status"),
+            };
+            Ok((read_text(&path)?, path))
         })
     }
 
@@ -62,23 +63,6 @@ impl ProcSource {
         let text = std::fs::read_to_string(self.proc_dir.join("sys/kernel/hostname")).ok()?;
         let name = text.trim();
         (!name.is_empty()).then(|| name.to_string())
-    }
-
-    fn part<T>(
-        &self,
-        file: &str,
-        of_process: bool,
-        parse: impl FnOnce(&str, &Path) -> Result<T>,
-    ) -> std::result::Result<T, String> {
-        let dir = if of_process {
-            &self.process_dir
-        } else {
-            &self.proc_dir
-        };
-        let path = dir.join(file);
-        read_text(&path)
-            .and_then(|text| parse(&text, &path))
-            .map_err(|e| e.to_string())
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::error::{Error, Result};
-use crate::monitor::cgroup::CgroupSource;
+use crate::monitor::cgroup_source::CgroupSource;
 use crate::monitor::derive::{Deriver, Reading};
 use crate::monitor::gpu::GpuSource;
 use crate::monitor::metrics;

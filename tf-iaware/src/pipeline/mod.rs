@@ -23,8 +23,7 @@ pub use data_parallel::{
 };
 pub use handle::{OpHandle, TensorHandle, TensorRef};
 pub use plan::{
-    cost_model, load_graph, load_sidecar, GraphSource, Plan, PlanOptions, StrategyChoice,
-    MAX_GRAPH_BYTES,
+    load_graph, load_sidecar, GraphSource, Plan, PlanOptions, StrategyChoice, MAX_GRAPH_BYTES,
 };
 pub use session::{Feed, Fetched, Run, Session, Verification};
 pub use step::Step;

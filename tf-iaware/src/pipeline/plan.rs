@@ -234,7 +234,7 @@ impl Connection {
 ///
 /// # Errors
 /// As [`Connection::place_with`].
-pub fn cost_model(
+pub(crate) fn cost_model(
     graph: &OpGraph,
     cluster: &Cluster,
     step: &Step,
@@ -304,11 +304,6 @@ impl Plan {
     /// The original graph, analysed (its GraphDef and OpGraph).
     pub fn analyzed(&self) -> &Analyzed {
         &self.analyzed
-    }
-
-    /// The placed GraphDef: the original with `NodeDef.device` set on every placed op.
-    pub fn placed_graph_def(&self) -> &GraphDef {
-        &self.placed
     }
 
     /// The placed GraphDef, serialized (to write to a file or import elsewhere).

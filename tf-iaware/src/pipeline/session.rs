@@ -323,11 +323,6 @@ impl Session {
         Ok(Verification::of(stats, &self.placement, &self.graph))
     }
 
-    /// The underlying session (op lookup by name, `RunOutcome`-style float runs).
-    pub fn placed_session(&self) -> &PlacedSession {
-        &self.inner
-    }
-
     /// The underlying session, for the synthetic-data [`Trainer`](crate::runtime::Trainer).
     pub fn into_placed_session(self) -> PlacedSession {
         self.inner

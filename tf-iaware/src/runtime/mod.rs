@@ -14,5 +14,5 @@ pub mod train;
 
 pub use crate::config::SessionConfig;
 pub use session::{PlacedSession, RunOutcome};
-pub use tf_iaware_core::graph::sidecar::{self, Sidecar};
+pub use tf_iaware_core::graph::Sidecar;
 pub use train::{StepTimes, TrainReport, Trainer};

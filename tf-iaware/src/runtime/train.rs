@@ -8,8 +8,8 @@ use serde::Serialize;
 use tensorflow::{Operation, Tensor};
 
 use super::session::PlacedSession;
-use super::sidecar::Sidecar;
 use super::stats;
+use super::Sidecar;
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
 use crate::placer::Placement;
@@ -174,7 +174,7 @@ impl Trainer {
     }
 
     /// The session.
-    pub fn session(&self) -> &PlacedSession {
+    pub(crate) fn session(&self) -> &PlacedSession {
         &self.session
     }
 

@@ -1,5 +1,5 @@
-//! Without the `agent` feature: the agent's API, refusing to serve. Every method stays `pub`, as
-//! in the real one, so callers compile the same with and without the feature.
+//! Without the `agent` feature: the server behind [`Agent`](super::Agent) refuses to start, so
+//! callers compile the same with and without the feature.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,51 +8,38 @@ use super::{AgentConfig, MetricsSource};
 use crate::error::{Error, Result};
 
 /// The cargo feature the agent needs.
-pub const FEATURE: &str = "agent";
+const FEATURE: &str = "agent";
 
-/// The agent of a build without the `agent` feature: it cannot be started.
+/// The server of a build without the `agent` feature: none can exist.
 #[derive(Debug)]
-pub struct Agent {
-    never: std::convert::Infallible,
-}
+pub(super) struct Server(std::convert::Infallible);
 
-impl Agent {
-    /// Always fails in this build.
-    ///
-    /// # Errors
-    /// [`Error::NotCompiled`] naming the [`FEATURE`] and the address.
-    pub fn serve(config: AgentConfig, _source: Arc<dyn MetricsSource>) -> Result<Agent> {
+impl Server {
+    /// Always [`Error::NotCompiled`] naming the [`FEATURE`] and the address.
+    pub(super) fn serve(config: AgentConfig, _source: Arc<dyn MetricsSource>) -> Result<Server> {
         Err(Error::NotCompiled {
             feature: FEATURE,
             what: format!("the metrics agent (asked to listen on {})", config.listen),
         })
     }
 
-    /// Never called: no `Agent` exists in this build.
-    pub fn local_addr(&self) -> SocketAddr {
-        match self.never {}
+    pub(super) fn local_addr(&self) -> SocketAddr {
+        match self.0 {}
     }
 
-    /// Never called: no `Agent` exists in this build.
-    pub fn metrics_url(&self) -> String {
-        match self.never {}
+    pub(super) fn stop(self) {
+        match self.0 {}
     }
 
-    /// Never called: no `Agent` exists in this build.
-    pub fn stop(self) {
-        match self.never {}
-    }
-
-    /// Never called: no `Agent` exists in this build.
-    pub fn wait(self) {
-        match self.never {}
+    pub(super) fn wait(self) {
+        match self.0 {}
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::agent::AgentConfig;
+    use crate::monitor::agent::Agent;
 
     struct Page;
     impl MetricsSource for Page {

@@ -19,26 +19,22 @@ use super::{AgentConfig, MetricsSource};
 use crate::error::{Error, Result};
 use crate::monitor::exposition::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 
-/// A running metrics server. Stopped by [`Agent::stop`] or when dropped.
-pub struct Agent {
+/// The running server behind an [`Agent`](super::Agent); stopped when dropped.
+pub(super) struct Server {
     addr: SocketAddr,
     shutdown: Option<watch::Sender<bool>>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for Agent {
+impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent").field("addr", &self.addr).finish()
     }
 }
 
-impl Agent {
-    /// Binds `config.listen` and serves `source` on a background thread.
-    ///
-    /// # Errors
-    /// [`Error::Agent`] if the address cannot be bound (in use, not local, no permission) or a
-    /// limit is zero; [`Error::MonitorThread`] if the runtime or thread cannot be started.
-    pub fn serve(config: AgentConfig, source: Arc<dyn MetricsSource>) -> Result<Agent> {
+impl Server {
+    /// Binds `config.listen` and serves `source` on a background thread ([`super::Agent::serve`]).
+    pub(super) fn serve(config: AgentConfig, source: Arc<dyn MetricsSource>) -> Result<Server> {
         let listen = config.listen.to_string();
         let agent_err = |reason: String| Error::Agent {
             listen: listen.clone(),
@@ -78,31 +74,25 @@ impl Agent {
                 source,
             })?;
         log::info!("metrics agent listening on http://{addr}/metrics");
-        Ok(Agent {
+        Ok(Server {
             addr,
             shutdown: Some(tx),
             thread: Some(thread),
         })
     }
 
-    /// The address actually bound (with the port chosen when asked for port 0).
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The address actually bound.
+    pub(super) fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// `http://ADDR/metrics`.
-    pub fn metrics_url(&self) -> String {
-        format!("http://{}/metrics", self.addr)
-    }
-
     /// Stops accepting, closes every connection and waits for the server thread.
-    pub fn stop(mut self) {
+    pub(super) fn stop(mut self) {
         self.shutdown();
     }
 
-    /// Blocks until the agent stops (it only stops when asked, so: for as long as the program
-    /// runs).
-    pub fn wait(mut self) {
+    /// Blocks until the server thread ends.
+    pub(super) fn wait(mut self) {
         if let Some(t) = self.thread.take() {
             if t.join().is_err() {
                 log::error!("the metrics agent's thread panicked");
@@ -122,7 +112,7 @@ impl Agent {
     }
 }
 
-impl Drop for Agent {
+impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown();
     }
@@ -275,7 +265,7 @@ fn respond(req: &Request<Incoming>, source: &dyn MetricsSource) -> Response<Full
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::agent::StaticPage;
+    use crate::monitor::agent::{Agent, StaticPage};
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::time::Instant;

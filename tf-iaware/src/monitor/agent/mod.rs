@@ -17,21 +17,64 @@
 //! returns [`Error::NotCompiled`](crate::Error::NotCompiled) naming the feature.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::Result;
 use crate::monitor::metrics;
 use crate::monitor::sampler::Monitor;
 use crate::monitor::snapshot::Snapshot;
 
-#[cfg(feature = "agent")]
-mod http;
-#[cfg(feature = "agent")]
-pub use http::Agent;
-
+// The server behind [`Agent`]: the real one, or a stand-in that refuses to start. Both have the
+// same private shape (`Server::serve`, `local_addr`, `stop`, `wait`), so the public API below is
+// written and documented once for both builds.
 #[cfg(not(feature = "agent"))]
 mod disabled;
+#[cfg(feature = "agent")]
+mod http;
 #[cfg(not(feature = "agent"))]
-pub use disabled::{Agent, FEATURE};
+use disabled as backend;
+#[cfg(feature = "agent")]
+use http as backend;
+
+/// A running metrics server. Stopped by [`Agent::stop`] or when dropped.
+#[derive(Debug)]
+pub struct Agent(backend::Server);
+
+impl Agent {
+    /// Binds `config.listen` and serves `source` on a background thread.
+    ///
+    /// # Errors
+    /// [`Error::Agent`](crate::Error::Agent) if the address cannot be bound (in use, not local,
+    /// no permission) or a limit is zero; [`Error::MonitorThread`](crate::Error::MonitorThread)
+    /// if the runtime or thread cannot be started; in a build without the `agent` feature,
+    /// always [`Error::NotCompiled`](crate::Error::NotCompiled) naming the feature and the
+    /// address.
+    pub fn serve(config: AgentConfig, source: Arc<dyn MetricsSource>) -> Result<Agent> {
+        backend::Server::serve(config, source).map(Agent)
+    }
+
+    /// The address actually bound (with the port chosen when asked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.0.local_addr()
+    }
+
+    /// `http://ADDR/metrics`.
+    pub fn metrics_url(&self) -> String {
+        format!("http://{}/metrics", self.local_addr())
+    }
+
+    /// Stops accepting, closes every connection and waits for the server thread.
+    pub fn stop(self) {
+        self.0.stop()
+    }
+
+    /// Blocks until the agent stops (it only stops when asked, so: for as long as the program
+    /// runs).
+    pub fn wait(self) {
+        self.0.wait()
+    }
+}
 
 /// Something that can produce the metrics page to serve.
 pub trait MetricsSource: Send + Sync + 'static {

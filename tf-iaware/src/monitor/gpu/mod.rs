@@ -10,37 +10,54 @@
 
 pub use tf_iaware_core::monitor::gpu::*;
 
+// The reader behind [`GpuSource`]: NVML's, or a stand-in whose every reading says the feature is
+// off. Both have the same private shape (`Reader::default`, `read`), so the public API below is
+// written and documented once for both builds.
+#[cfg(not(feature = "gpu"))]
+use disabled as backend;
 #[cfg(feature = "gpu")]
 mod nvml;
 #[cfg(feature = "gpu")]
-pub use nvml::{nvml, unavailable, GpuSource, NVML_LIBRARY};
+use nvml as backend;
+#[cfg(feature = "gpu")]
+pub use nvml::nvml;
 
 #[cfg(not(feature = "gpu"))]
 mod disabled {
     use super::{Field, NvmlDeviceReading};
 
     /// Why no GPU is read in this build.
-    pub const NOT_COMPILED: &str =
+    const NOT_COMPILED: &str =
         "GPU metrics not compiled in: build tf-iaware with the `gpu` feature";
 
-    /// The GPU source of a build without the `gpu` feature: every reading says so.
+    /// The reader of a build without the `gpu` feature: every reading says so.
     #[derive(Debug, Default)]
-    pub struct GpuSource;
+    pub(super) struct Reader;
 
-    impl GpuSource {
-        /// A source that reads nothing.
-        pub fn new() -> Self {
-            GpuSource
-        }
-
+    impl Reader {
         /// Always `Err(NOT_COMPILED)` in this build.
-        ///
-        /// # Errors
-        /// [`NOT_COMPILED`].
-        pub fn read(&mut self) -> Field<Vec<NvmlDeviceReading>> {
+        pub(super) fn read(&mut self) -> Field<Vec<NvmlDeviceReading>> {
             Err(NOT_COMPILED.to_string())
         }
     }
 }
-#[cfg(not(feature = "gpu"))]
-pub use disabled::{GpuSource, NOT_COMPILED};
+
+/// Reads every GPU through the shared NVML handle, keeping per-device state between readings.
+#[derive(Debug, Default)]
+pub struct GpuSource(backend::Reader);
+
+impl GpuSource {
+    /// A source with no state yet; NVML is initialised on the first [`GpuSource::read`].
+    pub fn new() -> Self {
+        GpuSource::default()
+    }
+
+    /// Reads every GPU.
+    ///
+    /// # Errors
+    /// `GPU metrics unavailable: <reason>` if NVML is absent, lists no GPUs, or cannot count
+    /// or open them; `GPU metrics not compiled in: …` in a build without the `gpu` feature.
+    pub fn read(&mut self) -> Field<Vec<NvmlDeviceReading>> {
+        self.0.read()
+    }
+}

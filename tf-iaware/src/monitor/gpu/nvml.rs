@@ -10,7 +10,7 @@ use nvml_wrapper::{Device, Nvml};
 use tf_iaware_core::monitor::gpu::{Field, NvmlDeviceReading, NvmlMemory};
 
 /// The NVML library NVML-wrapper loads.
-pub const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
 
 static NVML: OnceLock<std::result::Result<Nvml, String>> = OnceLock::new();
 
@@ -32,7 +32,7 @@ pub fn nvml() -> std::result::Result<&'static Nvml, String> {
 }
 
 /// `GPU metrics unavailable: …` for an NVML initialisation error.
-pub fn unavailable(e: &NvmlError) -> String {
+fn unavailable(e: &NvmlError) -> String {
     let why = match e {
         NvmlError::LibloadingError(e) => {
             format!("NVML library {NVML_LIBRARY} could not be loaded ({e})")
@@ -45,16 +45,16 @@ pub fn unavailable(e: &NvmlError) -> String {
     format!("GPU metrics unavailable: {why}")
 }
 
-/// Reads every GPU through the shared NVML handle. Keeps per-device state between readings
+/// The reader behind a [`GpuSource`](super::GpuSource): per-device state kept between readings
 /// (devices, static properties, the last per-process sample timestamp).
 #[derive(Default)]
-pub struct GpuSource {
+pub(super) struct Reader {
     devices: Vec<(u32, Device<'static>)>,
     last_sample_us: HashMap<u32, u64>,
     cached: HashMap<u32, StaticInfo>,
 }
 
-impl std::fmt::Debug for GpuSource {
+impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GpuSource")
             .field("devices", &self.devices.len())
@@ -75,18 +75,9 @@ fn field<T>(r: std::result::Result<T, NvmlError>) -> Field<T> {
     r.map_err(|e| e.to_string())
 }
 
-impl GpuSource {
-    /// A source with no state yet; NVML is initialised on the first [`GpuSource::read`].
-    pub fn new() -> Self {
-        GpuSource::default()
-    }
-
-    /// Reads every GPU.
-    ///
-    /// # Errors
-    /// `GPU metrics unavailable: <reason>` if NVML is absent, lists no GPUs, or cannot count
-    /// or open them.
-    pub fn read(&mut self) -> Field<Vec<NvmlDeviceReading>> {
+impl Reader {
+    /// Reads every GPU ([`super::GpuSource::read`]).
+    pub(super) fn read(&mut self) -> Field<Vec<NvmlDeviceReading>> {
         let nvml = nvml()?;
         if self.devices.is_empty() {
             let count = nvml

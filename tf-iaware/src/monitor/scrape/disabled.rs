@@ -1,60 +1,42 @@
-//! Without the `scrape` feature: the scraper's API, refusing to run. Every method stays `pub`, as
-//! in the real one, so callers compile the same with and without the feature.
+//! Without the `scrape` feature: the engine behind [`Scraper`](super::Scraper) refuses to
+//! start, so callers compile the same with and without the feature.
 
 use super::{ScrapeOptions, ScrapeReport, Target};
 use crate::error::{Error, Result};
 
 /// The cargo feature the scraper needs.
-pub const FEATURE: &str = "scrape";
+pub(crate) const FEATURE: &str = "scrape";
 
-/// The scraper of a build without the `scrape` feature: it cannot be created.
+/// The engine of a build without the `scrape` feature: none can exist.
 #[derive(Debug)]
-pub struct Scraper {
-    never: std::convert::Infallible,
-}
+pub(super) struct Engine(std::convert::Infallible);
 
-impl Scraper {
-    /// Always fails in this build.
-    ///
-    /// # Errors
-    /// [`Error::NotCompiled`] naming the [`FEATURE`] and the first target.
-    pub fn new(targets: Vec<Target>, _options: ScrapeOptions) -> Result<Scraper> {
-        Err(not_compiled(&targets))
+impl Engine {
+    /// Always [`Error::NotCompiled`] naming the [`FEATURE`] and the first target.
+    pub(super) fn new(targets: Vec<Target>, _options: ScrapeOptions) -> Result<Engine> {
+        let what = match targets.first() {
+            Some(t) => format!("reading metrics agents (first: {})", t.name),
+            None => "reading metrics agents".to_string(),
+        };
+        Err(Error::NotCompiled {
+            feature: FEATURE,
+            what,
+        })
     }
 
-    /// The targets (never called: no `Scraper` exists in this build).
-    pub fn targets(&self) -> Vec<&Target> {
-        match self.never {}
+    pub(super) fn targets(&self) -> Vec<&Target> {
+        match self.0 {}
     }
 
-    /// Scrapes (never called: no `Scraper` exists in this build).
-    pub fn scrape(&mut self) -> Vec<ScrapeReport> {
-        match self.never {}
-    }
-}
-
-/// Always fails in this build.
-///
-/// # Errors
-/// [`Error::NotCompiled`] naming the [`FEATURE`] and the first target.
-pub fn scrape_many(targets: &[Target], _options: &ScrapeOptions) -> Result<Vec<ScrapeReport>> {
-    Err(not_compiled(targets))
-}
-
-fn not_compiled(targets: &[Target]) -> Error {
-    let what = match targets.first() {
-        Some(t) => format!("reading metrics agents (first: {})", t.name),
-        None => "reading metrics agents".to_string(),
-    };
-    Error::NotCompiled {
-        feature: FEATURE,
-        what,
+    pub(super) fn scrape(&mut self) -> Vec<ScrapeReport> {
+        match self.0 {}
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::monitor::scrape::{scrape_many, Scraper};
 
     #[test]
     fn not_compiled_scrape_names_the_feature_and_target() {

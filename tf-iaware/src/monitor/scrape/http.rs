@@ -57,9 +57,8 @@ struct TargetState {
     counters: CounterDeriver,
 }
 
-/// Scrapes a fixed set of targets again and again, remembering each target's last good reading
-/// and the counters needed for rates.
-pub struct Scraper {
+/// The engine behind a [`Scraper`](super::Scraper): one tokio runtime and every target's state.
+pub(super) struct Engine {
     targets: Vec<TargetState>,
     options: ScrapeOptions,
     /// Always `Some` until dropped.
@@ -67,7 +66,7 @@ pub struct Scraper {
     epoch: Instant,
 }
 
-impl Drop for Scraper {
+impl Drop for Engine {
     fn drop(&mut self) {
         // Dropping a runtime blocks on its workers, which is not allowed inside another
         // runtime: there, let it wind down in the background.
@@ -79,7 +78,7 @@ impl Drop for Scraper {
     }
 }
 
-impl std::fmt::Debug for Scraper {
+impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scraper")
             .field(
@@ -95,14 +94,9 @@ impl std::fmt::Debug for Scraper {
     }
 }
 
-impl Scraper {
-    /// A scraper of `targets`.
-    ///
-    /// # Errors
-    /// [`Error::Scrape`] naming the first endpoint that is not an `http://` URL or
-    /// `host:port`, or a target without URLs; [`Error::InvalidArgument`] for a zero timeout;
-    /// [`Error::MonitorThread`] if the runtime cannot be created.
-    pub fn new(targets: Vec<Target>, options: ScrapeOptions) -> Result<Scraper> {
+impl Engine {
+    /// An engine for `targets` ([`super::Scraper::new`]).
+    pub(super) fn new(targets: Vec<Target>, options: ScrapeOptions) -> Result<Engine> {
         if options.timeout.is_zero() {
             return Err(Error::InvalidArgument {
                 what: "scrape timeout".into(),
@@ -140,7 +134,7 @@ impl Scraper {
                 what: "scraper runtime".into(),
                 source,
             })?;
-        Ok(Scraper {
+        Ok(Engine {
             targets: states,
             options,
             runtime: Some(runtime),
@@ -149,13 +143,13 @@ impl Scraper {
     }
 
     /// The targets, in order.
-    pub fn targets(&self) -> Vec<&Target> {
+    pub(super) fn targets(&self) -> Vec<&Target> {
         self.targets.iter().map(|t| &t.target).collect()
     }
 
-    /// Scrapes every target concurrently; one report per target, in order. Takes at most about
-    /// [`ScrapeOptions::timeout`] whatever the endpoints do.
-    pub fn scrape(&mut self) -> Vec<ScrapeReport> {
+    /// Scrapes every target concurrently; one report per target, in order
+    /// ([`super::Scraper::scrape`]).
+    pub(super) fn scrape(&mut self) -> Vec<ScrapeReport> {
         let jobs: Vec<Vec<Uri>> = self.targets.iter().map(|t| t.uris.clone()).collect();
         let (timeout, max) = (self.options.timeout, self.options.max_page_bytes);
         let run = |rt: &tokio::runtime::Runtime| {
@@ -320,14 +314,6 @@ fn finish(
     }
 }
 
-/// Scrapes `targets` once.
-///
-/// # Errors
-/// As [`Scraper::new`]; failures of individual endpoints are in the reports.
-pub fn scrape_many(targets: &[Target], options: &ScrapeOptions) -> Result<Vec<ScrapeReport>> {
-    Ok(Scraper::new(targets.to_vec(), options.clone())?.scrape())
-}
-
 /// Fetches one page (no deadline of its own; the caller sets one).
 async fn fetch(uri: &Uri, max_bytes: usize) -> std::result::Result<String, String> {
     let host = uri.host().unwrap_or_default();
@@ -405,6 +391,7 @@ async fn fetch(uri: &Uri, max_bytes: usize) -> std::result::Result<String, Strin
 mod tests {
     use super::*;
     use crate::monitor::agent::{Agent, AgentConfig, StaticPage};
+    use crate::monitor::scrape::{scrape_many, Scraper};
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::sync::Arc;

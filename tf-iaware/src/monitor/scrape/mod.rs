@@ -12,18 +12,59 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::monitor::snapshot::Snapshot;
 
-#[cfg(feature = "scrape")]
-mod http;
-#[cfg(feature = "scrape")]
-pub use http::{scrape_many, Scraper};
-
+// The engine behind [`Scraper`]: the real one, or a stand-in that refuses to start. Both have the
+// same private shape (`Engine::new`, `targets`, `scrape`), so the public API below is written and
+// documented once for both builds.
 #[cfg(not(feature = "scrape"))]
 mod disabled;
+#[cfg(feature = "scrape")]
+mod http;
 #[cfg(not(feature = "scrape"))]
-pub use disabled::{scrape_many, Scraper, FEATURE};
+use disabled as backend;
+#[cfg(not(feature = "scrape"))]
+pub(crate) use disabled::FEATURE;
+#[cfg(feature = "scrape")]
+use http as backend;
+
+/// Scrapes a fixed set of targets again and again, remembering each target's last good reading
+/// and the counters needed for rates.
+#[derive(Debug)]
+pub struct Scraper(backend::Engine);
+
+impl Scraper {
+    /// A scraper of `targets`.
+    ///
+    /// # Errors
+    /// [`Error::Scrape`] naming the first endpoint that is not an `http://` URL or
+    /// `host:port`, or a target without URLs; [`Error::InvalidArgument`] for a zero timeout;
+    /// [`Error::MonitorThread`] if the runtime cannot be created; in a build without the
+    /// `scrape` feature, always [`Error::NotCompiled`] naming the feature and the first target.
+    pub fn new(targets: Vec<Target>, options: ScrapeOptions) -> Result<Scraper> {
+        backend::Engine::new(targets, options).map(Scraper)
+    }
+
+    /// The targets, in order.
+    pub fn targets(&self) -> Vec<&Target> {
+        self.0.targets()
+    }
+
+    /// Scrapes every target concurrently; one report per target, in order. Takes at most about
+    /// [`ScrapeOptions::timeout`] whatever the endpoints do.
+    pub fn scrape(&mut self) -> Vec<ScrapeReport> {
+        self.0.scrape()
+    }
+}
+
+/// Scrapes `targets` once.
+///
+/// # Errors
+/// As [`Scraper::new`]; failures of individual endpoints are in the reports.
+pub fn scrape_many(targets: &[Target], options: &ScrapeOptions) -> Result<Vec<ScrapeReport>> {
+    Ok(Scraper::new(targets.to_vec(), options.clone())?.scrape())
+}
 
 /// One machine to read: a name and the pages that describe it (e.g. its node_exporter and its
 /// dcgm-exporter), merged into one snapshot.

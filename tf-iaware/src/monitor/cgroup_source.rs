@@ -1,10 +1,10 @@
 //! `CgroupSource`: the thin layer that reads the observed process's cgroup files; where the
-//! controllers are and the parsers of their files are [`tf_iaware_core::monitor::cgroup`]'s,
-//! re-exported here.
+//! controllers are and what a reading is made of are [`tf_iaware_core::monitor::cgroup`]'s
+//! (public as `tf_iaware::monitor::cgroup`).
 
 use std::path::{Path, PathBuf};
 
-pub use tf_iaware_core::monitor::cgroup::*;
+use tf_iaware_core::monitor::cgroup::*;
 
 use crate::error::{Error, Result};
 use crate::monitor::proc::read_text;
@@ -55,7 +55,9 @@ impl CgroupSource {
                 layout
             }
         };
-        Ok(read_layout(&layout, &self.proc_dir))
+        Ok(layout.read(read_optional, |dir| {
+            summed_task_seconds(dir, &self.proc_dir)
+        }))
     }
 }
 
@@ -94,145 +96,6 @@ fn summed_task_seconds(dir: &Path, proc_dir: &Path) -> std::result::Result<f64, 
         }
     }
     Ok(ticks as f64 / crate::monitor::proc::ticks_per_second() as f64)
-}
-
-/// Reads every file of a located cgroup (the I/O half of [`CgroupSource::read`]); process
-/// files are read under `proc_dir`.
-pub(crate) fn read_layout(layout: &CgroupLayout, proc_dir: &Path) -> CgroupReading {
-    let mut r = CgroupReading {
-        version: layout.cpu.version,
-        path: layout.cpu.path.clone(),
-        ..Default::default()
-    };
-    let cpu = &layout.cpu;
-    // cpuacct mirrors the cpu hierarchy when co-mounted or when both show the same path (the
-    // systemd layout); otherwise its numbers describe a different group and are not used.
-    let cpuacct = layout
-        .cpuacct
-        .as_ref()
-        .filter(|a| a.path == cpu.path || a.mount == cpu.mount);
-    for (depth, level) in cpu.levels().into_iter().enumerate() {
-        let mut lv = CpuLevel::default();
-        let note = |r: &mut CgroupReading, e: String| {
-            if depth == 0 {
-                r.notes.push(e)
-            }
-        };
-        if cpu.version == 1 {
-            let q = level.join("cpu.cfs_quota_us");
-            match (
-                read_optional(&q),
-                read_optional(&level.join("cpu.cfs_period_us")),
-            ) {
-                (Ok(Some(quota)), Ok(Some(period))) => match parse_cfs_quota(&quota, &period, &q) {
-                    Ok(v) => lv.quota_cores = v,
-                    Err(e) => note(&mut r, e.to_string()),
-                },
-                (Err(e), _) | (_, Err(e)) => note(&mut r, e),
-                _ => {}
-            }
-            if let Some(acct) = cpuacct {
-                let rel = level.strip_prefix(&cpu.mount).unwrap_or(Path::new(""));
-                let p = acct.mount.join(rel).join("cpuacct.usage");
-                match read_optional(&p) {
-                    Ok(Some(t)) => match parse_u64(&t, &p) {
-                        Ok(ns) => lv.usage_seconds = Some(ns as f64 / 1e9),
-                        Err(e) => note(&mut r, e.to_string()),
-                    },
-                    Ok(None) => {}
-                    Err(e) => note(&mut r, e),
-                }
-            }
-        } else {
-            let p = level.join("cpu.max");
-            match read_optional(&p) {
-                Ok(Some(t)) => match parse_cpu_max(&t, &p) {
-                    Ok(v) => lv.quota_cores = v,
-                    Err(e) => note(&mut r, e.to_string()),
-                },
-                Ok(None) => {}
-                Err(e) => note(&mut r, e),
-            }
-            if let Ok(Some(t)) = read_optional(&level.join("cpu.stat")) {
-                lv.usage_seconds = parse_keyed(&t).get("usage_usec").map(|us| *us as f64 / 1e6);
-            }
-        }
-        if depth == 0 {
-            let p = level.join("cpu.stat");
-            match read_optional(&p) {
-                Ok(Some(t)) => {
-                    let k = parse_keyed(&t);
-                    r.periods = k.get("nr_periods").copied();
-                    r.throttled_periods = k.get("nr_throttled").copied();
-                    r.throttled_seconds = if cpu.version == 1 {
-                        k.get("throttled_time").map(|ns| *ns as f64 / 1e9)
-                    } else {
-                        k.get("throttled_usec").map(|us| *us as f64 / 1e6)
-                    };
-                }
-                Ok(None) => {}
-                Err(e) => r.notes.push(e),
-            }
-        }
-        r.levels.push(lv);
-    }
-    // v1 without a matching cpuacct group (it is mounted apart and the process sits elsewhere
-    // in it): sum the CPU time of the cgroup's processes instead.
-    if cpu.version == 1 && r.levels.first().is_some_and(|l| l.usage_seconds.is_none()) {
-        match summed_task_seconds(&cpu.dir, proc_dir) {
-            Ok(s) => r.levels[0].usage_seconds = Some(s),
-            Err(e) => r.notes.push(format!(
-                "cgroup CPU usage unknown: no cpuacct group matches the cpu cgroup {} and {e}",
-                cpu.path
-            )),
-        }
-    }
-    if let Some(mem) = &layout.memory {
-        read_memory(mem, &mut r);
-    }
-    r
-}
-
-fn read_memory(mem: &ControllerDir, r: &mut CgroupReading) {
-    let (limit_file, usage_file, inactive_key) = if mem.version == 1 {
-        (
-            "memory.limit_in_bytes",
-            "memory.usage_in_bytes",
-            "total_inactive_file",
-        )
-    } else {
-        ("memory.max", "memory.current", "inactive_file")
-    };
-    for level in mem.levels() {
-        let p = level.join(limit_file);
-        match read_optional(&p) {
-            Ok(Some(t)) => match parse_memory_limit(&t, &p) {
-                Ok(Some(v)) => {
-                    r.memory_limit_bytes = Some(r.memory_limit_bytes.map_or(v, |cur| cur.min(v)))
-                }
-                Ok(None) => {}
-                Err(e) => r.notes.push(e.to_string()),
-            },
-            Ok(None) => {}
-            Err(e) => r.notes.push(e),
-        }
-    }
-    let p = mem.dir.join(usage_file);
-    match read_optional(&p) {
-        Ok(Some(t)) => match parse_u64(&t, &p) {
-            Ok(v) => r.memory_usage_bytes = Some(v),
-            Err(e) => r.notes.push(e.to_string()),
-        },
-        Ok(None) => {}
-        Err(e) => r.notes.push(e),
-    }
-    if let Ok(Some(t)) = read_optional(&mem.dir.join("memory.stat")) {
-        let k = parse_keyed(&t);
-        r.memory_inactive_file_bytes = k
-            .get(inactive_key)
-            .or_else(|| k.get("inactive_file"))
-            .copied();
-    }
 }
 
 #[cfg(test)]

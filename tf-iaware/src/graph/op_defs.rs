@@ -1,11 +1,11 @@
 //! Op signatures from TensorFlow's op registry: `signatures` reads them for the op types of a
-//! graph; the [`OpSignature`] type is [`tf_iaware_core::graph::signature`]'s, re-exported here.
+//! graph into the core's [`OpSignature`].
 
 use std::collections::BTreeMap;
 
 use tensorflow::Graph;
 
-pub use tf_iaware_core::graph::signature::*;
+use tf_iaware_core::graph::OpSignature;
 
 use crate::error::{Error, Result};
 
