@@ -23,7 +23,7 @@ pub enum CostSource {
     /// The cluster's calibrated line for the op's type on the device's type
     /// ([`Cluster::op_costs`](crate::cluster::Cluster::op_costs)).
     Calibrated,
-    /// The roofline over the op's FLOPs and bytes ([`analytic`](super::analytic)).
+    /// The roofline over the op's FLOPs and bytes (the `cost::analytic` model).
     Analytic,
     /// An op that does no work of its own (a view, constant or handle) or that the step does not
     /// run: 0 s everywhere.

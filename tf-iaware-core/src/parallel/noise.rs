@@ -6,7 +6,7 @@
 //! 27/9/14/14 where 16/16/16/16 was right. Two rules, both driven by the noise measured in the
 //! repeated samples themselves:
 //!
-//! 1. **Workers that cannot be told apart get the same figures** ([`pool_indistinguishable`]):
+//! 1. **Workers that cannot be told apart get the same figures** (`pool_indistinguishable`):
 //!    two workers' throughputs are told apart only when their log-ratio exceeds
 //!    [`Z_TELL_APART`] standard errors of the difference; workers that cannot be told from the
 //!    slowest of their group share the group's mean throughput and fixed cost, so the planner
@@ -24,7 +24,7 @@
 //!
 //! Noise is multiplicative (a co-tenant takes a fraction of a core), so it is measured on
 //! logarithms: the pooled standard deviation of ln(samples/s) of each worker's repeated
-//! measurements about that worker's own mean ([`log_spread`]). A worker's estimate is the
+//! measurements about that worker's own mean (`log_spread`). A worker's estimate is the
 //! median of its samples, whose standard error is √(π/2) ≈ 1.25 times the mean's, σ/√n.
 
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ const MEDIAN_EFFICIENCY: f64 = 1.2533;
 /// one measurement (0.1 ≈ 10 %). Groups are one worker's repeated measurements; non-positive or
 /// non-finite samples are ignored. `None` without a group of two or more samples (no degree of
 /// freedom).
-pub fn log_spread<'a>(groups: impl IntoIterator<Item = &'a [f64]>) -> Option<f64> {
+pub(crate) fn log_spread<'a>(groups: impl IntoIterator<Item = &'a [f64]>) -> Option<f64> {
     let (mut ss, mut dof) = (0.0, 0usize);
     for g in groups {
         let logs: Vec<f64> = g
@@ -68,7 +68,7 @@ pub fn log_spread<'a>(groups: impl IntoIterator<Item = &'a [f64]>) -> Option<f64
 }
 
 /// Relative standard error of the median of `n` measurements of relative noise `spread`.
-pub fn median_rel_se(spread: f64, n: usize) -> f64 {
+pub(crate) fn median_rel_se(spread: f64, n: usize) -> f64 {
     if n == 0 {
         f64::INFINITY
     } else {
@@ -79,13 +79,16 @@ pub fn median_rel_se(spread: f64, n: usize) -> f64 {
 /// Workers whose throughputs cannot be told apart at [`Z_TELL_APART`] get their group's
 /// figures: the geometric mean of their samples/s and the mean of their fixed costs (devices,
 /// availability and memory caps are kept). `rel_se[i]` is worker `i`'s relative standard
-/// error (see [`median_rel_se`]; 0: exact, never pooled with a different figure).
+/// error (see `median_rel_se`; 0: exact, never pooled with a different figure).
 ///
 /// Groups are formed on the workers sorted by throughput: a group starts at its slowest
 /// worker and takes each next one that cannot be told from that first one, so a chain of small
 /// steps never merges workers that are themselves far apart. Workers without a positive
 /// throughput are left as they are.
-pub fn pool_indistinguishable(workers: &[WorkerCapacity], rel_se: &[f64]) -> Vec<WorkerCapacity> {
+pub(crate) fn pool_indistinguishable(
+    workers: &[WorkerCapacity],
+    rel_se: &[f64],
+) -> Vec<WorkerCapacity> {
     let rates: Vec<f64> = workers.iter().map(|w| w.samples_per_sec).collect();
     let mut out = workers.to_vec();
     for group in indistinguishable_groups(&rates, rel_se) {
@@ -94,7 +97,7 @@ pub fn pool_indistinguishable(workers: &[WorkerCapacity], rel_se: &[f64]) -> Vec
     out
 }
 
-/// The groups of [`pool_indistinguishable`]: indices of `rates` (samples/s) that cannot be told
+/// The groups of `pool_indistinguishable`: indices of `rates` (samples/s) that cannot be told
 /// apart at [`Z_TELL_APART`], each group of two or more in ascending rate, formed from the
 /// slowest up. Non-positive or non-finite rates are in no group.
 fn indistinguishable_groups(rates: &[f64], rel_se: &[f64]) -> Vec<Vec<usize>> {
@@ -157,7 +160,7 @@ pub struct ProbeFit {
     /// Each worker's figures (least squares over the median step time at each probe batch),
     /// workers that cannot be told apart pooled to one figure.
     pub capacity: Vec<WorkerCapacity>,
-    /// Relative noise of one step time ([`log_spread`] over every (worker, batch) group);
+    /// Relative noise of one step time (`log_spread` over every (worker, batch) group);
     /// `None` without two samples in any group (then nothing is pooled).
     pub spread: Option<f64>,
     /// The pooled groups, as indices into `capacity` (ascending throughput).
@@ -167,8 +170,8 @@ pub struct ProbeFit {
 /// A data-parallel calibration that survives noise: each worker is fitted
 /// ([`WorkerCapacity::fit`]) to its median step time at each probe batch, and workers whose
 /// step times at the largest probe batch they share cannot be told apart at [`Z_TELL_APART`]
-/// (the medians' standard errors from the pooled [`log_spread`] of every (worker, batch)
-/// group) get one figure ([`pool_indistinguishable`]'s pooling), so the planner gives equal
+/// (the medians' standard errors from the pooled `log_spread` of every (worker, batch)
+/// group) get one figure (`pool_indistinguishable`'s pooling), so the planner gives equal
 /// workers equal shares however the noise fell.
 ///
 /// The step time at one batch is the test rather than the fitted rate because a fit over a few
@@ -310,7 +313,7 @@ pub fn gain_lower_bound(
 /// What [`decide_resize`] measured and decided.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ResizeDecision {
-    /// Relative noise of one measurement ([`log_spread`]; `None`: fewer than two samples of any
+    /// Relative noise of one measurement (`log_spread`; `None`: fewer than two samples of any
     /// worker, then no re-size).
     pub spread: Option<f64>,
     /// Each worker's throughput estimate (median of its samples), samples/s, after pooling
@@ -327,8 +330,8 @@ pub struct ResizeDecision {
 /// LB-BSP's re-sizing decision, robust to noise: from repeated throughput measurements of the
 /// workers of plan `now` (`samples[device]`, samples/s each), estimate each worker by the
 /// median of its samples (workers without samples keep `capacity`'s figure), measure the
-/// noise ([`log_spread`]), pool workers that cannot be told apart
-/// ([`pool_indistinguishable`]), plan shares with [`infra_aware`] and propose them only if the
+/// noise (`log_spread`), pool workers that cannot be told apart
+/// (`pool_indistinguishable`), plan shares with [`infra_aware`] and propose them only if the
 /// lower confidence bound of their gain ([`gain_lower_bound`] at [`Z_GAIN`]) is at least
 /// `options.min_gain` and they differ from `now`'s.
 ///

@@ -203,15 +203,6 @@ pub struct CacheStatus {
     pub created_unix_s: Option<u64>,
 }
 
-/// Applies the cached profile of `cluster` if there is a usable one (see
-/// `apply_cached_status`); returns whether it did.
-///
-/// # Errors
-/// As `apply_cached_status`.
-pub fn apply_cached(cluster: &mut Cluster) -> Result<bool> {
-    Ok(apply_cached_status(cluster)?.hit)
-}
-
 /// Applies the cached capabilities of `cluster` when the profile is fresh: same TensorFlow
 /// version, host and format, younger than [`MAX_AGE_S`], and taken on the same hardware (each
 /// device's fingerprint, where both the profile and the live reading know it). Availability is
@@ -360,22 +351,6 @@ pub(crate) fn calibrate_and_cache(
         seen,
         seconds,
     })
-}
-
-/// Calibrates `cluster`, stores the profile in its cache file and applies it.
-///
-/// # Errors
-/// As `calibrate_and_cache`; [`Error::Calibration`] (naming the loaded devices) when the
-/// calibration ran under heavy co-tenant load and was not cached.
-pub fn calibrate_and_store(cluster: &mut Cluster, config: &SessionConfig) -> Result<PathBuf> {
-    let outcome = calibrate_and_cache(cluster, config, &CalibrateOptions::default())?;
-    match outcome.cached {
-        Some(p) => Ok(p),
-        None => Err(Error::Calibration {
-            subject: host(),
-            reason: outcome.warning.unwrap_or_default(),
-        }),
-    }
 }
 
 /// One cached profile, as [`list_cached`] shows it.
