@@ -593,13 +593,8 @@ mod tests {
         assert_eq!(k.get("bad"), None);
     }
 
-    const MOUNTINFO_HYBRID: &str = "\
-31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
-33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-";
+    const MOUNTINFO_HYBRID: &str =
+        include_str!("../../tests/fixtures/monitor/mountinfo_hybrid.txt");
 
     #[test]
     fn locate_v1_separate_hierarchies() {

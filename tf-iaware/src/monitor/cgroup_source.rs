@@ -102,14 +102,9 @@ fn summed_task_seconds(dir: &Path, proc_dir: &Path) -> std::result::Result<f64, 
 mod tests {
     use super::*;
 
-    /// A hybrid v1 + v2 host (as in tf_iaware_core's parser tests).
-    const MOUNTINFO_HYBRID: &str = "\
-31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
-33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-";
+    /// A hybrid v1 + v2 host (the core's parser tests read the same fixture).
+    const MOUNTINFO_HYBRID: &str =
+        include_str!("../../../tf-iaware-core/tests/fixtures/monitor/mountinfo_hybrid.txt");
 
     fn write(path: &Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
