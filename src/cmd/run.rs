@@ -135,6 +135,8 @@ pub fn run(args: &Args) -> Result<()> {
         for stats in train.step_stats.iter().chain(&more) {
             m.add_step_stats(stats);
         }
+        // Saved under the user's op names: a fused kernel's time split over the ops it replaced.
+        let m = m.attributed(&plan.analyzed().op_graph);
         common::write_file(path, &serde_json::to_string(&m)?)?;
         log::info!(
             "{} op timings of {} traced steps written to {}",

@@ -16,8 +16,9 @@ use crate::cluster::{Cluster, DeviceId};
 use crate::error::Result;
 use crate::graph::{DeviceType, NodeId, OpGraph};
 
-/// Median work (FLOP-equivalents) of each timed (node, device-type index) of `model`'s graph;
-/// counts used and dropped samples into `summary`.
+/// Median work (FLOP-equivalents) of each timed (node, device-type index) of `model`'s graph,
+/// fused kernels attributed to the ops they replaced; counts used and dropped samples into
+/// `summary`.
 pub(crate) fn node_medians(
     model: &CostModel,
     graph: &OpGraph,
@@ -25,6 +26,7 @@ pub(crate) fn node_medians(
     m: &Measurements,
     summary: &mut MeasurementSummary,
 ) -> HashMap<(NodeId, u32), f64> {
+    let m = m.attributed(graph);
     let mut device_cache: HashMap<&str, Option<DeviceId>> = HashMap::new();
     let mut per_node: HashMap<(NodeId, u32), Vec<f64>> = HashMap::new();
     for s in &m.samples {

@@ -18,6 +18,14 @@ pub struct OpSample {
     pub device: String,
     /// How long it ran, seconds.
     pub seconds: f64,
+    /// The kernel TensorFlow ran for it, from the step stats' timeline label (`Conv2D`, or a
+    /// rewrite such as `_FusedConv2D`); `None` when unknown or once attributed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// The fused node whose time this sample is a part of (`conv1/Relu` for `conv1/Conv2D`), when
+    /// TensorFlow fused this op with others ([`Measurements::attributed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_into: Option<String>,
 }
 
 /// Timed op executions from real runs; feed them to
@@ -77,7 +85,17 @@ impl Measurements {
             node: node.into(),
             device: device.into(),
             seconds,
+            kernel: None,
+            fused_into: None,
         });
+    }
+
+    /// These samples with every fused kernel's time split over the ops of `graph` it replaced
+    /// (TensorFlow names a fused `Conv2D`+`BiasAdd`+`Relu` after the `Relu`), so a measured
+    /// layer is counted once whether or not this machine's TensorFlow fused it. Idempotent;
+    /// the cost model applies it to whatever it is given.
+    pub fn attributed(&self, graph: &crate::graph::OpGraph) -> Measurements {
+        super::fused::attribute(self, graph)
     }
 
     /// Number of samples.
@@ -94,11 +112,11 @@ impl Measurements {
     /// when TensorFlow filled them, else microseconds). An op that shows both on a device and on
     /// one of its streams (GPU: the launch and the kernel) gives one sample, the longer of the
     /// two; a node that ran several times (loops) gives one sample per run. Memcpy streams,
-    /// `_SOURCE` and entries with a negative duration are skipped. Returns the number of samples
-    /// added.
+    /// `_SOURCE` and entries with a negative duration are skipped. Each sample keeps the kernel
+    /// TensorFlow ran (see [`Measurements::attributed`]). Returns the number of samples added.
     pub fn add_step_stats(&mut self, stats: &StepStats) -> usize {
         // (node, base device) → (runs seen on the device itself, runs seen on a stream).
-        type Runs = (Vec<f64>, Vec<f64>);
+        type Runs<'a> = (Vec<f64>, Vec<f64>, Option<&'a str>);
         let mut runs: HashMap<(&str, &str), Runs> = HashMap::new();
         let mut order: Vec<(&str, &str)> = Vec::new();
         for dev in &stats.dev_stats {
@@ -121,8 +139,11 @@ impl Measurements {
                 let key = (ns.node_name.as_str(), device);
                 let entry = runs.entry(key).or_insert_with(|| {
                     order.push(key);
-                    (Vec::new(), Vec::new())
+                    (Vec::new(), Vec::new(), None)
                 });
+                if entry.2.is_none() {
+                    entry.2 = ns.kernel();
+                }
                 if on_stream {
                     entry.1.push(seconds);
                 } else {
@@ -132,7 +153,7 @@ impl Measurements {
         }
         let before = self.samples.len();
         for key in order {
-            let (base, stream) = &runs[&key];
+            let (base, stream, kernel) = &runs[&key];
             for k in 0..base.len().max(stream.len()) {
                 let t = match (base.get(k), stream.get(k)) {
                     (Some(&a), Some(&b)) => a.max(b),
@@ -143,6 +164,8 @@ impl Measurements {
                     node: key.0.into(),
                     device: key.1.into(),
                     seconds: t,
+                    kernel: kernel.map(str::to_string),
+                    fused_into: None,
                 });
             }
         }

@@ -43,6 +43,7 @@
 pub(crate) mod analytic;
 pub(crate) mod dag;
 pub(crate) mod fit;
+mod fused;
 pub(crate) mod measured;
 mod times;
 

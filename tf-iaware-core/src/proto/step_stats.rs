@@ -56,3 +56,36 @@ pub struct NodeExecStats {
     #[prost(int64, tag = "16")]
     pub all_end_rel_nanos: i64,
 }
+
+impl NodeExecStats {
+    /// The op type TensorFlow ran, from the `timeline_label` (`"name = Op(a, b)"` → `Op`): the
+    /// graph's own type, or a kernel Grappler or oneDNN rewrote it into (`_FusedConv2D`,
+    /// `_MklNativeConv2D`, …). `None` when the label is empty or has no op.
+    pub fn kernel(&self) -> Option<&str> {
+        let (_, rhs) = self.timeline_label.split_once(" = ")?;
+        let op = rhs.split(['(', ' ']).next()?.trim();
+        (!op.is_empty()).then_some(op)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodeExecStats;
+
+    #[test]
+    fn kernel_comes_from_the_timeline_label() {
+        let label = |l: &str| NodeExecStats {
+            timeline_label: l.into(),
+            ..Default::default()
+        };
+        assert_eq!(label("mm = MatMul(x, w)").kernel(), Some("MatMul"));
+        assert_eq!(
+            label("conv1/Relu = _FusedConv2D(x, w, b)").kernel(),
+            Some("_FusedConv2D")
+        );
+        assert_eq!(label("c = Const()").kernel(), Some("Const"));
+        assert_eq!(label("").kernel(), None);
+        assert_eq!(label("no op here").kernel(), None);
+        assert_eq!(label("x = (a)").kernel(), None);
+    }
+}

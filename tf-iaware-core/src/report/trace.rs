@@ -161,13 +161,6 @@ pub fn chrome_trace(records: &[TraceRecord]) -> Result<String> {
     })
 }
 
-/// Op type from a step-stats `timeline_label` (`"name = Op(a, b)"`).
-fn op_of_label(label: &str) -> Option<&str> {
-    let (_, rhs) = label.split_once(" = ")?;
-    let op = rhs.split(['(', ' ']).next()?;
-    (!op.is_empty()).then_some(op)
-}
-
 /// Records of a traced step (TensorFlow `RunMetadata.step_stats`): every device and stream is its
 /// own process; times are shifted so the step starts at 0 µs.
 pub fn from_step_stats(stats: &StepStats) -> Vec<TraceRecord> {
@@ -190,9 +183,7 @@ pub fn from_step_stats(stats: &StepStats) -> Vec<TraceRecord> {
             out.push(TraceRecord {
                 device: dev.device.clone(),
                 name: ns.node_name.clone(),
-                op: op_of_label(&ns.timeline_label)
-                    .unwrap_or(&ns.node_name)
-                    .to_string(),
+                op: ns.kernel().unwrap_or(&ns.node_name).to_string(),
                 start_us: start,
                 dur_us: dur.max(0.0),
             });
@@ -344,7 +335,5 @@ mod tests {
         assert_eq!((r[0].start_us, r[0].dur_us), (0.0, 40.0));
         assert_eq!(r[1].op, "relu", "no label: the node name");
         assert!((r[1].start_us - 40.5).abs() < 1e-9 && (r[1].dur_us - 2.5).abs() < 1e-9);
-        assert_eq!(op_of_label("a = Const()"), Some("Const"));
-        assert_eq!(op_of_label("junk"), None);
     }
 }

@@ -62,15 +62,6 @@ pub struct Mismatch {
     pub ran: String,
 }
 
-/// Op type of a step-stats entry, from its timeline label (`"name = Op(inputs)"`).
-fn label_op_type(label: &str) -> Option<&str> {
-    let (_, rest) = label.split_once(" = ")?;
-    rest.split('(')
-        .next()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-}
-
 /// Every placed op that ran somewhere other than where it was placed (devices compared as
 /// parsed names, so `/device:CPU:1` and the full name agree). Nodes Grappler rewrote into
 /// another op type (constant folding turns shape arithmetic into `Const`, say) are not the op
@@ -88,7 +79,7 @@ pub(crate) fn placement_mismatches<'a>(
             let Some(placed) = placement.device_of(&n.node_name) else {
                 continue;
             };
-            let rewritten = match (label_op_type(&n.timeline_label), op_type(&n.node_name)) {
+            let rewritten = match (n.kernel(), op_type(&n.node_name)) {
                 (Some(seen), Some(expected)) => seen != expected,
                 _ => false,
             };
