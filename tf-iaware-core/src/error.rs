@@ -342,6 +342,79 @@ pub enum Error {
         max: u64,
     },
 
+    /// A data set lacks an input the graph needs (`input` is the placeholder's name).
+    #[error("data {file}: no `{input}` for the graph's input of that name (it has: {available})")]
+    DataMissing {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input it lacks.
+        input: String,
+        /// What it does have, comma-separated.
+        available: String,
+    },
+    /// A data set's values for `input` are not of the graph input's element type.
+    #[error("data {file}: input `{input}` is {found} but the graph takes {expected}")]
+    DataType {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input.
+        input: String,
+        /// The graph's element type (`float`, `int64`, …).
+        expected: String,
+        /// What the data holds (`int64`, `float_list`, …).
+        found: String,
+    },
+    /// A data set's rows for `input` are not of the graph input's shape (without the batch).
+    #[error("data {file}: input `{input}` has rows of shape {found:?} but the graph takes {expected:?} (after the batch dimension)")]
+    DataShape {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input.
+        input: String,
+        /// The graph's shape of one row (`-1`: any).
+        expected: Vec<i64>,
+        /// The data's shape of one row.
+        found: Vec<u64>,
+    },
+    /// The arrays of a data set hold different numbers of rows.
+    #[error("data {file}: `{input}` has {rows} rows but `{other}` has {other_rows}")]
+    DataRows {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// One array.
+        input: String,
+        /// Its rows.
+        rows: usize,
+        /// Another array.
+        other: String,
+        /// Its rows.
+        other_rows: usize,
+    },
+    /// A data set with no rows.
+    #[error("data {file}: no rows")]
+    DataEmpty {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+    },
+    /// One replica's share of a step asks for more rows than the data set holds.
+    #[error("data {file}: a share of {rows} rows is more than the {len} rows the data set holds; use a smaller batch or more data")]
+    DataShare {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// Rows asked for.
+        rows: usize,
+        /// Rows the data set holds.
+        len: usize,
+    },
+    /// A data file that is not what its format says (an `.npy` header, an Example record, …).
+    #[error("data {file}: {reason}")]
+    DataFormat {
+        /// The file (with the record or array inside it, where known).
+        file: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
+
     // ----- I/O ----------------------------------------------------------------------------------
     /// A file that could not be read or written.
     #[error("{path}: {source}")]
