@@ -313,6 +313,21 @@ mod tests {
     }
 
     #[test]
+    fn reads_and_writes_what_tensorflow_writes() {
+        // Written by Python TensorFlow's tf.io.TFRecordWriter (tests/fixtures/make_data.py).
+        let tf = include_bytes!("../../tests/fixtures/data_record_vector.tfrecord");
+        let long: Vec<u8> = (0..300).map(|i| (i % 256) as u8).collect();
+        let want: Vec<&[u8]> = vec![b"", b"hello", &long];
+        let got: Vec<Vec<u8>> = read(tf).into_iter().map(Result::unwrap).collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            write(&want),
+            tf.to_vec(),
+            "byte for byte as TensorFlow writes"
+        );
+    }
+
+    #[test]
     fn records_round_trip_and_offsets_advance() {
         let bytes = write(&[b"a", b"", &[7u8; 1000]]);
         assert_eq!(bytes.len(), 3 * 16 + 1 + 1000);
