@@ -305,6 +305,116 @@ pub enum Error {
         reason: String,
     },
 
+    // ----- Data ---------------------------------------------------------------------------------
+    /// A TFRecord file that ends inside a record: `part` of the record at byte `offset` is cut.
+    #[error("{file}: truncated TFRecord: the record at byte {offset} ends inside its {part}")]
+    RecordTruncated {
+        /// The file (or what the bytes came from).
+        file: String,
+        /// Byte offset of the record's start.
+        offset: u64,
+        /// The part that is cut.
+        part: crate::record::RecordPart,
+    },
+    /// A TFRecord whose `part` (the length CRC or the data CRC) does not match: a corrupt file.
+    #[error("{file}: corrupt TFRecord: the record at byte {offset} fails its {part} check")]
+    RecordCrc {
+        /// The file (or what the bytes came from).
+        file: String,
+        /// Byte offset of the record's start.
+        offset: u64,
+        /// The CRC that does not match ([`RecordPart::LengthCrc`](crate::record::RecordPart) or
+        /// [`RecordPart::DataCrc`](crate::record::RecordPart)).
+        part: crate::record::RecordPart,
+    },
+    /// A TFRecord longer than the reader accepts (a corrupt length, or a cap set too low).
+    #[error(
+        "{file}: the TFRecord at byte {offset} claims {len} bytes, more than the {max} accepted"
+    )]
+    RecordTooLarge {
+        /// The file (or what the bytes came from).
+        file: String,
+        /// Byte offset of the record's start.
+        offset: u64,
+        /// The length the record claims, bytes.
+        len: u64,
+        /// The cap, bytes.
+        max: u64,
+    },
+
+    /// A data set lacks an input the graph needs (`input` is the placeholder's name).
+    #[error("data {file}: no `{input}` for the graph's input of that name (it has: {available})")]
+    DataMissing {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input it lacks.
+        input: String,
+        /// What it does have, comma-separated.
+        available: String,
+    },
+    /// A data set's values for `input` are not of the graph input's element type.
+    #[error("data {file}: input `{input}` is {found} but the graph takes {expected}")]
+    DataType {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input.
+        input: String,
+        /// The graph's element type (`float`, `int64`, …).
+        expected: String,
+        /// What the data holds (`int64`, `float_list`, …).
+        found: String,
+    },
+    /// A data set's rows for `input` are not of the graph input's shape (without the batch).
+    #[error("data {file}: input `{input}` has rows of shape {found:?} but the graph takes {expected:?} (after the batch dimension)")]
+    DataShape {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input.
+        input: String,
+        /// The graph's shape of one row (`-1`: any).
+        expected: Vec<i64>,
+        /// The data's shape of one row.
+        found: Vec<u64>,
+    },
+    /// The arrays of a data set hold different numbers of rows.
+    #[error("data {file}: `{input}` has {rows} rows but `{other}` has {other_rows}")]
+    DataRows {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// One array.
+        input: String,
+        /// Its rows.
+        rows: usize,
+        /// Another array.
+        other: String,
+        /// Its rows.
+        other_rows: usize,
+    },
+    /// A data set with no rows.
+    #[error("data {file}: no rows")]
+    DataEmpty {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+    },
+    /// One replica's share of a step asks for more rows than the data set holds.
+    #[error("data {file}: a share of {rows} rows is more than the {len} rows the data set holds; use a smaller batch or more data")]
+    DataShare {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// Rows asked for.
+        rows: usize,
+        /// Rows the data set holds.
+        len: usize,
+    },
+    /// A data file that is not what its format says (an `.npy` header, an Example record, …).
+    #[error("data {file}: {reason}")]
+    DataFormat {
+        /// The file (with the record or array inside it, where known).
+        file: String,
+        /// What is wrong, in words.
+        reason: String,
+    },
+
     // ----- I/O ----------------------------------------------------------------------------------
     /// A file that could not be read or written.
     #[error("{path}: {source}")]

@@ -1,0 +1,777 @@
+//! A training data set as plain data: typed host tensors ([`Values`], [`HostTensor`]), a table of
+//! named columns with one row per example ([`Columns`]), the graph inputs they feed
+//! ([`InputSpec`], from the sidecar and the graph's placeholder types) and `tf.train.Example`
+//! records decoded into rows ([`ExampleRows`]).
+//!
+//! Everything a data set can get wrong is checked here, before TensorFlow sees it: a missing
+//! input, an element type or a row shape that differs from the graph's, arrays with different row
+//! counts, no rows at all. Errors name the input and the data set's file.
+
+use std::collections::BTreeMap;
+
+use prost::Message;
+
+use crate::error::{Error, Result};
+use crate::graph::{Attr, DType, OpGraph, Sidecar};
+use crate::proto::{BytesList, Example, Feature, FeatureKind, Features, FloatList, Int64List};
+
+/// One graph input a data set feeds: the placeholder's name, element type and shape (a leading
+/// `-1` or fixed number is the batch dimension; the rest is the shape of one row).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputSpec {
+    /// Placeholder name (= array name in an `.npz`, feature name in an Example).
+    pub name: String,
+    /// Element type the graph takes.
+    pub dtype: DType,
+    /// Shape, batch dimension first.
+    pub shape: Vec<i64>,
+}
+
+impl InputSpec {
+    /// The shape of one row: the shape without its batch dimension.
+    pub fn row_shape(&self) -> &[i64] {
+        self.shape.get(1..).unwrap_or(&[])
+    }
+
+    /// Elements of one row, or `None` when the row shape has an unknown (`-1`) dimension.
+    pub fn row_len(&self) -> Option<usize> {
+        self.row_shape().iter().try_fold(1usize, |acc, &d| {
+            usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+        })
+    }
+
+    /// Whether a row of `shape` fits (`-1` in the graph's row shape matches any size).
+    pub fn accepts_row(&self, shape: &[u64]) -> bool {
+        let want = self.row_shape();
+        want.len() == shape.len()
+            && want
+                .iter()
+                .zip(shape)
+                .all(|(&w, &g)| w < 0 || w as u64 == g)
+    }
+}
+
+/// The inputs `sidecar` names, with the element type of each placeholder in `graph` (its `dtype`
+/// attribute) and the sidecar's shape.
+///
+/// # Errors
+/// [`Error::UnknownOp`] for an input the graph lacks; [`Error::InvalidArgument`] for an input
+/// without a batch dimension (a scalar is not fed from data).
+pub fn input_specs(graph: &OpGraph, sidecar: &Sidecar) -> Result<Vec<InputSpec>> {
+    sidecar
+        .inputs
+        .iter()
+        .map(|(name, shape)| {
+            let node = graph.node(graph.require(name, "sidecar `inputs`")?);
+            let dtype = match node.attrs.get("dtype") {
+                Some(Attr::Type(t)) => *t,
+                _ => node.outputs.first().map_or(DType::FLOAT, |o| o.dtype),
+            };
+            if shape.is_empty() {
+                return Err(Error::InvalidArgument {
+                    what: format!("sidecar input `{name}`"),
+                    reason: "is a scalar: data sets feed inputs with a batch dimension".into(),
+                });
+            }
+            Ok(InputSpec {
+                name: name.clone(),
+                dtype: dtype.base(),
+                shape: shape.clone(),
+            })
+        })
+        .collect()
+}
+
+/// A flat buffer of one element type: the values of a tensor, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Values {
+    /// `float`.
+    F32(Vec<f32>),
+    /// `double`.
+    F64(Vec<f64>),
+    /// `int32`.
+    I32(Vec<i32>),
+    /// `int64`.
+    I64(Vec<i64>),
+    /// `uint8`.
+    U8(Vec<u8>),
+    /// `bool`.
+    Bool(Vec<bool>),
+    /// `string`: each element a byte string.
+    Str(Vec<Vec<u8>>),
+}
+
+/// Applies `$body` to the vector inside any variant of [`Values`].
+macro_rules! each {
+    ($v:expr, $x:ident => $body:expr) => {
+        match $v {
+            Values::F32($x) => $body,
+            Values::F64($x) => $body,
+            Values::I32($x) => $body,
+            Values::I64($x) => $body,
+            Values::U8($x) => $body,
+            Values::Bool($x) => $body,
+            Values::Str($x) => $body,
+        }
+    };
+}
+
+impl Values {
+    /// The TensorFlow element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Values::F32(_) => DType::FLOAT,
+            Values::F64(_) => DType(2),
+            Values::I32(_) => DType(3),
+            Values::I64(_) => DType(9),
+            Values::U8(_) => DType::UINT8,
+            Values::Bool(_) => DType(10),
+            Values::Str(_) => DType(7),
+        }
+    }
+
+    /// An empty buffer of `dtype` with room for `capacity` elements, or `None` for an element
+    /// type data sets do not hold (half, complex, resource, …).
+    pub fn with_capacity(dtype: DType, capacity: usize) -> Option<Values> {
+        Some(match dtype.base().0 {
+            1 => Values::F32(Vec::with_capacity(capacity)),
+            2 => Values::F64(Vec::with_capacity(capacity)),
+            3 => Values::I32(Vec::with_capacity(capacity)),
+            9 => Values::I64(Vec::with_capacity(capacity)),
+            4 => Values::U8(Vec::with_capacity(capacity)),
+            10 => Values::Bool(Vec::with_capacity(capacity)),
+            7 => Values::Str(Vec::with_capacity(capacity)),
+            _ => return None,
+        })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        each!(self, v => v.len())
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends elements `range` of `other`; `false` (and nothing appended) when `other` is of
+    /// another element type or the range is out of bounds.
+    pub fn extend_from(&mut self, other: &Values, range: std::ops::Range<usize>) -> bool {
+        macro_rules! ext {
+            ($($var:ident),*) => {
+                match (self, other) {
+                    $((Values::$var(a), Values::$var(b)) => match b.get(range) {
+                        Some(s) => { a.extend_from_slice(s); true }
+                        None => false,
+                    },)*
+                    _ => false,
+                }
+            };
+        }
+        ext!(F32, F64, I32, I64, U8, Bool, Str)
+    }
+}
+
+/// A tensor on the host: its shape and its values (`shape`'s product of them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostTensor {
+    /// Dimensions; the first is the rows in a data set or a batch.
+    pub shape: Vec<u64>,
+    /// The values, row-major.
+    pub values: Values,
+}
+
+impl HostTensor {
+    /// A tensor of `shape` holding `values`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the number of values is not the shape's product.
+    pub fn new(shape: Vec<u64>, values: Values) -> Result<HostTensor> {
+        let want = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        if want != Some(values.len() as u64) {
+            return Err(Error::InvalidArgument {
+                what: format!("tensor of shape {shape:?}"),
+                reason: format!("holds {} values, not the shape's product", values.len()),
+            });
+        }
+        Ok(HostTensor { shape, values })
+    }
+
+    /// Rows: the first dimension (1 for a scalar).
+    pub fn rows(&self) -> usize {
+        self.shape.first().map_or(1, |&r| r as usize)
+    }
+
+    /// Elements of one row.
+    pub fn row_len(&self) -> usize {
+        self.shape
+            .get(1..)
+            .map_or(1, |s| s.iter().product::<u64>() as usize)
+    }
+}
+
+/// One batch: a tensor per input name, all with the same number of rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    /// Rows in every tensor.
+    pub rows: usize,
+    /// Input name → tensor (`[rows, …row shape]`).
+    pub tensors: BTreeMap<String, HostTensor>,
+}
+
+/// A data set held in memory: named columns, each a tensor whose first dimension is the rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Columns {
+    file: String,
+    rows: usize,
+    columns: BTreeMap<String, HostTensor>,
+}
+
+impl Columns {
+    /// The columns of a data set called `file` (a path, "in memory") in errors.
+    ///
+    /// # Errors
+    /// [`Error::DataEmpty`] for no columns or no rows; [`Error::DataRows`] for columns with
+    /// different numbers of rows; [`Error::DataFormat`] for a column without a row dimension.
+    pub fn new(file: impl Into<String>, columns: BTreeMap<String, HostTensor>) -> Result<Columns> {
+        let file = file.into();
+        let mut first: Option<(&String, usize)> = None;
+        for (name, t) in &columns {
+            if t.shape.is_empty() {
+                return Err(Error::DataFormat {
+                    file,
+                    reason: format!("`{name}` is a scalar, not rows"),
+                });
+            }
+            let rows = t.rows();
+            match first {
+                None => first = Some((name, rows)),
+                Some((other, other_rows)) if other_rows != rows => {
+                    return Err(Error::DataRows {
+                        file,
+                        input: name.clone(),
+                        rows,
+                        other: other.clone(),
+                        other_rows,
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        let rows = match first {
+            Some((_, r)) if r > 0 => r,
+            _ => return Err(Error::DataEmpty { file }),
+        };
+        Ok(Columns {
+            file,
+            rows,
+            columns,
+        })
+    }
+
+    /// The data set's name in errors (its file).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Rows (examples).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The column called `name`.
+    pub fn get(&self, name: &str) -> Option<&HostTensor> {
+        self.columns.get(name)
+    }
+
+    /// Column names, comma-separated (for messages).
+    fn names(&self) -> String {
+        self.columns.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    /// Checks that every input of `specs` has a column of its element type and row shape.
+    /// Columns no input names are allowed (and never fed).
+    ///
+    /// # Errors
+    /// [`Error::DataMissing`], [`Error::DataType`] or [`Error::DataShape`] naming the input.
+    pub fn check_against(&self, specs: &[InputSpec]) -> Result<()> {
+        for spec in specs {
+            let t = self.get(&spec.name).ok_or_else(|| Error::DataMissing {
+                file: self.file.clone(),
+                input: spec.name.clone(),
+                available: self.names(),
+            })?;
+            if t.values.dtype() != spec.dtype {
+                return Err(Error::DataType {
+                    file: self.file.clone(),
+                    input: spec.name.clone(),
+                    expected: spec.dtype.name(),
+                    found: t.values.dtype().name(),
+                });
+            }
+            if !spec.accepts_row(&t.shape[1..]) {
+                return Err(Error::DataShape {
+                    file: self.file.clone(),
+                    input: spec.name.clone(),
+                    expected: spec.row_shape().to_vec(),
+                    found: t.shape[1..].to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows at `indices`, in that order, of the columns `names` (every column if `None`).
+    ///
+    /// # Errors
+    /// [`Error::DataShare`] for an index past the last row; [`Error::DataMissing`] for a name
+    /// with no column.
+    pub fn gather(&self, indices: &[usize], names: Option<&[String]>) -> Result<Batch> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.rows) {
+            return Err(Error::DataShare {
+                file: self.file.clone(),
+                rows: bad + 1,
+                len: self.rows,
+            });
+        }
+        let all: Vec<String>;
+        let names = match names {
+            Some(n) => n,
+            None => {
+                all = self.columns.keys().cloned().collect();
+                &all
+            }
+        };
+        let mut tensors = BTreeMap::new();
+        for name in names {
+            let t = self.get(name).ok_or_else(|| Error::DataMissing {
+                file: self.file.clone(),
+                input: name.clone(),
+                available: self.names(),
+            })?;
+            let n = t.row_len();
+            let mut values = Values::with_capacity(t.values.dtype(), indices.len() * n)
+                .unwrap_or_else(|| t.values.clone());
+            for &i in indices {
+                // Same type and in bounds: checked by `new` and above.
+                values.extend_from(&t.values, i * n..(i + 1) * n);
+            }
+            let mut shape = t.shape.clone();
+            shape[0] = indices.len() as u64;
+            tensors.insert(name.clone(), HostTensor { shape, values });
+        }
+        Ok(Batch {
+            rows: indices.len(),
+            tensors,
+        })
+    }
+}
+
+/// Rows decoded from `tf.train.Example` records for a set of inputs, collected into
+/// [`Columns`]. Feature name = input name; `float_list` feeds `float`/`double` inputs,
+/// `int64_list` feeds `int64`/`int32`/`uint8`/`bool` inputs (range-checked), `bytes_list` feeds
+/// `string` inputs, or a `uint8` input from one byte string of the row's length (as
+/// `tf.io.decode_raw`).
+#[derive(Clone, Debug)]
+pub struct ExampleRows {
+    file: String,
+    specs: Vec<InputSpec>,
+    columns: Vec<Values>,
+    rows: usize,
+}
+
+impl ExampleRows {
+    /// A collector of rows for `specs`, read from `file` (named in errors).
+    ///
+    /// # Errors
+    /// [`Error::DataType`] for an input of an element type no Example list holds;
+    /// [`Error::DataShape`] for a row shape with an unknown (`-1`) dimension.
+    pub fn new(file: impl Into<String>, specs: &[InputSpec]) -> Result<ExampleRows> {
+        let file = file.into();
+        let mut columns = Vec::new();
+        for spec in specs {
+            if spec.row_len().is_none() {
+                return Err(Error::DataShape {
+                    file,
+                    input: spec.name.clone(),
+                    expected: spec.row_shape().to_vec(),
+                    found: Vec::new(),
+                });
+            }
+            columns.push(
+                Values::with_capacity(spec.dtype, 0).ok_or_else(|| Error::DataType {
+                    file: file.clone(),
+                    input: spec.name.clone(),
+                    expected: spec.dtype.name(),
+                    found: "tf.train.Example features (float_list, int64_list, bytes_list)".into(),
+                })?,
+            );
+        }
+        Ok(ExampleRows {
+            file,
+            specs: specs.to_vec(),
+            columns,
+            rows: 0,
+        })
+    }
+
+    /// Rows added so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Decodes one serialized Example (`record` is its index in the file, for errors) and
+    /// appends its row.
+    ///
+    /// # Errors
+    /// [`Error::DataFormat`] for bytes that are not an Example; [`Error::DataMissing`],
+    /// [`Error::DataType`] or [`Error::DataShape`] (a value count other than the row's
+    /// elements) naming the input. Nothing is appended on error.
+    pub fn push_serialized(&mut self, bytes: &[u8], record: usize) -> Result<()> {
+        let at = || format!("{} (record {record})", self.file);
+        let example = Example::decode(bytes).map_err(|e| Error::DataFormat {
+            file: at(),
+            reason: format!("not a tf.train.Example: {e}"),
+        })?;
+        let features = example.features.unwrap_or_default().feature;
+        let mut row = Vec::with_capacity(self.specs.len());
+        for spec in &self.specs {
+            let kind = features
+                .get(&spec.name)
+                .and_then(|f| f.kind.as_ref())
+                .ok_or_else(|| Error::DataMissing {
+                    file: at(),
+                    input: spec.name.clone(),
+                    available: features.keys().cloned().collect::<Vec<_>>().join(", "),
+                })?;
+            row.push(feature_values(kind, spec, &at)?);
+        }
+        for (col, values) in self.columns.iter_mut().zip(&row) {
+            col.extend_from(values, 0..values.len());
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// The rows as columns (`[rows, …row shape]` per input).
+    ///
+    /// # Errors
+    /// [`Error::DataEmpty`] if no row was added.
+    pub fn into_columns(self) -> Result<Columns> {
+        let mut map = BTreeMap::new();
+        for (spec, values) in self.specs.iter().zip(self.columns) {
+            let mut shape = vec![self.rows as u64];
+            shape.extend(spec.row_shape().iter().map(|&d| d as u64));
+            map.insert(spec.name.clone(), HostTensor { shape, values });
+        }
+        Columns::new(self.file, map)
+    }
+}
+
+/// One feature's values as `spec`'s element type, checked against its row length.
+fn feature_values(kind: &FeatureKind, spec: &InputSpec, at: &dyn Fn() -> String) -> Result<Values> {
+    let n = spec.row_len().unwrap_or(0);
+    let mismatch = || Error::DataType {
+        file: at(),
+        input: spec.name.clone(),
+        expected: spec.dtype.name(),
+        found: kind.name().into(),
+    };
+    let out_of_range = |v: i64| Error::DataFormat {
+        file: at(),
+        reason: format!(
+            "input `{}`: value {v} does not fit {}",
+            spec.name,
+            spec.dtype.name()
+        ),
+    };
+    let values = match (kind, spec.dtype.0) {
+        (FeatureKind::FloatList(l), 1) => Values::F32(l.value.clone()),
+        (FeatureKind::FloatList(l), 2) => Values::F64(l.value.iter().map(|&v| v.into()).collect()),
+        (FeatureKind::Int64List(l), 9) => Values::I64(l.value.clone()),
+        (FeatureKind::Int64List(l), 3) => Values::I32(
+            l.value
+                .iter()
+                .map(|&v| i32::try_from(v).map_err(|_| out_of_range(v)))
+                .collect::<Result<_>>()?,
+        ),
+        (FeatureKind::Int64List(l), 4) => Values::U8(
+            l.value
+                .iter()
+                .map(|&v| u8::try_from(v).map_err(|_| out_of_range(v)))
+                .collect::<Result<_>>()?,
+        ),
+        (FeatureKind::Int64List(l), 10) => Values::Bool(
+            l.value
+                .iter()
+                .map(|&v| match v {
+                    0 => Ok(false),
+                    1 => Ok(true),
+                    v => Err(out_of_range(v)),
+                })
+                .collect::<Result<_>>()?,
+        ),
+        (FeatureKind::BytesList(l), 4) if l.value.len() == 1 => Values::U8(l.value[0].clone()),
+        (FeatureKind::BytesList(l), 7) => Values::Str(l.value.clone()),
+        _ => return Err(mismatch()),
+    };
+    if values.len() != n {
+        let scalar = spec.row_shape().is_empty() && values.len() == 1;
+        return Err(Error::DataShape {
+            file: at(),
+            input: spec.name.clone(),
+            expected: spec.row_shape().to_vec(),
+            found: if scalar {
+                Vec::new()
+            } else {
+                vec![values.len() as u64]
+            },
+        });
+    }
+    Ok(values)
+}
+
+/// One row as a serialized `tf.train.Example`: each named tensor becomes the feature of its name
+/// (`float`/`double` → `float_list`, integers and `bool` → `int64_list`, `string` →
+/// `bytes_list`). The inverse of [`ExampleRows::push_serialized`], for writing TFRecord data.
+pub fn encode_example<'a>(row: impl IntoIterator<Item = (&'a str, &'a Values)>) -> Vec<u8> {
+    let feature = row
+        .into_iter()
+        .map(|(name, values)| {
+            let kind = match values {
+                Values::F32(v) => FeatureKind::FloatList(FloatList { value: v.clone() }),
+                Values::F64(v) => FeatureKind::FloatList(FloatList {
+                    value: v.iter().map(|&x| x as f32).collect(),
+                }),
+                Values::I32(v) => int64s(v.iter().map(|&x| x.into())),
+                Values::I64(v) => int64s(v.iter().copied()),
+                Values::U8(v) => int64s(v.iter().map(|&x| x.into())),
+                Values::Bool(v) => int64s(v.iter().map(|&x| x.into())),
+                Values::Str(v) => FeatureKind::BytesList(BytesList { value: v.clone() }),
+            };
+            (name.to_string(), Feature { kind: Some(kind) })
+        })
+        .collect();
+    Example {
+        features: Some(Features { feature }),
+    }
+    .encode_to_vec()
+}
+
+fn int64s(v: impl Iterator<Item = i64>) -> FeatureKind {
+    FeatureKind::Int64List(Int64List { value: v.collect() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, dtype: DType, shape: &[i64]) -> InputSpec {
+        InputSpec {
+            name: name.into(),
+            dtype,
+            shape: shape.to_vec(),
+        }
+    }
+
+    fn columns() -> Columns {
+        let x = HostTensor::new(vec![3, 2], Values::F32(vec![0., 1., 2., 3., 4., 5.])).unwrap();
+        let y = HostTensor::new(vec![3], Values::I64(vec![7, 8, 9])).unwrap();
+        Columns::new("mem", BTreeMap::from([("x".into(), x), ("y".into(), y)])).unwrap()
+    }
+
+    #[test]
+    fn gather_takes_rows_in_order() {
+        let c = columns();
+        let b = c.gather(&[2, 0], None).unwrap();
+        assert_eq!(b.rows, 2);
+        assert_eq!(b.tensors["x"].shape, [2, 2]);
+        assert_eq!(b.tensors["x"].values, Values::F32(vec![4., 5., 0., 1.]));
+        assert_eq!(b.tensors["y"].values, Values::I64(vec![9, 7]));
+        let only = c.gather(&[1], Some(&["y".to_string()])).unwrap();
+        assert_eq!(only.tensors.len(), 1);
+        assert!(matches!(
+            c.gather(&[3], None),
+            Err(Error::DataShare { len: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn columns_refuse_empty_and_ragged_data() {
+        let x = HostTensor::new(vec![3, 2], Values::F32(vec![0.; 6])).unwrap();
+        let y = HostTensor::new(vec![2], Values::I64(vec![1, 2])).unwrap();
+        let e = Columns::new("f.npz", BTreeMap::from([("x".into(), x), ("y".into(), y)]));
+        assert!(
+            matches!(
+                e,
+                Err(Error::DataRows {
+                    rows: 2,
+                    other_rows: 3,
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        let empty = HostTensor::new(vec![0, 2], Values::F32(vec![])).unwrap();
+        let e = Columns::new("f.npz", BTreeMap::from([("x".into(), empty)]));
+        assert!(matches!(e, Err(Error::DataEmpty { .. })));
+        assert!(matches!(
+            Columns::new("f", BTreeMap::new()),
+            Err(Error::DataEmpty { .. })
+        ));
+        assert!(HostTensor::new(vec![2, 2], Values::F32(vec![0.; 3])).is_err());
+    }
+
+    #[test]
+    fn check_names_the_input_and_the_file() {
+        let c = columns();
+        c.check_against(&[spec("x", DType::FLOAT, &[-1, 2]), spec("y", DType(9), &[8])])
+            .unwrap();
+        let e = c
+            .check_against(&[spec("x", DType::FLOAT, &[-1, 3])])
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::DataShape { input, .. } if input == "x"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("mem"), "{e}");
+        let e = c.check_against(&[spec("y", DType(3), &[-1])]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "data mem: input `y` is int64 but the graph takes int32"
+        );
+        let e = c
+            .check_against(&[spec("z", DType::FLOAT, &[-1])])
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::DataMissing { available, .. } if available == "x, y"),
+            "{e}"
+        );
+        assert!(c
+            .check_against(&[spec("x", DType::FLOAT, &[-1, -1])])
+            .is_ok());
+    }
+
+    #[test]
+    fn examples_round_trip_with_conversions() {
+        let specs = [
+            spec("x", DType::FLOAT, &[-1, 2]),
+            spec("label", DType(3), &[-1]),
+            spec("raw", DType::UINT8, &[-1, 3]),
+            spec("name", DType(7), &[-1, 1]),
+        ];
+        let mut rows = ExampleRows::new("t.tfrecord", &specs).unwrap();
+        for i in 0..2u8 {
+            let f = Values::F32(vec![f32::from(i), 0.5]);
+            let l = Values::I64(vec![i64::from(i) + 4]);
+            let s = Values::Str(vec![vec![b'a' + i]]);
+            let bytes = encode_example([("x", &f), ("label", &l), ("name", &s)]);
+            // `raw` as one byte string (tf.io.decode_raw's layout).
+            let mut ex = Example::decode(&bytes[..]).unwrap();
+            ex.features.as_mut().unwrap().feature.insert(
+                "raw".into(),
+                Feature {
+                    kind: Some(FeatureKind::BytesList(BytesList {
+                        value: vec![vec![i, 2, 3]],
+                    })),
+                },
+            );
+            rows.push_serialized(&ex.encode_to_vec(), i.into()).unwrap();
+        }
+        let c = rows.into_columns().unwrap();
+        assert_eq!(c.rows(), 2);
+        c.check_against(&specs).unwrap();
+        assert_eq!(
+            c.get("x").unwrap().values,
+            Values::F32(vec![0., 0.5, 1., 0.5])
+        );
+        assert_eq!(c.get("label").unwrap().values, Values::I32(vec![4, 5]));
+        assert_eq!(c.get("label").unwrap().shape, [2]);
+        assert_eq!(
+            c.get("raw").unwrap().values,
+            Values::U8(vec![0, 2, 3, 1, 2, 3])
+        );
+        assert_eq!(
+            c.get("name").unwrap().values,
+            Values::Str(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+    }
+
+    #[test]
+    fn bad_examples_are_typed_errors_naming_input_file_and_record() {
+        let specs = [
+            spec("x", DType::FLOAT, &[-1, 2]),
+            spec("y", DType(9), &[-1]),
+        ];
+        let mut rows = ExampleRows::new("t.tfrecord", &specs).unwrap();
+        let x = Values::F32(vec![1., 2.]);
+        let y = Values::I64(vec![1]);
+        let e = rows
+            .push_serialized(&encode_example([("x", &x)]), 5)
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::DataMissing { input, .. } if input == "y"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("t.tfrecord (record 5)"), "{e}");
+        let three = Values::F32(vec![1., 2., 3.]);
+        let e = rows
+            .push_serialized(&encode_example([("x", &three), ("y", &y)]), 0)
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::DataShape { found, .. } if found == &[3]),
+            "{e}"
+        );
+        let e = rows
+            .push_serialized(&encode_example([("x", &x), ("y", &x)]), 0)
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::DataType { input, found, .. } if input == "y" && found == "float_list"),
+            "{e}"
+        );
+        let e = rows.push_serialized(b"\xff\xff\xff", 0).unwrap_err();
+        assert!(matches!(e, Error::DataFormat { .. }), "{e}");
+        let big = Values::I64(vec![300]);
+        let mut u8s = ExampleRows::new("t", &[spec("y", DType::UINT8, &[-1])]).unwrap();
+        assert!(u8s
+            .push_serialized(&encode_example([("y", &big)]), 0)
+            .is_err());
+        assert_eq!(rows.rows(), 0, "nothing appended on error");
+        assert!(matches!(rows.into_columns(), Err(Error::DataEmpty { .. })));
+        assert!(ExampleRows::new("t", &[spec("x", DType::FLOAT, &[-1, -1])]).is_err());
+        assert!(ExampleRows::new("t", &[spec("x", DType(19), &[-1])]).is_err());
+    }
+
+    #[test]
+    fn specs_take_the_placeholder_types() {
+        let mut b = crate::graph::OpGraphBuilder::new();
+        let x = b.add("x", "Placeholder").unwrap();
+        b.node_mut(x)
+            .attrs
+            .insert("dtype".into(), Attr::Type(DType::FLOAT));
+        let y = b.add("y", "Placeholder").unwrap();
+        b.node_mut(y)
+            .attrs
+            .insert("dtype".into(), Attr::Type(DType(9)));
+        let g = b.build().unwrap();
+        let sidecar = Sidecar {
+            inputs: BTreeMap::from([("x".into(), vec![-1, 4]), ("y".into(), vec![-1])]),
+            init: "init".into(),
+            train: "train".into(),
+            loss: "loss".into(),
+            one_hot: vec![],
+            batch: None,
+            logits: None,
+        };
+        let specs = input_specs(&g, &sidecar).unwrap();
+        assert_eq!(specs[0], spec("x", DType::FLOAT, &[-1, 4]));
+        assert_eq!(specs[1].dtype, DType(9));
+        let mut missing = sidecar.clone();
+        missing.inputs.insert("z".into(), vec![-1]);
+        assert!(matches!(
+            input_specs(&g, &missing),
+            Err(Error::UnknownOp { .. })
+        ));
+    }
+}
