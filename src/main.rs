@@ -27,6 +27,8 @@ enum Command {
     Place(cmd::place::Args),
     /// Place (if asked) and train a GraphDef with synthetic data; report what ran where.
     Run(cmd::run::Args),
+    /// Train a GraphDef on your data (.npy, .npz, TFRecord) with a data-parallel strategy.
+    Train(cmd::train::Args),
     /// Live metrics of this host: CPU per core, memory, network, cgroup limit, GPUs.
     Monitor(cmd::monitor::MonitorArgs),
     /// Serve this host's metrics in Prometheus format (`GET /metrics`, `GET /healthz`).
@@ -66,6 +68,7 @@ fn main() {
         Command::Devices(a) => a.emulated(),
         Command::Place(a) => a.emulated(),
         Command::Run(a) => a.emulated(),
+        Command::Train(a) => a.emulated(),
         Command::Simulate(a) => a.emulated(),
         _ => false,
     };
@@ -78,6 +81,7 @@ fn main() {
         Command::Model(a) => cmd::model::run(a),
         Command::Place(a) => cmd::place::run(a),
         Command::Run(a) => cmd::run::run(a),
+        Command::Train(a) => cmd::train::run(a),
         Command::Worker(a) => cmd::worker::run(a),
         Command::Emulate(a) => cmd::emulate::run(a),
         Command::Bench(a) => cmd::bench::run(a),

@@ -5,14 +5,14 @@
 
 use std::path::Path;
 
-use tf_iaware::graph::analyze::analyze_bytes;
+use tf_iaware::data::{digits_split, input_specs};
+use tf_iaware::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use tf_iaware::models::replicated;
-use tf_iaware::parallel;
-use tf_iaware::runtime::accuracy::{
-    train_to_accuracy, AccuracyModel, AccuracyOptions, AccuracyReport, Contender, Feedback,
-    LabelledTask, Mode,
-};
+use tf_iaware::parallel::{self, DataParallelStrategy as S};
 use tf_iaware::runtime::data_parallel;
+use tf_iaware::runtime::trainer::{
+    train, Contender, Feedback, Job, TrainingOptions, TrainingReport,
+};
 use tf_iaware::runtime::Sidecar;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
@@ -20,12 +20,27 @@ fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_tf-iaware"))
 }
 
-fn summary(r: &AccuracyReport) -> String {
+/// The digits, 20 % held out, as a job of `analyzed` (its images and labels fitted to the graph's
+/// inputs).
+fn digits_job(name: &str, analyzed: Analyzed, sidecar: Sidecar) -> Job {
+    let specs = input_specs(&analyzed.op_graph, &sidecar).unwrap();
+    let (train_rows, held_out) = digits_split(&specs, 0.2, 1).unwrap();
+    Job::new(name, analyzed, sidecar, Box::new(train_rows))
+        .unwrap()
+        .with_held_out(Box::new(held_out))
+        .unwrap()
+}
+
+fn accuracy(r: &TrainingReport) -> f64 {
+    r.final_metric.unwrap_or(0.0)
+}
+
+fn summary(r: &TrainingReport) -> String {
     format!(
         "{}: {} updates, accuracy {:.3}, workers {:?}, dropped {}",
-        r.contender,
+        r.strategy,
         r.updates,
-        r.final_accuracy,
+        accuracy(r),
         r.workers
             .iter()
             .map(|w| (w.batch, w.steps))
@@ -48,45 +63,49 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
     let vars = replicated::variables("mlp").unwrap();
     let equal = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
-    let model = AccuracyModel::zoo("mlp", 3).unwrap();
-    let task = LabelledTask::digits(&model, 0.2, 1).unwrap();
-    assert_eq!(task.train.len() + task.test.len(), 1797);
+    let m = tf_iaware::models::zoo::build("mlp", 64, 3).unwrap();
+    let job = digits_job("mlp", analyze_graph(m.net.graph()).unwrap(), m.sidecar);
+    assert_eq!(
+        job.train_data().len() + job.held_out_data().map_or(0, |d| d.len()),
+        1797
+    );
     // A target nobody reaches: each contender trains for its whole time.
     // Asynchronous steps run through each worker's own server, sharing the ps's variables with
     // the chief's session that initialises and evaluates them: accuracy above chance below
     // shows the workers trained those variables.
-    let options = AccuracyOptions {
-        target: 1.0,
+    let options = TrainingOptions {
+        target: Some(1.0),
         eval_every_s: 2.0,
-        max_train_s: 8.0,
+        max_seconds: Some(8.0),
+        epochs: None,
+        steps: None,
         seed: 3,
         own_masters: Some(cluster.tf_config().clone()),
     };
-    let run_with = |name: &str, mode: Mode, feedback: Option<Feedback>| {
+    let run_with = |strategy: S, feedback: Option<Feedback>| {
         let contender = Contender {
-            name: name.into(),
+            strategy,
             plan: equal.clone(),
-            mode,
             feedback,
         };
-        let r = train_to_accuracy(&contender, &model, &task, &devices, &config, &options).unwrap();
+        let r = train(&contender, &job, &devices, &config, &options).unwrap();
         eprintln!("{}", summary(&r));
-        assert!(!r.curve.is_empty(), "evaluated at least once");
+        assert!(!r.evaluations.is_empty(), "evaluated at least once");
         assert!(r.eval_seconds > 0.0);
         assert!(
-            r.final_accuracy > 0.3,
+            accuracy(&r) > 0.3,
             "held-out accuracy above chance (0.1): {}",
             summary(&r)
         );
         r
     };
-    let run = |name: &str, mode: Mode| run_with(name, mode, None);
+    let run = |strategy: S| run_with(strategy, None);
 
-    let sync = run("replica-setter", Mode::Sync);
+    let sync = run(S::ReplicaSetter);
     // Every synchronous step uses both workers.
     assert!(sync.workers.iter().all(|w| w.steps == sync.updates));
 
-    let asynchronous = run("async-ps", Mode::Async);
+    let asynchronous = run(S::AsyncPs);
     let (fast, slow) = (&asynchronous.workers[0], &asynchronous.workers[1]);
     // Every step of either worker is one update; nobody waits for anybody.
     assert_eq!(fast.steps + slow.steps, asynchronous.updates);
@@ -98,7 +117,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         );
     }
 
-    let backup = run("sync-backup", Mode::Backup { backups: 1 });
+    let backup = run(S::SyncBackup { backups: 1 });
     // Each step aggregated one gradient of two: the chief did not wait for both.
     let computed: u64 = backup.workers.iter().map(|w| w.steps).sum();
     assert!(backup.updates > 0);
@@ -122,15 +141,14 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         plan.replicas[0].batch = 24;
         plan.replicas[1].batch = 8;
         let contender = Contender {
-            name: "infra-aware-async".into(),
+            strategy: S::InfraAwareAsync,
             plan,
-            mode: Mode::Adaptive,
             feedback: None,
         };
-        train_to_accuracy(&contender, &model, &task, &devices, &config, &options).unwrap()
+        train(&contender, &job, &devices, &config, &options).unwrap()
     };
     eprintln!("{}", summary(&adaptive));
-    assert!(adaptive.final_accuracy > 0.3, "{}", summary(&adaptive));
+    assert!(accuracy(&adaptive) > 0.3, "{}", summary(&adaptive));
     let choice = adaptive.chosen.as_ref().expect("the probe is reported");
     assert!(!choice.even_split, "{choice:?}");
     assert!(choice.sync_images_per_sec > 0.0, "{choice:?}");
@@ -157,7 +175,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         vars: vars.clone(),
         options: parallel::InfraAwareOptions::default(),
     };
-    let lbbsp = run_with("infra-aware", Mode::Sync, Some(feedback));
+    let lbbsp = run_with(S::InfraAware, Some(feedback));
     for shares in &lbbsp.resized {
         assert_eq!(shares.iter().sum::<usize>(), 32, "{:?}", lbbsp.resized);
     }
@@ -187,26 +205,17 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
     let mut sidecar = Sidecar::load(&dir.join("tf1_cnn_adam.json")).unwrap();
     sidecar.logits = Some("logits/BiasAdd".into());
     let analyzed = analyze_bytes(&bytes, "tf1_cnn_adam.pb").unwrap();
-    let python = AccuracyModel::graph("tf1_cnn_adam", analyzed, sidecar).unwrap();
-    let python_task = LabelledTask::digits(&python, 0.2, 1).unwrap();
-    assert_eq!(python_task.train.shape, [16, 16, 3]);
+    let python = digits_job("tf1_cnn_adam", analyzed, sidecar);
+    assert!(python.inputs().iter().any(|i| i.row_shape() == [16, 16, 3]));
     // Its gradients are built under `control_dependencies(UPDATE_OPS)`: every tower waits for
     // the batch-norm averages replica 0 updates, so towers cannot step on their own.
     let asynchronous = Contender {
-        name: "async-ps".into(),
+        strategy: S::AsyncPs,
         plan: equal.clone(),
-        mode: Mode::Async,
         feedback: None,
     };
-    let refused = train_to_accuracy(
-        &asynchronous,
-        &python,
-        &python_task,
-        &devices,
-        &config,
-        &options,
-    )
-    .expect_err("towers linked through replica 0 cannot run asynchronously");
+    let refused = train(&asynchronous, &python, &devices, &config, &options)
+        .expect_err("towers linked through replica 0 cannot run asynchronously");
     assert!(
         refused
             .to_string()
@@ -214,29 +223,20 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         "{refused}"
     );
     // Synchronously, on the fast worker (the slow one has a twelfth of its CPU).
-    let python_vars = tf_iaware::runtime::replicated::variables(&python.workload.analyzed.op_graph);
+    let python_vars = python.workload().variables().unwrap();
     let contender = Contender {
-        name: "replica-setter".into(),
+        strategy: S::ReplicaSetter,
         plan: parallel::replica_setter(&workers[..1], &ps, &python_vars, 32).unwrap(),
-        mode: Mode::Sync,
         feedback: None,
     };
-    let longer = AccuracyOptions {
-        max_train_s: 12.0,
+    let longer = TrainingOptions {
+        max_seconds: Some(12.0),
         ..options.clone()
     };
-    let r = train_to_accuracy(
-        &contender,
-        &python,
-        &python_task,
-        &devices,
-        &config,
-        &longer,
-    )
-    .unwrap();
+    let r = train(&contender, &python, &devices, &config, &longer).unwrap();
     eprintln!("python cnn {}", summary(&r));
     assert!(
-        r.final_accuracy > 0.2,
+        accuracy(&r) > 0.2,
         "the Python graph learns the digits: {}",
         summary(&r)
     );

@@ -9,4 +9,5 @@ pub mod monitor;
 pub mod place;
 pub mod run;
 pub mod simulate;
+pub mod train;
 pub mod worker;

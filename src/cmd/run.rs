@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::cost::Measurements;
-use tf_iaware::pipeline::{Connection, TrainOptions, DATA_PARALLEL_STRATEGIES};
+use tf_iaware::parallel::{DataParallelStrategy, Updates};
+use tf_iaware::pipeline::{Connection, TrainOptions};
 use tf_iaware::report::{trace, PlacementReport};
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::data_parallel;
@@ -107,7 +108,10 @@ pub fn run(args: &Args) -> Result<()> {
     let data = match args.parallel.as_deref() {
         Some(p) => p == "data",
         None => {
-            DATA_PARALLEL_STRATEGIES.contains(&args.place.strategy.as_str())
+            args.place
+                .strategy
+                .parse::<DataParallelStrategy>()
+                .is_ok_and(|s| s.updates() == Updates::Sync)
                 && data_parallel::worker_and_ps_devices(connection.cluster()).is_ok()
         }
     };

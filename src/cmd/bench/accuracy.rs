@@ -1,28 +1,27 @@
-//! `bench --data digits`: every data-parallel contender trains the real digits to a target
-//! held-out accuracy on one emulated cluster, taking turns round by round; time to accuracy,
-//! steps, images/s and final accuracy per contender, a DAWNBench-style TSV per run and an SVG of
-//! accuracy against training time. The training itself is `tf_iaware::runtime::accuracy`.
+//! `bench --data digits|PATH`: every data-parallel contender trains the real digits (or the
+//! user's data file) to a target held-out accuracy on one emulated cluster, taking turns round
+//! by round; time to accuracy, steps, images/s and final accuracy per contender, a
+//! DAWNBench-style TSV per run and an SVG of accuracy against training time. The training itself
+//! is the library's trainer (`tf_iaware::runtime::trainer`).
 
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use tf_iaware::runtime::accuracy::{
-    check_backups, contender, contender_mode, train_to_accuracy, AccuracyModel, AccuracyOptions,
-    AccuracyReport, LabelledTask, Planning, CONTENDERS,
-};
+use tf_iaware::data::{digits_split, input_specs};
+use tf_iaware::graph::analyze::analyze_graph;
+use tf_iaware::parallel::DataParallelStrategy;
 use tf_iaware::runtime::data_parallel;
-use tf_iaware::runtime::replicated::Workload;
+use tf_iaware::runtime::trainer::{
+    check_backups, contender, train, Job, Planning, TrainingOptions, TrainingReport,
+};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 use super::{calibrate, svg, Args, OVERHEAD_MS};
 
 /// The strategies `bench` runs by default, replaced by every contender for `--data digits`.
 const DEFAULT_STRATEGIES: &[&str] = &["replica-setter", "infra-aware", "heft"];
-
-/// Stock TensorFlow's contenders (the rest are tf-iaware's).
-const STOCK: &[&str] = &["replica-setter", "async-ps", "sync-backup"];
 
 /// One contender over all rounds.
 #[derive(Serialize)]
@@ -47,7 +46,7 @@ struct Summary {
 struct AccuracyBench {
     scenario: Scenario,
     model: String,
-    data: &'static str,
+    data: String,
     data_source: &'static str,
     data_licence: &'static str,
     train_images: usize,
@@ -56,7 +55,7 @@ struct AccuracyBench {
     global_batch: usize,
     backup_workers: usize,
     summaries: Vec<Summary>,
-    runs: Vec<AccuracyReport>,
+    runs: Vec<TrainingReport>,
 }
 
 fn median(mut xs: Vec<f64>) -> Option<f64> {
@@ -76,57 +75,86 @@ fn check_writable(path: &Path) -> Result<()> {
     std::fs::write(path, "").with_context(|| format!("writing {}", path.display()))
 }
 
+/// The job `bench` trains: a zoo model or `--graph`, on the digits or `--data PATH`, split into
+/// training and held-out rows.
+fn job(args: &Args) -> Result<Job> {
+    let (name, analyzed, sidecar) = match &args.graph {
+        None => {
+            let m = tf_iaware::models::zoo::build(&args.model, 64, 1)?;
+            (args.model.clone(), analyze_graph(m.net.graph())?, m.sidecar)
+        }
+        Some(path) => {
+            let analyzed = crate::common::load_graph(path)?;
+            let sidecar = crate::common::load_sidecar(path, args.meta.as_ref(), &analyzed)?;
+            (path.display().to_string(), analyzed, sidecar)
+        }
+    };
+    let specs = input_specs(&analyzed.op_graph, &sidecar)?;
+    let (train_rows, held_out) = if args.data == "digits" {
+        digits_split(&specs, args.held_out, 1)?
+    } else {
+        let data = tf_iaware::data::open(Path::new(&args.data), &specs)?;
+        tf_iaware::data::split(&data, args.held_out, 1)?
+    };
+    Ok(Job::new(&name, analyzed, sidecar, Box::new(train_rows))?
+        .with_held_out(Box::new(held_out))?)
+}
+
 pub fn run(args: &Args) -> Result<()> {
     // Everything that can be wrong is checked before a cluster starts.
     let defaults: Vec<String> = DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect();
-    let names: Vec<String> = if args.strategies == defaults {
-        CONTENDERS.iter().map(|s| s.to_string()).collect()
+    let strategies: Vec<DataParallelStrategy> = if args.strategies == defaults {
+        DataParallelStrategy::all()
+            .map(|s| match s {
+                DataParallelStrategy::SyncBackup { .. } => DataParallelStrategy::SyncBackup {
+                    backups: args.backup_workers,
+                },
+                s => s,
+            })
+            .collect()
     } else {
-        args.strategies.clone()
+        args.strategies
+            .iter()
+            .map(|n| {
+                n.parse::<DataParallelStrategy>().with_context(|| {
+                    format!(
+                        "--data {}: `{n}` is not a data-parallel contender",
+                        args.data
+                    )
+                })
+            })
+            .collect::<Result<_>>()?
     };
-    for name in &names {
-        if !CONTENDERS.contains(&name.as_str()) {
-            bail!(
-                "--data digits: `{name}` is not a data-parallel contender; choose from {}",
-                CONTENDERS.join(", ")
-            );
-        }
-    }
+    let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
     if args.repeats == 0 || args.batch == 0 {
         bail!("--repeats and --batch must be at least 1");
     }
-    let options = AccuracyOptions {
-        target: args.target_accuracy,
+    let options = TrainingOptions {
+        steps: None,
+        epochs: None,
+        max_seconds: Some(args.max_train_s),
+        target: Some(args.target_accuracy),
         eval_every_s: args.eval_every,
-        max_train_s: args.max_train_s,
         seed: 1,
         own_masters: None,
     };
     options.validate()?;
-    let scenario = Scenario::parse(&args.scenario)?;
-    if names.iter().any(|n| n == "sync-backup") {
-        check_backups(args.backup_workers, scenario.workers.len())?;
+    if !(args.target_accuracy > 0.0 && args.target_accuracy <= 1.0) {
+        bail!(
+            "--target-accuracy {} is not in (0, 1]",
+            args.target_accuracy
+        );
     }
-    // A zoo model, or a graph of the user's own whose sidecar names its logits.
-    let (model, workload) = match &args.graph {
-        None => (
-            AccuracyModel::zoo(&args.model, 1)?,
-            Workload::from(&args.model),
-        ),
-        Some(path) => {
-            let analyzed = crate::common::load_graph(path)?;
-            let sidecar = crate::common::load_sidecar(path, args.meta.as_ref(), &analyzed)?;
-            let name = path.display().to_string();
-            let workload =
-                Workload::graph(&name, crate::common::load_graph(path)?, sidecar.clone())?;
-            (AccuracyModel::graph(&name, analyzed, sidecar)?, workload)
+    let scenario = Scenario::parse(&args.scenario)?;
+    for s in &strategies {
+        if let tf_iaware::parallel::Updates::Backup { backups } = s.updates() {
+            check_backups(backups, scenario.workers.len())?;
         }
-    };
-    let task = LabelledTask::digits(&model, args.held_out, 1)?;
-    for name in &names {
-        model
-            .check_mode(contender_mode(name))
-            .with_context(|| format!("{name} cannot train {}", model.workload.name))?;
+    }
+    let job = job(args)?;
+    for s in &strategies {
+        job.check_updates(s.updates())
+            .with_context(|| format!("{s} cannot train {}", job.name()))?;
     }
     for path in [&args.json, &args.svg].into_iter().flatten() {
         check_writable(path)?;
@@ -144,12 +172,13 @@ pub fn run(args: &Args) -> Result<()> {
     let (devices, mut config) = cluster.connect()?;
     config.isolate_state = true;
     // Asynchronous contenders step through each worker's own server, as TF2 does, unless told.
-    let options = AccuracyOptions {
+    let options = TrainingOptions {
         own_masters: (args.async_masters == super::AsyncMasters::Own)
             .then(|| cluster.tf_config().clone()),
         ..options
     };
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
+    let workload = job.workload();
     let vars = workload.variables()?;
     let (_, calibration) = calibrate(args, &workload, &devices, &config, &workers, &ps)?;
     let memory = workload.replica_memory().ok();
@@ -162,12 +191,11 @@ pub fn run(args: &Args) -> Result<()> {
         cluster: &devices,
         memory: memory.as_ref(),
         per_replica_overhead_ms: OVERHEAD_MS,
-        backups: args.backup_workers,
         resize_every: args.resize_every,
     };
-    let contenders = names
+    let contenders = strategies
         .iter()
-        .map(|n| contender(n, &planning))
+        .map(|&s| contender(s, &planning))
         .collect::<tf_iaware::Result<Vec<_>>>()?;
     for c in &contenders {
         let shares: Vec<String> = c
@@ -176,40 +204,47 @@ pub fn run(args: &Args) -> Result<()> {
             .iter()
             .map(|r| r.batch.to_string())
             .collect();
-        eprintln!("{}: {:?}, shares [{}]", c.name, c.mode, shares.join(", "));
+        eprintln!(
+            "{}: {:?}, shares [{}]",
+            c.strategy,
+            c.updates(),
+            shares.join(", ")
+        );
     }
+    let held_out_rows = job.metric().map_or(0, |_| held_out_len(&job));
     eprintln!(
-        "digits: {} training and {} held-out images for {}, target {:.0} % held-out accuracy",
-        task.train.len(),
-        task.test.len(),
-        model.workload.name,
+        "{}: {} training and {} held-out rows for {}, target {:.0} % held-out accuracy",
+        args.data,
+        job.train_data().len(),
+        held_out_rows,
+        job.name(),
         args.target_accuracy * 100.0
     );
 
-    let mut runs: Vec<AccuracyReport> = Vec::new();
+    let mut runs: Vec<TrainingReport> = Vec::new();
     for round in 0..args.repeats {
         // Interleaved: each round starts with the next contender.
         for i in 0..contenders.len() {
             let c = &contenders[(i + round) % contenders.len()];
-            let r = train_to_accuracy(c, &model, &task, &devices, &config, &options)
-                .with_context(|| format!("{} (round {})", c.name, round + 1))?;
+            let r = train(c, &job, &devices, &config, &options)
+                .with_context(|| format!("{} (round {})", c.strategy, round + 1))?;
             println!(
                 "round {} {:<18} {:>9}  {:>6} updates  {:>7.1} images/sec  accuracy {:.3}  (eval {:.1} s)",
                 round + 1,
-                r.contender,
-                r.time_to_accuracy_s
+                r.strategy.to_string(),
+                r.time_to_target_s
                     .map_or("not reached".to_string(), |t| format!("{t:.1} s")),
                 r.updates,
                 r.images_per_sec,
-                r.final_accuracy,
+                r.final_metric.unwrap_or(0.0),
                 r.eval_seconds
             );
             if let Some(dir) = &args.tsv {
                 let mut tsv = String::from("epoch\tseconds\taccuracy\n");
-                for p in &r.curve {
-                    tsv += &format!("{:.3}\t{:.2}\t{:.4}\n", p.epoch, p.seconds, p.accuracy);
+                for p in &r.evaluations {
+                    tsv += &format!("{:.3}\t{:.2}\t{:.4}\n", p.epoch, p.seconds, p.metric);
                 }
-                let path = dir.join(format!("{}-round{}.tsv", r.contender, round + 1));
+                let path = dir.join(format!("{}-round{}.tsv", r.strategy, round + 1));
                 std::fs::write(&path, tsv)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
@@ -221,22 +256,29 @@ pub fn run(args: &Args) -> Result<()> {
     let time_of = |name: &str| {
         median(
             runs.iter()
-                .filter(|r| r.contender == name)
-                .filter_map(|r| r.time_to_accuracy_s)
+                .filter(|r| r.strategy.to_string() == name)
+                .filter_map(|r| r.time_to_target_s)
                 .collect(),
         )
     };
     let stock_time = time_of("replica-setter");
-    let best_stock = STOCK
+    let stock: Vec<String> = strategies
         .iter()
-        .filter(|s| names.iter().any(|n| n == *s))
+        .filter(|s| s.is_stock())
+        .map(|s| s.to_string())
+        .collect();
+    let best_stock = stock
+        .iter()
         .filter_map(|s| time_of(s))
         .min_by(f64::total_cmp);
     let summaries: Vec<Summary> = names
         .iter()
         .map(|name| {
-            let mine: Vec<&AccuracyReport> = runs.iter().filter(|r| &r.contender == name).collect();
-            let med = |f: fn(&AccuracyReport) -> f64| {
+            let mine: Vec<&TrainingReport> = runs
+                .iter()
+                .filter(|r| &r.strategy.to_string() == name)
+                .collect();
+            let med = |f: fn(&TrainingReport) -> f64| {
                 median(mine.iter().map(|r| f(r)).collect()).unwrap_or(0.0)
             };
             let time = time_of(name);
@@ -248,7 +290,7 @@ pub fn run(args: &Args) -> Result<()> {
                 median_updates: med(|r| r.updates as f64),
                 median_samples: med(|r| r.samples as f64),
                 median_images_per_sec: med(|r| r.images_per_sec),
-                median_final_accuracy: med(|r| r.final_accuracy),
+                median_final_accuracy: med(|r| r.final_metric.unwrap_or(0.0)),
                 reduction_vs_replica_setter: time.zip(stock_time).map(|(t, s)| 1.0 - t / s),
                 reduction_vs_best_stock: time.zip(best_stock).map(|(t, s)| 1.0 - t / s),
             }
@@ -284,34 +326,29 @@ pub fn run(args: &Args) -> Result<()> {
         "(time: median training seconds to {:.0} % held-out accuracy, evaluations excluded; \
          vs stock/best: change in time against replica-setter and the best of {}; whole bench {:.0} s)",
         args.target_accuracy * 100.0,
-        STOCK.join(", "),
+        stock.join(", "),
         started.elapsed().as_secs_f64()
     );
     if let Some(path) = &args.svg {
-        let first: Vec<&AccuracyReport> = names
+        let first: Vec<&TrainingReport> = names
             .iter()
-            .filter_map(|n| runs.iter().find(|r| &r.contender == n))
+            .filter_map(|n| runs.iter().find(|r| &r.strategy.to_string() == n))
             .collect();
         std::fs::write(
             path,
-            svg::accuracy_chart(
-                &first,
-                &scenario.name,
-                &model.workload.name,
-                args.target_accuracy,
-            ),
+            svg::accuracy_chart(&first, &scenario.name, job.name(), args.target_accuracy),
         )
         .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.json {
         let report = AccuracyBench {
             scenario,
-            model: model.workload.name.clone(),
-            data: "digits",
+            model: job.name().to_string(),
+            data: args.data.clone(),
             data_source: tf_iaware::data::DIGITS_SOURCE,
             data_licence: tf_iaware::data::DIGITS_LICENCE,
-            train_images: task.train.len(),
-            held_out_images: task.test.len(),
+            train_images: job.train_data().len(),
+            held_out_images: held_out_rows,
             target_accuracy: args.target_accuracy,
             global_batch: args.batch,
             backup_workers: args.backup_workers,
@@ -322,4 +359,9 @@ pub fn run(args: &Args) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Rows of the job's held-out set.
+fn held_out_len(job: &Job) -> usize {
+    job.held_out_data().map_or(0, |d| d.len())
 }

@@ -1,7 +1,7 @@
 //! Small SVG charts of benchmark results: median step time per strategy (bars with p10–p90
 //! whiskers), and step time over steps with and without adaptation.
 
-use tf_iaware::runtime::accuracy::AccuracyReport;
+use tf_iaware::runtime::trainer::TrainingReport;
 
 use super::adapt::AdaptationReport;
 use super::StrategyResult;
@@ -157,14 +157,14 @@ pub fn drift_chart(a: &AdaptationReport, scenario: &str) -> String {
 
 /// Lines: held-out accuracy (%) against training seconds, one per contender, the target dashed.
 pub fn accuracy_chart(
-    runs: &[&AccuracyReport],
+    runs: &[&TrainingReport],
     scenario: &str,
     model: &str,
     target: f64,
 ) -> String {
     let x_max = runs
         .iter()
-        .flat_map(|r| r.curve.iter().map(|p| p.seconds))
+        .flat_map(|r| r.evaluations.iter().map(|p| p.seconds))
         .fold(1.0f64, f64::max);
     let plot_h = H - TOP - BOTTOM;
     let x = |t: f64| LEFT + (W - LEFT - 20.0) * t / x_max;
@@ -173,7 +173,7 @@ pub fn accuracy_chart(
     for (i, r) in runs.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let pts: Vec<String> = std::iter::once((0.0, 0.0))
-            .chain(r.curve.iter().map(|p| (p.seconds, p.accuracy)))
+            .chain(r.evaluations.iter().map(|p| (p.seconds, p.metric)))
             .map(|(t, a)| format!("{:.1},{:.1}", x(t), y(a)))
             .collect();
         body += &format!(
@@ -183,7 +183,7 @@ pub fn accuracy_chart(
             // The legend sits bottom right, where late low accuracy never is.
             W - 190.0,
             H - BOTTOM - 10.0 - 16.0 * (runs.len() - 1 - i) as f64,
-            escape(&r.contender)
+            escape(&r.strategy.to_string())
         );
     }
     body += &format!(

@@ -9,6 +9,7 @@ pub(crate) mod network;
 pub mod noise;
 pub(crate) mod plan;
 pub mod replicate;
+mod strategy;
 pub mod updates;
 
 pub use live::{live_capacities, plan_live, ps_capacities, ReplicaMemory};
@@ -18,3 +19,4 @@ pub use plan::{
     infra_aware, infra_aware_networked, lower_bound_ms, replica_setter, sync_lower_bound_ms,
     DataParallelPlan, InfraAwareOptions, Replica, WorkerCapacity,
 };
+pub use strategy::{DataParallelStrategy, Shares, Updates};

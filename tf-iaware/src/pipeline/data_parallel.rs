@@ -1,8 +1,10 @@
 //! Data-parallel training through the same door: plan a model's replicas over a connected
-//! cluster's workers and ps tasks ([`Connection::plan_data_parallel`]), then train the plan,
-//! recovering from lost tasks ([`DataParallel::train`]). The model is any training graph with
-//! its sidecar ([`Workload::graph`], replicated by [`parallel::replicate`]) or a zoo model by
-//! name.
+//! cluster's workers and ps tasks with any [`DataParallelStrategy`]
+//! ([`Connection::plan_data_parallel`]), then train the user's job on the user's data
+//! ([`DataParallel::fit`]: every strategy, held-out evaluation, stop at steps, epochs, seconds or
+//! a target), or time synthetic steps of a synchronous plan, recovering from lost tasks
+//! ([`DataParallel::train`]). The model is any training graph with its sidecar
+//! ([`Workload::graph`], replicated by [`parallel::replicate`]) or a zoo model by name.
 
 use std::time::Duration;
 
@@ -11,22 +13,28 @@ use serde::Serialize;
 use crate::cluster::{Cluster, LiveOptions, MetricsFeed};
 use crate::error::{Error, Result};
 use crate::parallel::VarInfo;
-use crate::parallel::{self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, WorkerCapacity};
+use crate::parallel::{
+    self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Shares,
+    Updates, WorkerCapacity,
+};
 use crate::runtime::adapt::{AdaptOptions, AdaptiveTrainer, ReplanRecord};
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data_parallel::{self, Recovery, RecoveryOptions};
 use crate::runtime::replicated::Workload;
+use crate::runtime::trainer::{self, Contender, Feedback, Job, TrainingOptions, TrainingReport};
 use crate::runtime::TrainReport;
 use crate::runtime::{SessionConfig, StepTimes};
 
 use super::connection::Connection;
 
-/// Names of the data-parallel strategies [`Connection::plan_data_parallel`] knows.
-pub const DATA_PARALLEL_STRATEGIES: &[&str] = &["replica-setter", "infra-aware"];
+/// Steps between the traced steps that measure `infra-aware`'s replicas while training
+/// ([`Feedback`]).
+pub const RESIZE_EVERY: usize = 4;
 
 /// A data-parallel plan of a model on a connected cluster, ready to train.
 pub struct DataParallel<'c> {
     connection: &'c Connection,
+    strategy: DataParallelStrategy,
     workload: Workload,
     vars: Vec<VarInfo>,
     ps: Vec<String>,
@@ -96,14 +104,16 @@ pub struct DataParallelReport {
 }
 
 impl Connection {
-    /// Plans `workload` (a graph with its sidecar, [`Workload::graph`], or a zoo model's name)
-    /// data-parallel over this cluster's workers, variables on its ps tasks: `replica-setter`
-    /// gives every worker an equal share (stock TensorFlow); `infra-aware` times one replica on
-    /// every worker through TensorFlow first and gives each a share that balances the step.
-    /// `global_batch` defaults to the graph's fixed batch, else 32 per worker.
+    /// Plans `workload` (a graph with its sidecar, [`Workload::graph`] or [`Job::workload`], or
+    /// a zoo model's name) data-parallel over this cluster's workers, variables on its ps tasks,
+    /// with `strategy` (a [`DataParallelStrategy`] name: `replica-setter`, `async-ps`,
+    /// `sync-backup[:K]`, `infra-aware`, `infra-aware-async`). TensorFlow's recipes give every
+    /// worker an equal share; the infra-aware ones time one replica on every worker through
+    /// TensorFlow first and give each a share that balances the step. `global_batch` defaults to
+    /// the graph's fixed batch, else 32 per worker.
     ///
     /// # Errors
-    /// [`Error::UnknownStrategy`] for another strategy; [`Error::UnknownModel`]; the replication
+    /// [`Error::UnknownStrategy`] listing the strategies; [`Error::UnknownModel`]; the replication
     /// errors of [`parallel::replicate`] ([`Error::Replication`] naming the op);
     /// [`Error::InvalidArgument`] for a cluster without workers or ps tasks or a zero batch;
     /// [`Error::TensorFlow`] if calibration runs fail.
@@ -113,12 +123,7 @@ impl Connection {
         strategy: &str,
         global_batch: Option<usize>,
     ) -> Result<DataParallel<'_>> {
-        if !DATA_PARALLEL_STRATEGIES.contains(&strategy) {
-            return Err(Error::UnknownStrategy {
-                name: strategy.into(),
-                known: DATA_PARALLEL_STRATEGIES.join(", "),
-            });
-        }
+        let strategy: DataParallelStrategy = strategy.parse()?;
         let workload = workload.into();
         let vars = workload.variables()?;
         let (workers, ps) = data_parallel::worker_and_ps_devices(self.cluster())?;
@@ -132,7 +137,10 @@ impl Connection {
             .replica_memory()
             .map_err(|e| log::warn!("replica memory of {} unknown: {e}", workload.name()))
             .ok();
-        let (plan, calibration) = if strategy == "infra-aware" {
+        if let Updates::Backup { backups } = strategy.updates() {
+            trainer::check_backups(backups, workers.len())?;
+        }
+        let (mut plan, calibration) = if strategy.shares() == Shares::Calibrated {
             let probe = (batch / workers.len()).clamp(1, 32);
             let cal = calibrate::calibrate_workers_cached(
                 &workload,
@@ -160,8 +168,10 @@ impl Connection {
         } else {
             (parallel::replica_setter(&workers, &ps, &vars, batch)?, None)
         };
+        plan.strategy = strategy.to_string();
         Ok(DataParallel {
             connection: self,
+            strategy,
             workload,
             vars,
             ps,
@@ -284,6 +294,39 @@ impl DataParallel<'_> {
         })
     }
 
+    /// The strategy.
+    pub fn strategy(&self) -> DataParallelStrategy {
+        self.strategy
+    }
+
+    /// Trains `job` (the user's graph and data; the same graph this plan was made for) with
+    /// this plan's strategy until a bound of `options` or the held-out target: each worker reads
+    /// its own rows, asynchronous and backup-worker strategies follow TensorFlow's semantics, and
+    /// `infra-aware` re-sizes its shares from measured replica times while it trains.
+    ///
+    /// # Errors
+    /// As [`trainer::train`]: options out of range, data that does not fit the graph (naming the
+    /// input and file), a share larger than the data set, TensorFlow failures naming the run.
+    pub fn fit(&self, job: &Job, options: &TrainingOptions) -> Result<TrainingReport> {
+        let c = self.connection;
+        let feedback = match (&self.calibration, self.strategy) {
+            (Some(cal), DataParallelStrategy::InfraAware) => Some(Feedback {
+                every: RESIZE_EVERY,
+                capacity: parallel::live_capacities(cal, c.cluster(), self.memory.as_ref()),
+                ps: parallel::ps_capacities(&self.ps, c.cluster()),
+                vars: self.vars.clone(),
+                options: InfraAwareOptions::default(),
+            }),
+            _ => None,
+        };
+        let contender = Contender {
+            strategy: self.strategy,
+            plan: self.plan.clone(),
+            feedback,
+        };
+        trainer::train(&contender, job, c.cluster(), c.session_config(), options)
+    }
+
     /// The plan: each replica's worker and share, each variable's ps.
     pub fn plan(&self) -> &DataParallelPlan {
         &self.plan
@@ -331,6 +374,14 @@ impl DataParallel<'_> {
     /// [`Error::Unrecoverable`] when every worker (or every ps) is lost.
     pub fn train(&self, options: &TrainOptions) -> Result<DataParallelReport> {
         let c = self.connection;
+        if self.strategy.updates() != Updates::Sync {
+            return Err(Error::InvalidArgument {
+                what: format!("strategy `{}`", self.strategy),
+                reason: "timed synthetic steps are synchronous; train it with DataParallel::fit \
+                         (data::Synthetic gives synthetic rows)"
+                    .into(),
+            });
+        }
         let (cluster, config) = (c.cluster(), c.session_config());
         let report = |train, plan, recoveries, steps_run, checkpoint_ms, checkpoint_bytes| {
             DataParallelReport {

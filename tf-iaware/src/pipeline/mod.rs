@@ -19,7 +19,7 @@ mod step;
 
 pub use connection::{connect, Connection};
 pub use data_parallel::{
-    AdaptiveReport, DataParallel, DataParallelReport, TrainOptions, DATA_PARALLEL_STRATEGIES,
+    AdaptiveReport, DataParallel, DataParallelReport, TrainOptions, RESIZE_EVERY,
 };
 pub use handle::{OpHandle, TensorHandle, TensorRef};
 pub use plan::{

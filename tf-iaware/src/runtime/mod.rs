@@ -1,7 +1,6 @@
 //! Running graphs through the TensorFlow C API: placed sessions with deadlines and step stats
 //! (configured by [`SessionConfig`]), the sidecar, and synthetic-data training.
 
-pub mod accuracy;
 pub mod adapt;
 pub mod calibrate;
 pub(crate) mod checkpoint;
@@ -11,6 +10,7 @@ pub mod replicated;
 pub(crate) mod session;
 pub mod stats;
 pub mod train;
+pub mod trainer;
 
 pub use crate::config::SessionConfig;
 pub use session::{PlacedSession, RunOutcome};

@@ -1,0 +1,174 @@
+//! `tf-iaware train`: train a user's GraphDef on the user's data over a cluster with any
+//! data-parallel strategy, until steps, epochs, seconds or a held-out target.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tf_iaware::parallel::{DataParallelStrategy, Updates};
+use tf_iaware::runtime::trainer::{Job, TrainingOptions, TrainingReport};
+
+use crate::common;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The single-tower training GraphDef (TF1-style: placeholders, a train op, a loss).
+    #[arg(long)]
+    graph: PathBuf,
+    /// Its sidecar (default: the `.json` next to the graph).
+    #[arg(long)]
+    meta: Option<PathBuf>,
+    /// Training data: `.npy` (one input), `.npz` (one array per input name), TFRecord files of
+    /// `tf.train.Example` (feature name = input name) or a folder of them.
+    #[arg(long)]
+    data: PathBuf,
+    /// Held-out data (same formats), evaluated every `--eval-every` seconds and at the end.
+    #[arg(long)]
+    held_out: Option<PathBuf>,
+    /// Cluster: `tf-config[:PATH]`, `emulated:SCENARIO` (started and stopped around the run).
+    #[arg(long, default_value = "tf-config")]
+    cluster: String,
+    /// Data-parallel strategy.
+    #[arg(long, default_value = "infra-aware", value_parser = parse_strategy,
+          long_help = strategy_help())]
+    strategy: DataParallelStrategy,
+    /// Samples per step over all workers (default: the graph's fixed batch, else 32 per worker).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Stop after this many updates of the variables.
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Stop after this many passes over the training data (default 1 when nothing else bounds
+    /// the run).
+    #[arg(long)]
+    epochs: Option<f64>,
+    /// Stop after this many seconds of training (evaluations excluded).
+    #[arg(long)]
+    max_seconds: Option<f64>,
+    /// Stop when the held-out accuracy (or the held-out loss, for a graph without `logits`)
+    /// reaches this value.
+    #[arg(long, requires = "held_out")]
+    target_accuracy: Option<f64>,
+    /// Seconds of training between evaluations of the held-out data.
+    #[arg(long, default_value_t = 5.0)]
+    eval_every: f64,
+    /// Seed of each worker's shuffle.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the report as one JSON document on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_strategy(s: &str) -> std::result::Result<DataParallelStrategy, String> {
+    s.parse().map_err(|e: tf_iaware::Error| e.to_string())
+}
+
+fn strategy_help() -> String {
+    format!("Data-parallel strategy:\n{}", DataParallelStrategy::help())
+}
+
+impl Args {
+    /// Whether `--cluster` starts an emulated cluster.
+    pub fn emulated(&self) -> bool {
+        self.cluster.starts_with("emulated:")
+    }
+}
+
+/// The report `--json` prints.
+#[derive(Serialize)]
+struct TrainCommandReport<'a> {
+    graph: String,
+    data: String,
+    held_out: Option<String>,
+    cluster: &'a str,
+    global_batch: usize,
+    #[serde(flatten)]
+    report: &'a TrainingReport,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    // Everything about the job is checked before a cluster starts.
+    let mut job = Job::load(&args.graph, args.meta.as_deref(), &args.data)?;
+    if let Some(path) = &args.held_out {
+        job = job.with_held_out_file(path)?;
+    }
+    job.check_updates(args.strategy.updates())
+        .with_context(|| format!("{} cannot train {}", args.strategy, job.name()))?;
+    let bounded = args.steps.is_some() || args.epochs.is_some() || args.max_seconds.is_some();
+    let mut options = TrainingOptions {
+        steps: args.steps,
+        epochs: args.epochs.or((!bounded).then_some(1.0)),
+        max_seconds: args.max_seconds,
+        target: args.target_accuracy,
+        eval_every_s: args.eval_every,
+        seed: args.seed,
+        own_masters: None,
+    };
+    options.validate()?;
+    let connection = common::connect(&args.cluster)?;
+    // Asynchronous steps run through each worker's own server, as TF2's ParameterServerStrategy.
+    if matches!(args.strategy.updates(), Updates::Async | Updates::Adaptive) {
+        options.own_masters = connection.tf_config().cloned();
+    }
+    let planned =
+        connection.plan_data_parallel(job.workload(), &args.strategy.to_string(), args.batch)?;
+    let shares: Vec<String> = planned
+        .plan()
+        .replicas
+        .iter()
+        .map(|r| r.batch.to_string())
+        .collect();
+    eprintln!(
+        "{} on {}: shares [{}], {} training rows{}",
+        args.strategy,
+        args.cluster,
+        shares.join(", "),
+        job.train_data().len(),
+        args.held_out
+            .as_ref()
+            .map_or(String::new(), |p| format!(", held out {}", p.display()))
+    );
+    let report = planned.fit(&job, &options)?;
+    if args.json {
+        return common::print_json(&TrainCommandReport {
+            graph: args.graph.display().to_string(),
+            data: args.data.display().to_string(),
+            held_out: args.held_out.as_ref().map(|p| p.display().to_string()),
+            cluster: &args.cluster,
+            global_batch: planned.plan().replicas.iter().map(|r| r.batch).sum(),
+            report: &report,
+        });
+    }
+    for e in &report.evaluations {
+        println!(
+            "{:>8.1} s  epoch {:>6.2}  {:>7} updates  held-out {} {:.4}",
+            e.seconds,
+            e.epoch,
+            e.updates,
+            report.metric.as_deref().unwrap_or("metric"),
+            e.metric
+        );
+    }
+    println!(
+        "{}: {} updates, {:.2} epochs, {:.1} samples/s, loss {} → {}{}",
+        report.strategy,
+        report.updates,
+        report.epochs,
+        report.images_per_sec,
+        report.loss_first.map_or("-".into(), |l| format!("{l:.4}")),
+        report.loss_last.map_or("-".into(), |l| format!("{l:.4}")),
+        match (args.target_accuracy, report.time_to_target_s) {
+            (Some(t), Some(s)) => format!(", target {t} reached after {s:.1} s"),
+            (Some(t), None) => format!(", target {t} not reached"),
+            _ => String::new(),
+        }
+    );
+    for w in &report.workers {
+        println!(
+            "  {}: share {}, {} steps, {} samples",
+            w.device, w.batch, w.steps, w.samples
+        );
+    }
+    Ok(())
+}

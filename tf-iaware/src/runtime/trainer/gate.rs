@@ -1,0 +1,160 @@
+//! What the coordinator and the worker threads share: counts, pauses, the stop flag, the first
+//! error; and the training clock, which stops while evaluating.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::parallel::DataParallelPlan;
+
+/// Shared state of the worker threads and the coordinator.
+#[derive(Default)]
+pub(super) struct GateState {
+    pub paused: bool,
+    pub stop: bool,
+    pub in_flight: usize,
+    /// Steps the chief has completed (backup workers).
+    pub global_step: i64,
+    /// SyncReplicasOptimizer's token queue (backup workers): a worker takes one, tagged with the
+    /// global step, before each gradient after its first; the chief adds one per worker after
+    /// each step, so a fast worker may compute several gradients of one step.
+    pub tokens: std::collections::VecDeque<i64>,
+    pub error: Option<Error>,
+    pub steps: Vec<u64>,
+    pub samples: Vec<u64>,
+    /// Samples read by workers a re-size left out.
+    pub retired_samples: u64,
+    pub updates: u64,
+    /// Loss of the first and of the latest step.
+    pub loss_first: Option<f32>,
+    pub loss_last: Option<f32>,
+}
+
+pub(super) struct Gate {
+    state: Mutex<GateState>,
+    pub changed: Condvar,
+}
+
+impl Gate {
+    pub fn new(workers: usize) -> Gate {
+        Gate {
+            state: Mutex::new(GateState {
+                steps: vec![0; workers],
+                samples: vec![0; workers],
+                ..GateState::default()
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until no step is in flight, with new steps held back.
+    pub fn pause(&self) {
+        let mut s = self.lock();
+        s.paused = true;
+        while s.in_flight > 0 {
+            s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    pub fn resume(&self) {
+        self.lock().paused = false;
+        self.changed.notify_all();
+    }
+
+    pub fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+
+    pub fn fail(&self, e: Error) {
+        let mut s = self.lock();
+        s.error.get_or_insert(e);
+        s.stop = true;
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// Records a step's loss.
+    pub fn loss(&self, loss: f32) {
+        let mut s = self.lock();
+        s.loss_first.get_or_insert(loss);
+        s.loss_last = Some(loss);
+    }
+
+    /// Counts one synchronous step of every replica of `plan`.
+    pub fn account(&self, plan: &DataParallelPlan, update: bool) {
+        let mut s = self.lock();
+        for (k, r) in plan.replicas.iter().enumerate() {
+            if k < s.steps.len() {
+                s.steps[k] += 1;
+                s.samples[k] += r.batch as u64;
+            }
+        }
+        if update {
+            s.updates += 1;
+        }
+    }
+
+    /// (samples read, updates applied) so far.
+    pub fn totals(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.samples.iter().sum::<u64>() + s.retired_samples, s.updates)
+    }
+
+    /// Carries each worker's counts from `old`'s replica order to `new`'s (workers left out
+    /// keep theirs out of the report).
+    pub fn remap_counts(&self, old: &DataParallelPlan, new: &DataParallelPlan) {
+        let mut s = self.lock();
+        let count = |d: &str, of: &[u64]| {
+            old.replicas
+                .iter()
+                .position(|r| r.device == d)
+                .and_then(|k| of.get(k).copied())
+                .unwrap_or(0)
+        };
+        let steps = new
+            .replicas
+            .iter()
+            .map(|r| count(&r.device, &s.steps))
+            .collect();
+        let samples: Vec<u64> = new
+            .replicas
+            .iter()
+            .map(|r| count(&r.device, &s.samples))
+            .collect();
+        let before: u64 = s.samples.iter().sum();
+        s.retired_samples += before.saturating_sub(samples.iter().sum());
+        s.steps = steps;
+        s.samples = samples;
+    }
+}
+
+/// The training clock: runs between `start` and `stop`, evaluations excluded.
+pub(super) struct Clock {
+    total: Duration,
+    since: Option<Instant>,
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        Clock {
+            total: Duration::ZERO,
+            since: Some(Instant::now()),
+        }
+    }
+    pub fn seconds(&self) -> f64 {
+        (self.total + self.since.map_or(Duration::ZERO, |s| s.elapsed())).as_secs_f64()
+    }
+    pub fn stop(&mut self) {
+        if let Some(s) = self.since.take() {
+            self.total += s.elapsed();
+        }
+    }
+    pub fn start(&mut self) {
+        self.since.get_or_insert_with(Instant::now);
+    }
+}

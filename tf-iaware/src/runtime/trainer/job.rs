@@ -1,0 +1,399 @@
+//! What is trained: the user's single-tower training graph, its data, a held-out set and the
+//! metric measured on it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::data::{input_specs, Dataset, HostTensor, InputSpec, Values};
+use crate::error::{Error, Result};
+use crate::graph::analyze::{analyze_graph, Analyzed};
+use crate::graph::{DType, Sidecar};
+use crate::parallel::replicate::{replicate, BatchData};
+use crate::parallel::updates::{add_async_updates, add_backup_accumulators};
+use crate::parallel::{DataParallelPlan, Replica, Updates};
+use crate::runtime::replicated::{GraphWorkload, Workload};
+
+/// What evaluations measure on the held-out set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Held-out accuracy: the fraction of rows whose arg-max of `logits` (op name, output 0,
+    /// `[batch, classes]`) is the row's class in input `label` (an integer class, or a one-hot
+    /// row). Higher is better.
+    Accuracy {
+        /// The logits op.
+        logits: String,
+        /// The label input.
+        label: String,
+    },
+    /// A scalar float tensor of the graph (op name, output 0), averaged over held-out rows
+    /// (the loss, say).
+    Scalar {
+        /// The op.
+        tensor: String,
+        /// Whether a higher value is better (a target is reached from below).
+        higher_is_better: bool,
+    },
+}
+
+impl Metric {
+    /// The metric's name in reports (`accuracy` or the tensor's name).
+    pub fn name(&self) -> &str {
+        match self {
+            Metric::Accuracy { .. } => "accuracy",
+            Metric::Scalar { tensor, .. } => tensor,
+        }
+    }
+
+    /// Whether `value` reaches `target`.
+    pub fn reaches(&self, value: f64, target: f64) -> bool {
+        match self {
+            Metric::Scalar {
+                higher_is_better: false,
+                ..
+            } => value <= target,
+            _ => value >= target,
+        }
+    }
+}
+
+/// A training job: the user's graph (single tower, as built; replicated per plan), the rows it
+/// trains on and, optionally, a held-out set and the metric measured on it.
+pub struct Job {
+    pub(crate) workload: Arc<GraphWorkload>,
+    pub(crate) specs: Vec<InputSpec>,
+    pub(crate) train: Box<dyn Dataset + Sync>,
+    pub(crate) held_out: Option<Box<dyn Dataset + Sync>>,
+    pub(crate) metric: Option<Metric>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("graph", &self.workload.name)
+            .field("train", &self.train.name())
+            .field("held_out", &self.held_out.as_ref().map(|d| d.name()))
+            .field("metric", &self.metric)
+            .finish()
+    }
+}
+
+impl Job {
+    /// A job training graph `name` (`analyzed`, with `sidecar`) on `train`. The data set is
+    /// checked against the graph's inputs (names, element types, row shapes) here, before
+    /// TensorFlow sees a batch.
+    ///
+    /// # Errors
+    /// [`Error::UnknownOp`] for a sidecar input the graph lacks; [`Error::DataEmpty`],
+    /// [`Error::DataMissing`], [`Error::DataType`], [`Error::DataShape`] naming the input and
+    /// the data set.
+    pub fn new(
+        name: &str,
+        analyzed: Analyzed,
+        mut sidecar: Sidecar,
+        train: Box<dyn Dataset + Sync>,
+    ) -> Result<Job> {
+        sidecar.check_against(&analyzed.op_graph, Path::new(name))?;
+        sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
+        let specs = input_specs(&analyzed.op_graph, &sidecar)?;
+        check_data(train.as_ref(), &specs)?;
+        Ok(Job {
+            workload: Arc::new(GraphWorkload {
+                name: name.into(),
+                analyzed,
+                sidecar,
+                data: BatchData::Feed,
+            }),
+            specs,
+            train,
+            held_out: None,
+            metric: None,
+        })
+    }
+
+    /// Zoo model `name` (batch 64, initial values drawn with `seed`) trained on `train`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownModel`]; as [`Job::new`].
+    pub fn zoo(name: &str, seed: u64, train: Box<dyn Dataset + Sync>) -> Result<Job> {
+        let m = crate::models::zoo::build(name, 64, seed)?;
+        Job::new(name, analyze_graph(m.net.graph())?, m.sidecar, train)
+    }
+
+    /// The GraphDef at `graph` (its sidecar `meta`, else the `.json` beside it) trained on the
+    /// data file `data` (`.npy`, `.npz`, TFRecord files of `tf.train.Example`, or a folder of
+    /// them; see [`crate::data::open`]).
+    ///
+    /// # Errors
+    /// As [`crate::pipeline::load_graph`], [`crate::pipeline::load_sidecar`],
+    /// [`crate::data::open`] and [`Job::new`].
+    pub fn load(graph: &Path, meta: Option<&Path>, data: &Path) -> Result<Job> {
+        let analyzed = crate::pipeline::load_graph(graph)?;
+        let sidecar = crate::pipeline::load_sidecar(graph, meta, &analyzed)?;
+        let specs = input_specs(&analyzed.op_graph, &sidecar)?;
+        let train = crate::data::open(data, &specs)?;
+        Job::new(
+            &graph.display().to_string(),
+            analyzed,
+            sidecar,
+            Box::new(train),
+        )
+    }
+
+    /// [`Job::with_held_out`] of the data file `path` (as [`Job::load`] reads).
+    ///
+    /// # Errors
+    /// As [`crate::data::open`] and [`Job::with_held_out`].
+    pub fn with_held_out_file(self, path: &Path) -> Result<Job> {
+        let data = crate::data::open(path, &self.specs)?;
+        self.with_held_out(Box::new(data))
+    }
+
+    /// The job's graph as a [`Workload`], to plan it
+    /// ([`Connection::plan_data_parallel`](crate::Connection::plan_data_parallel)).
+    pub fn workload(&self) -> Workload {
+        Workload::Graph(self.workload.clone())
+    }
+
+    /// The graph inputs a data set must provide (placeholder names, element types, shapes).
+    pub fn inputs(&self) -> &[InputSpec] {
+        &self.specs
+    }
+
+    /// The graph's name.
+    pub fn name(&self) -> &str {
+        &self.workload.name
+    }
+
+    /// The training data set.
+    pub fn train_data(&self) -> &dyn Dataset {
+        self.train.as_ref()
+    }
+
+    /// The held-out data set, if any.
+    pub fn held_out_data(&self) -> Option<&dyn Dataset> {
+        self.held_out.as_deref().map(|d| d as &dyn Dataset)
+    }
+
+    /// Adds a held-out set, checked like the training set. Unless [`Job::with_metric`] says
+    /// otherwise, evaluations measure accuracy when the sidecar names `logits` and one input
+    /// is the label (listed in `one_hot`, or the one integer input), else the mean `loss`.
+    ///
+    /// # Errors
+    /// As [`Job::new`]; [`Error::Sidecar`] if the default metric cannot be found.
+    pub fn with_held_out(mut self, held_out: Box<dyn Dataset + Sync>) -> Result<Job> {
+        check_data(held_out.as_ref(), &self.specs)?;
+        if self.metric.is_none() {
+            self.metric = Some(self.default_metric()?);
+        }
+        self.held_out = Some(held_out);
+        Ok(self)
+    }
+
+    /// Sets the metric evaluations measure.
+    ///
+    /// # Errors
+    /// [`Error::UnknownOp`] for a tensor or label input the graph lacks; [`Error::Sidecar`] for
+    /// a label that is not an input.
+    pub fn with_metric(mut self, metric: Metric) -> Result<Job> {
+        let g = &self.workload.analyzed.op_graph;
+        match &metric {
+            Metric::Accuracy { logits, label } => {
+                g.require(logits, "metric logits")?;
+                if !self.specs.iter().any(|s| &s.name == label) {
+                    return Err(self.sidecar_error(format!(
+                        "the label `{label}` is not one of the inputs ({})",
+                        self.input_names()
+                    )));
+                }
+            }
+            Metric::Scalar { tensor, .. } => {
+                g.require(tensor, "metric tensor")?;
+            }
+        }
+        self.metric = Some(metric);
+        Ok(self)
+    }
+
+    /// The metric evaluations measure (`None` without a held-out set).
+    pub fn metric(&self) -> Option<&Metric> {
+        self.metric.as_ref().filter(|_| self.held_out.is_some())
+    }
+
+    fn input_names(&self) -> String {
+        let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+        names.join(", ")
+    }
+
+    fn sidecar_error(&self, reason: String) -> Error {
+        Error::Sidecar {
+            path: self.workload.name.clone().into(),
+            reason,
+        }
+    }
+
+    /// Accuracy from the sidecar's `logits` and label input, else the mean loss.
+    fn default_metric(&self) -> Result<Metric> {
+        let sidecar = &self.workload.sidecar;
+        let Some(logits) = &sidecar.logits else {
+            return Ok(Metric::Scalar {
+                tensor: sidecar.loss.clone(),
+                higher_is_better: false,
+            });
+        };
+        let label = match sidecar.one_hot.first() {
+            Some(l) => l.clone(),
+            None => {
+                let ints: Vec<&InputSpec> =
+                    self.specs.iter().filter(|s| is_integer(s.dtype)).collect();
+                match ints.as_slice() {
+                    [one] => one.name.clone(),
+                    _ => {
+                        return Err(self.sidecar_error(format!(
+                            "names `logits` but no label input: list it in `one_hot` or give \
+                             exactly one integer input (inputs: {})",
+                            self.input_names()
+                        )))
+                    }
+                }
+            }
+        };
+        Ok(Metric::Accuracy {
+            logits: logits.clone(),
+            label,
+        })
+    }
+
+    /// Checks, without TensorFlow, that the graph can be trained with `updates`: replicated
+    /// over two replicas and rewritten for it (asynchronous and backup-worker updates need
+    /// towers that do not depend on each other).
+    ///
+    /// # Errors
+    /// [`Error::Replication`] naming the op that prevents it.
+    pub fn check_updates(&self, updates: Updates) -> Result<()> {
+        let device = |k: usize| format!("/job:worker/replica:0/task:{k}/device:CPU:0");
+        let plan = DataParallelPlan {
+            strategy: "check".into(),
+            replicas: (0..2)
+                .map(|k| Replica {
+                    device: device(k),
+                    batch: 1,
+                })
+                .collect(),
+            variable_devices: BTreeMap::new(),
+            global_device: device(0),
+            predicted_step_ms: None,
+        };
+        let w = &self.workload;
+        let mut rep = replicate(
+            &w.analyzed.graph_def,
+            &w.analyzed.signatures,
+            &w.sidecar,
+            &plan,
+            BatchData::Feed,
+        )?;
+        match updates {
+            Updates::Sync => Ok(()),
+            Updates::Async | Updates::Adaptive => add_async_updates(&mut rep).map(|_| ()),
+            Updates::Backup { .. } => add_backup_accumulators(&mut rep, "check").map(|_| ()),
+        }
+    }
+}
+
+fn check_data(data: &dyn Dataset, specs: &[InputSpec]) -> Result<()> {
+    if data.is_empty() {
+        return Err(Error::DataEmpty {
+            file: data.name().into(),
+        });
+    }
+    data.check(specs)
+}
+
+fn is_integer(dtype: DType) -> bool {
+    matches!(dtype.0, 3 | 4 | 5 | 6 | 9 | 17 | 22 | 23)
+}
+
+/// The class of every row of a label tensor: an integer class (`[rows]` or `[rows, 1]`) or
+/// the arg-max of a one-hot row (`[rows, classes]`).
+pub(crate) fn classes_of(labels: &HostTensor) -> Vec<i64> {
+    let n = labels.row_len().max(1);
+    let argmax = |row: &[f32]| {
+        row.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(-1, |(i, _)| i as i64)
+    };
+    match &labels.values {
+        Values::I64(v) if n == 1 => v.clone(),
+        Values::I32(v) if n == 1 => v.iter().map(|&c| i64::from(c)).collect(),
+        Values::U8(v) if n == 1 => v.iter().map(|&c| i64::from(c)).collect(),
+        Values::F32(v) => v.chunks(n).map(argmax).collect(),
+        Values::F64(v) => v
+            .chunks(n)
+            .map(|r| argmax(&r.iter().map(|&x| x as f32).collect::<Vec<_>>()))
+            .collect(),
+        _ => vec![-1; labels.rows()],
+    }
+}
+
+/// Of the first `real` rows of a batch, those whose arg-max of `logits` (`[rows, classes]`,
+/// row-major, one row per entry of `classes`) is their class.
+pub(crate) fn correct(logits: &[f32], classes: &[i64], real: usize) -> usize {
+    if classes.is_empty() || logits.len() % classes.len() != 0 {
+        return 0;
+    }
+    let k = logits.len() / classes.len();
+    if k == 0 {
+        return 0;
+    }
+    logits
+        .chunks(k)
+        .zip(classes)
+        .take(real)
+        .filter(|(row, &c)| {
+            row.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .is_some_and(|(i, _)| i as i64 == c)
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_from_integers_and_one_hot_rows() {
+        let ints = HostTensor::new(vec![3], vec![2i64, 0, 1].into()).unwrap();
+        assert_eq!(classes_of(&ints), vec![2, 0, 1]);
+        let one_hot =
+            HostTensor::new(vec![2, 3], vec![0.0f32, 1.0, 0.0, 0.0, 0.0, 1.0].into()).unwrap();
+        assert_eq!(classes_of(&one_hot), vec![1, 2]);
+        let col = HostTensor::new(vec![2, 1], vec![4i32, 1].into()).unwrap();
+        assert_eq!(classes_of(&col), vec![4, 1]);
+    }
+
+    #[test]
+    fn correct_counts_only_real_rows() {
+        // Three rows of two classes; the third is padding.
+        let logits = [0.1f32, 0.9, 0.8, 0.2, 0.0, 1.0];
+        assert_eq!(correct(&logits, &[1, 0, 0], 3), 2);
+        assert_eq!(correct(&logits, &[1, 0, 0], 2), 2);
+        assert_eq!(correct(&logits, &[0, 0, 1], 2), 1);
+    }
+
+    #[test]
+    fn a_loss_metric_is_reached_from_above() {
+        let loss = Metric::Scalar {
+            tensor: "loss".into(),
+            higher_is_better: false,
+        };
+        assert!(loss.reaches(0.1, 0.2) && !loss.reaches(0.3, 0.2));
+        let acc = Metric::Accuracy {
+            logits: "l".into(),
+            label: "y".into(),
+        };
+        assert!(acc.reaches(0.95, 0.9) && !acc.reaches(0.5, 0.9));
+    }
+}

@@ -1,0 +1,752 @@
+//! The data-parallel trainer: a user's training graph trained on the user's data over a
+//! cluster's workers and ps tasks, with any [`DataParallelStrategy`], until a number of updates,
+//! epochs or seconds, or a held-out metric's target.
+//!
+//! How the replicas' gradients reach the variables ([`Updates`]):
+//! - `Sync`: one in-graph synchronous step over every replica (`replica-setter`'s equal shares
+//!   or `infra-aware`'s calibrated ones), optionally re-sizing the shares from measured replica
+//!   times every few steps ([`Feedback`], LB-BSP's idea);
+//! - `Async`: ParameterServerStrategy/ClusterCoordinator semantics — every worker steps on its
+//!   own share as fast as it can, at most one step in flight, its gradient applied on the ps as
+//!   it arrives, no barrier (`async-ps` with equal shares);
+//! - `Backup`: SyncReplicasOptimizer semantics — each step aggregates the first N−k gradients
+//!   of that step in `ConditionalAccumulator`s on the ps and drops the rest; workers take tokens
+//!   from one shared queue as TensorFlow's do (N − k at the start, N after each step), so a fast
+//!   worker may contribute several gradients to one step;
+//! - `Adaptive` (`infra-aware-async`): the infra-aware shares, trained asynchronously only if a
+//!   short asynchronous window reads clearly more samples per second than a synchronous one (on
+//!   balanced workers a barrier costs little and fresh gradients win).
+//!
+//! Every worker reads its own rows of the training set: each replica takes its share of a step
+//! from a seeded, per-epoch reshuffle (`Dataset.shuffle(n).repeat()`). The held-out metric is
+//! measured every [`TrainingOptions::eval_every_s`] seconds of training and at the end: the
+//! workers are paused, the variables read from the ps and evaluated in a local session; the
+//! pause is excluded from the training clock and reported.
+
+mod build;
+mod concurrent;
+mod evaluate;
+mod gate;
+mod job;
+mod sync;
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::cluster::tf_config::TfConfig;
+use crate::cluster::Cluster;
+use crate::config::SessionConfig;
+use crate::error::{Error, Result};
+use crate::parallel::{
+    DataParallelPlan, DataParallelStrategy, InfraAwareOptions, Shares, Updates, VarInfo,
+    WorkerCapacity,
+};
+use crate::runtime::checkpoint::{self, StateVar};
+use crate::runtime::session::PlacedSession;
+
+use build::{build, Built};
+use evaluate::Evaluator;
+use gate::{Clock, Gate};
+pub use job::{Job, Metric};
+
+/// Training seconds of each probe window of [`Updates::Adaptive`].
+pub(crate) const PROBE_S: f64 = 1.5;
+/// Samples per second asynchronous training must read, relative to synchronous, to be chosen.
+pub(crate) const ASYNC_GAIN: f64 = 1.25;
+
+/// LB-BSP-style re-sizing of a synchronous plan's shares from measured replica times.
+#[derive(Clone, Debug)]
+pub struct Feedback {
+    /// Every `every`-th step is traced to measure the replicas (the interval doubling, up to
+    /// eight times, while decisions keep the shares); after three measurements of each the
+    /// shares are re-sized when the lower confidence bound of the predicted gain, given the noise
+    /// of those measurements, is at least `options.min_gain`
+    /// ([`decide_resize`](crate::parallel::noise::decide_resize)).
+    pub every: usize,
+    /// The calibration the plan was made from (fixed per-step costs, workers left out).
+    pub capacity: Vec<WorkerCapacity>,
+    /// Parameter servers and their relative speed, as for
+    /// [`infra_aware`](crate::parallel::infra_aware).
+    pub ps: Vec<(String, f64)>,
+    /// The variables.
+    pub vars: Vec<VarInfo>,
+    /// The planner's options.
+    pub options: InfraAwareOptions,
+}
+
+/// One contender: a strategy, its plan and how it trains.
+#[derive(Clone, Debug)]
+pub struct Contender {
+    /// The strategy.
+    pub strategy: DataParallelStrategy,
+    /// Workers, their shares (asynchronous and backup: each worker's per-step batch) and ps.
+    pub plan: DataParallelPlan,
+    /// Re-sizing of the shares (synchronous only).
+    pub feedback: Option<Feedback>,
+}
+
+impl Contender {
+    /// How its gradients reach the variables.
+    pub fn updates(&self) -> Updates {
+        self.strategy.updates()
+    }
+}
+
+/// What [`contender`] plans from.
+#[derive(Debug)]
+pub struct Planning<'a> {
+    /// Worker devices (first CPU of each worker task).
+    pub workers: &'a [String],
+    /// Parameter-server devices.
+    pub ps: &'a [String],
+    /// The variables to place on the ps tasks.
+    pub vars: &'a [VarInfo],
+    /// Samples per synchronous step; the asynchronous contenders' per-worker batches sum to it.
+    pub global_batch: usize,
+    /// Calibrated workers (for the infra-aware strategies).
+    pub calibration: &'a [WorkerCapacity],
+    /// The cluster with its live availability and free memory.
+    pub cluster: &'a Cluster,
+    /// Replica memory, capping shares by free memory.
+    pub memory: Option<&'a crate::parallel::ReplicaMemory>,
+    /// Synchronisation cost per replica assumed by the planner, ms.
+    pub per_replica_overhead_ms: f64,
+    /// `infra-aware` traces every this many steps to measure its replicas ([`Feedback`]; 0:
+    /// never re-sizes).
+    pub resize_every: usize,
+}
+
+/// The contender of `strategy`:
+/// - `replica-setter`: stock synchronous, equal shares;
+/// - `async-ps`: ParameterServerStrategy — every worker steps on its own on global batch ÷
+///   workers;
+/// - `sync-backup:K`: SyncReplicasOptimizer with K backup workers, equal shares;
+/// - `infra-aware`: synchronous, shares from the calibration at the live availability,
+///   re-sized from measured replica times ([`Feedback`], traced every `resize_every` steps);
+/// - `infra-aware-async`: each worker's batch sized by the same planner so that every worker's
+///   step takes as long and its updates arrive at the same rate (workers too slow to keep up get
+///   no share and are left out), trained asynchronously only where that measurably pays,
+///   synchronously otherwise.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for as many backup workers as workers, or a calibrated strategy
+/// without a calibration; the planners' errors.
+pub fn contender(strategy: DataParallelStrategy, p: &Planning<'_>) -> Result<Contender> {
+    let options = InfraAwareOptions {
+        per_replica_overhead_ms: p.per_replica_overhead_ms,
+        ..InfraAwareOptions::default()
+    };
+    if let Updates::Backup { backups } = strategy.updates() {
+        check_backups(backups, p.workers.len())?;
+    }
+    let mut plan = match strategy.shares() {
+        Shares::Equal => crate::parallel::replica_setter(p.workers, p.ps, p.vars, p.global_batch)?,
+        Shares::Calibrated => {
+            if p.calibration.is_empty() {
+                return Err(bad(
+                    "calibration",
+                    format!(
+                        "`{strategy}` sizes shares from a calibration of the workers; none given"
+                    ),
+                ));
+            }
+            crate::parallel::plan_live(
+                p.calibration,
+                p.cluster,
+                p.ps,
+                p.vars,
+                p.global_batch,
+                p.memory,
+                &options,
+            )?
+        }
+    };
+    plan.strategy = strategy.to_string();
+    let feedback =
+        (strategy == DataParallelStrategy::InfraAware && p.resize_every > 0).then(|| Feedback {
+            every: p.resize_every,
+            capacity: crate::parallel::live_capacities(p.calibration, p.cluster, p.memory),
+            ps: crate::parallel::ps_capacities(p.ps, p.cluster),
+            vars: p.vars.to_vec(),
+            options: options.clone(),
+        });
+    Ok(Contender {
+        strategy,
+        plan,
+        feedback,
+    })
+}
+
+/// When to evaluate and when to stop. At least one of `steps`, `epochs` and `max_seconds` must
+/// bound the run; training stops at the first bound reached, or when the held-out metric
+/// reaches `target`.
+#[derive(Clone, Debug)]
+pub struct TrainingOptions {
+    /// Stop after this many updates of the variables.
+    pub steps: Option<u64>,
+    /// Stop after this many passes over the training set (samples read ÷ rows).
+    pub epochs: Option<f64>,
+    /// Stop after this many seconds of training (evaluations excluded).
+    pub max_seconds: Option<f64>,
+    /// Stop when the held-out metric reaches this value (from below for accuracy, from above
+    /// for a loss).
+    pub target: Option<f64>,
+    /// Seconds of training between evaluations (there is always one at the end).
+    pub eval_every_s: f64,
+    /// Seeds each worker's shuffle.
+    pub seed: u64,
+    /// Where asynchronous steps are mastered. `Some(tf_config)`: each worker's steps run through
+    /// its own server (its address in `tf_config`), as TF2's `ParameterServerStrategy` has each
+    /// worker run its own step function, inside the worker's CPU budget; the sessions share the
+    /// ps's variables (a session-isolating `config` is kept by putting this run's resources in a
+    /// container of their own). `None`: every step through `config.target`, one master for all
+    /// workers. Synchronous and backup-worker steps always run through `config.target` (the
+    /// chief's session, as in TensorFlow's recipes).
+    pub own_masters: Option<TfConfig>,
+}
+
+impl Default for TrainingOptions {
+    fn default() -> Self {
+        TrainingOptions {
+            steps: None,
+            epochs: Some(1.0),
+            max_seconds: None,
+            target: None,
+            eval_every_s: 5.0,
+            seed: 1,
+            own_masters: None,
+        }
+    }
+}
+
+fn bad(what: &str, reason: String) -> Error {
+    Error::InvalidArgument {
+        what: what.into(),
+        reason,
+    }
+}
+
+impl TrainingOptions {
+    /// Checks that every option is in range and that something bounds the run.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if self.steps.is_none() && self.epochs.is_none() && self.max_seconds.is_none() {
+            return Err(bad(
+                "training length",
+                "give steps, epochs or a time limit (a target alone may never be reached)".into(),
+            ));
+        }
+        if self.steps == Some(0) || self.steps.is_some_and(|s| s > 1 << 40) {
+            return Err(bad("steps", "must be in 1..=2^40".into()));
+        }
+        if let Some(e) = self.epochs {
+            if !(e > 0.0 && e <= 1e6) {
+                return Err(bad("epochs", format!("{e} is not in (0, 1e6]")));
+            }
+        }
+        if let Some(t) = self.max_seconds {
+            if !(t > 0.0 && t <= 7.0 * 86_400.0) {
+                return Err(bad(
+                    "training time limit",
+                    format!("{t} s is not in (0, one week]"),
+                ));
+            }
+        }
+        if let Some(t) = self.target {
+            if !t.is_finite() {
+                return Err(bad("target", format!("{t} is not a finite number")));
+            }
+        }
+        if !(self.eval_every_s > 0.0 && self.eval_every_s <= 86_400.0) {
+            return Err(bad(
+                "evaluation interval",
+                format!("{} s is not in (0, one day]", self.eval_every_s),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks that `backups` backup workers of `workers` leave a gradient to aggregate.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the backup workers.
+pub fn check_backups(backups: usize, workers: usize) -> Result<()> {
+    if backups >= workers {
+        return Err(bad(
+            "backup workers",
+            format!("{backups} of {workers} workers: at least one gradient must be aggregated"),
+        ));
+    }
+    Ok(())
+}
+
+/// One evaluation.
+#[derive(Clone, Debug, Serialize)]
+pub struct Evaluation {
+    /// Training seconds so far (evaluations excluded).
+    pub seconds: f64,
+    /// Training samples read so far ÷ training-set rows.
+    pub epoch: f64,
+    /// Updates applied to the variables so far.
+    pub updates: u64,
+    /// The held-out metric.
+    pub metric: f64,
+}
+
+/// What one worker did.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkerCount {
+    /// Worker device.
+    pub device: String,
+    /// Its share (per-step batch) at the end.
+    pub batch: usize,
+    /// Steps it ran (gradients it computed).
+    pub steps: u64,
+    /// Samples it read.
+    pub samples: u64,
+}
+
+/// The probe of [`Updates::Adaptive`].
+#[derive(Clone, Debug, Serialize)]
+pub struct Choice {
+    /// Samples per second of the synchronous window.
+    pub sync_images_per_sec: f64,
+    /// Of the asynchronous window (`None`: the run ended before it, or no probe ran, see
+    /// `even_split`).
+    pub async_images_per_sec: Option<f64>,
+    /// Whether training went on asynchronously.
+    pub asynchronous: bool,
+    /// The shares were the even split (within one sample of each other): no probe,
+    /// synchronous training throughout.
+    pub even_split: bool,
+}
+
+/// Whether `plan`'s shares are within one sample of each other over every replica.
+fn is_even_split(plan: &DataParallelPlan) -> bool {
+    let shares = plan.replicas.iter().map(|r| r.batch);
+    match (shares.clone().min(), shares.max()) {
+        (Some(lo), Some(hi)) => hi - lo <= 1 && plan.replicas.len() > 1,
+        _ => false,
+    }
+}
+
+/// What [`train`] did.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrainingReport {
+    /// The strategy.
+    pub strategy: DataParallelStrategy,
+    /// How its workers combined their gradients.
+    pub updates_mode: Updates,
+    /// The held-out metric's name (`accuracy`, a tensor), if evaluated.
+    pub metric: Option<String>,
+    /// Whether the target was reached.
+    pub reached: bool,
+    /// Training seconds until the first evaluation at or beyond the target.
+    pub time_to_target_s: Option<f64>,
+    /// Training seconds in all.
+    pub train_seconds: f64,
+    /// Seconds spent evaluating (excluded from `train_seconds`).
+    pub eval_seconds: f64,
+    /// Updates applied to the variables.
+    pub updates: u64,
+    /// Training samples read (gradients of dropped backup steps included).
+    pub samples: u64,
+    /// `samples` over the training rows.
+    pub epochs: f64,
+    /// `samples / train_seconds`.
+    pub images_per_sec: f64,
+    /// Loss of the first step and of the last.
+    pub loss_first: Option<f32>,
+    /// Loss of the last step.
+    pub loss_last: Option<f32>,
+    /// The held-out metric at the end.
+    pub final_metric: Option<f64>,
+    /// Every evaluation.
+    pub evaluations: Vec<Evaluation>,
+    /// What each worker did.
+    pub workers: Vec<WorkerCount>,
+    /// Gradients computed but left out of every step (backup workers).
+    pub dropped_gradients: u64,
+    /// The shares after each re-size ([`Feedback`]).
+    pub resized: Vec<Vec<usize>>,
+    /// What [`Updates::Adaptive`] measured and chose.
+    pub chosen: Option<Choice>,
+    /// The plan it started with.
+    pub first_plan: DataParallelPlan,
+    /// The plan at the end.
+    pub plan: DataParallelPlan,
+}
+
+/// Evaluations and the stopping rule, shared by every mode.
+struct Progress<'a> {
+    job: &'a Job,
+    evaluator: Option<&'a Evaluator>,
+    options: &'a TrainingOptions,
+    evaluations: Vec<Evaluation>,
+    eval_seconds: f64,
+    next_eval: f64,
+    reached_at: Option<f64>,
+}
+
+impl Progress<'_> {
+    /// Whether an evaluation is due.
+    fn eval_due(&self, clock: &Clock) -> bool {
+        self.evaluator.is_some() && clock.seconds() >= self.next_eval
+    }
+
+    /// Whether a bound of the run is reached.
+    fn bound_reached(&self, clock: &Clock, samples: u64, updates: u64) -> bool {
+        let o = self.options;
+        let epochs = samples as f64 / self.job.train.len().max(1) as f64;
+        o.steps.is_some_and(|s| updates >= s)
+            || o.epochs.is_some_and(|e| epochs >= e)
+            || o.max_seconds.is_some_and(|t| clock.seconds() >= t)
+            || self.reached_at.is_some()
+    }
+
+    /// Evaluates `session`'s variables (the clock stopped); returns whether the target is
+    /// reached.
+    fn evaluate(
+        &mut self,
+        session: &PlacedSession,
+        state: &[StateVar],
+        clock: &Clock,
+        samples: u64,
+        updates: u64,
+    ) -> Result<bool> {
+        let Some(evaluator) = self.evaluator else {
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let checkpoint = checkpoint::save(session, state, updates as usize)?;
+        let metric = evaluator.evaluate(self.job, &checkpoint)?;
+        self.eval_seconds += started.elapsed().as_secs_f64();
+        let seconds = clock.seconds();
+        self.evaluations.push(Evaluation {
+            seconds,
+            epoch: samples as f64 / self.job.train.len().max(1) as f64,
+            updates,
+            metric,
+        });
+        let name = self.job.metric().map_or("metric", |m| m.name());
+        log::info!("{seconds:.1} s, {updates} updates: held-out {name} {metric:.4}");
+        let reached = match (self.job.metric(), self.options.target) {
+            (Some(m), Some(t)) => m.reaches(metric, t),
+            _ => false,
+        };
+        if reached && self.reached_at.is_none() {
+            self.reached_at = Some(seconds);
+        }
+        self.next_eval = seconds + self.options.eval_every_s;
+        Ok(reached)
+    }
+
+    /// Evaluates unless the last evaluation was of these same updates.
+    fn evaluate_final(
+        &mut self,
+        session: &PlacedSession,
+        state: &[StateVar],
+        clock: &Clock,
+        samples: u64,
+        updates: u64,
+    ) -> Result<()> {
+        if self
+            .evaluations
+            .last()
+            .is_some_and(|e| e.updates == updates)
+        {
+            return Ok(());
+        }
+        self.evaluate(session, state, clock, samples, updates)
+            .map(|_| ())
+    }
+}
+
+/// Trains `job` as `contender` on `cluster` (a session configured by `config`) until a bound of
+/// `options` or the target.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for options out of range or as many backup workers as workers;
+/// the data set's errors (naming the input and file); anything building, placing or running
+/// can return ([`Error::TensorFlow`] naming the run that failed); [`Error::NonFiniteLoss`] if
+/// training diverges.
+pub fn train(
+    contender: &Contender,
+    job: &Job,
+    cluster: &Cluster,
+    config: &SessionConfig,
+    options: &TrainingOptions,
+) -> Result<TrainingReport> {
+    options.validate()?;
+    let updates_mode = contender.updates();
+    let plan = DataParallelPlan {
+        replicas: contender
+            .plan
+            .replicas
+            .iter()
+            .filter(|r| r.batch > 0)
+            .cloned()
+            .collect(),
+        ..contender.plan.clone()
+    };
+    if let Updates::Backup { backups } = updates_mode {
+        check_backups(backups, plan.replicas.len())?;
+    }
+    if let Some(r) = plan.replicas.iter().find(|r| r.batch > job.train.len()) {
+        return Err(Error::DataShare {
+            file: job.train.name().into(),
+            rows: r.batch,
+            len: job.train.len(),
+        });
+    }
+    let evaluator = Evaluator::new(job)?;
+    let tag = format!("{}-{}", contender.strategy.name(), std::process::id());
+    let built = build(
+        job,
+        &plan,
+        updates_mode,
+        cluster,
+        config,
+        &tag,
+        options.own_masters.as_ref(),
+    )?;
+    let init = built.session.op(&job.workload.sidecar.init, "init")?;
+    built.session.run(&[], &[init], &[], false)?;
+    let mut progress = Progress {
+        job,
+        evaluator: evaluator.as_ref(),
+        options,
+        evaluations: Vec::new(),
+        eval_seconds: 0.0,
+        next_eval: options.eval_every_s,
+        reached_at: None,
+    };
+    let gate = Gate::new(plan.replicas.len());
+    let mut run = Run {
+        contender,
+        job,
+        cluster,
+        config,
+        tag: &tag,
+        gate: &gate,
+        clock: Clock::new(),
+        built,
+        seed: options.seed,
+    };
+    let first_plan = plan.clone();
+    let mut chosen = None;
+    let (plan, resized) = match updates_mode {
+        Updates::Sync => {
+            let (plan, resized, _) = run.sync(plan, &mut progress, None)?;
+            (plan, resized)
+        }
+        Updates::Async | Updates::Backup { .. } => {
+            run.concurrent(&plan, options.seed, &mut progress, None)?;
+            (plan, Vec::new())
+        }
+        Updates::Adaptive => {
+            let (plan, choice) = run.adaptive(plan, &mut progress)?;
+            chosen = Some(choice);
+            (plan, Vec::new())
+        }
+    };
+    run.clock.stop();
+    let (samples, updates) = gate.totals();
+    progress.evaluate_final(
+        &run.built.session,
+        &run.built.state,
+        &run.clock,
+        samples,
+        updates,
+    )?;
+    let s = gate.lock();
+    let dropped = match updates_mode {
+        Updates::Backup { backups } => {
+            let computed: u64 = s.steps.iter().sum();
+            let aggregated = (plan.replicas.len() - backups) as u64;
+            computed.saturating_sub(s.updates * aggregated)
+        }
+        _ => 0,
+    };
+    let train_seconds = run.clock.seconds();
+    Ok(TrainingReport {
+        strategy: contender.strategy,
+        updates_mode,
+        metric: job.metric().map(|m| m.name().to_string()),
+        reached: progress.reached_at.is_some(),
+        time_to_target_s: progress.reached_at,
+        train_seconds,
+        eval_seconds: progress.eval_seconds,
+        updates: s.updates,
+        samples,
+        epochs: samples as f64 / job.train.len().max(1) as f64,
+        images_per_sec: samples as f64 / train_seconds.max(1e-9),
+        loss_first: s.loss_first,
+        loss_last: s.loss_last,
+        final_metric: progress.evaluations.last().map(|e| e.metric),
+        evaluations: progress.evaluations,
+        workers: plan
+            .replicas
+            .iter()
+            .enumerate()
+            .map(|(k, r)| WorkerCount {
+                device: r.device.clone(),
+                batch: r.batch,
+                steps: s.steps.get(k).copied().unwrap_or(0),
+                samples: s.samples.get(k).copied().unwrap_or(0),
+            })
+            .collect(),
+        dropped_gradients: dropped,
+        resized,
+        chosen,
+        first_plan,
+        plan,
+    })
+}
+
+/// One training run's context, shared by its phases.
+struct Run<'a> {
+    contender: &'a Contender,
+    job: &'a Job,
+    cluster: &'a Cluster,
+    config: &'a SessionConfig,
+    tag: &'a str,
+    gate: &'a Gate,
+    clock: Clock,
+    built: Built,
+    seed: u64,
+}
+
+impl Run<'_> {
+    /// `infra-aware-async`: a synchronous and an asynchronous probe window, then the faster
+    /// by at least [`ASYNC_GAIN`]; equal shares train synchronously without probing.
+    fn adaptive(
+        &mut self,
+        plan: DataParallelPlan,
+        progress: &mut Progress<'_>,
+    ) -> Result<(DataParallelPlan, Choice)> {
+        let window = |run: &Run<'_>| (run.clock.seconds(), run.gate.totals().0);
+        let rate =
+            |(t0, n0): (f64, u64), (t1, n1): (f64, u64)| (n1 - n0) as f64 / (t1 - t0).max(1e-9);
+        // Equal shares: the planner could not tell the workers apart (or found no gain in
+        // telling them apart), so there is no straggler for asynchrony to hide and its stale
+        // gradients only cost — synchronous training throughout, no probe.
+        let even = is_even_split(&plan);
+        let start = window(self);
+        let until = (!even).then_some(start.0 + PROBE_S);
+        let (plan, _, mut done) = self.sync(plan, progress, until)?;
+        let middle = window(self);
+        let sync_rate = rate(start, middle);
+        let mut async_rate = None;
+        if !done && !even {
+            self.clock.start();
+            let until = Some(middle.0 + PROBE_S);
+            done = self.concurrent(&plan, self.seed, progress, until)?;
+            async_rate = Some(rate(middle, window(self)));
+        }
+        let go_async = async_rate.is_some_and(|a| a >= ASYNC_GAIN * sync_rate);
+        let choice = Choice {
+            sync_images_per_sec: sync_rate,
+            async_images_per_sec: async_rate,
+            asynchronous: go_async,
+            even_split: even,
+        };
+        log::info!("{}: {:?}", self.contender.strategy, choice);
+        if !done {
+            self.clock.start();
+            if go_async {
+                self.concurrent(&plan, self.seed ^ 0x5eed, progress, None)?;
+            } else {
+                self.sync(plan.clone(), progress, None)?;
+            }
+        }
+        Ok((plan, choice))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::Replica;
+    use std::collections::BTreeMap;
+
+    fn plan(shares: &[usize]) -> DataParallelPlan {
+        DataParallelPlan {
+            strategy: "s".into(),
+            replicas: shares
+                .iter()
+                .enumerate()
+                .map(|(k, &batch)| Replica {
+                    device: format!("/job:worker/task:{k}"),
+                    batch,
+                })
+                .collect(),
+            variable_devices: BTreeMap::new(),
+            global_device: "/job:ps/task:0".into(),
+            predicted_step_ms: None,
+        }
+    }
+
+    #[test]
+    fn only_shares_within_one_sample_are_an_even_split() {
+        assert!(is_even_split(&plan(&[16, 16, 16, 16])));
+        assert!(is_even_split(&plan(&[22, 21, 21])));
+        assert!(!is_even_split(&plan(&[24, 8])));
+        assert!(!is_even_split(&plan(&[17, 15])));
+        // One replica has nobody to wait for: nothing to decide, not "even".
+        assert!(!is_even_split(&plan(&[64])));
+    }
+
+    #[test]
+    fn options_out_of_range_are_refused() {
+        let ok = TrainingOptions {
+            target: Some(0.9),
+            max_seconds: Some(60.0),
+            ..TrainingOptions::default()
+        };
+        assert!(ok.validate().is_ok());
+        for bad in [
+            TrainingOptions {
+                steps: None,
+                epochs: None,
+                max_seconds: None,
+                ..ok.clone()
+            },
+            TrainingOptions {
+                steps: Some(0),
+                ..ok.clone()
+            },
+            TrainingOptions {
+                epochs: Some(f64::NAN),
+                ..ok.clone()
+            },
+            TrainingOptions {
+                target: Some(f64::NAN),
+                ..ok.clone()
+            },
+            TrainingOptions {
+                eval_every_s: 0.0,
+                ..ok.clone()
+            },
+            TrainingOptions {
+                max_seconds: Some(-1.0),
+                ..ok.clone()
+            },
+            TrainingOptions {
+                max_seconds: Some(f64::INFINITY),
+                ..ok.clone()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+        assert!(check_backups(2, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("backup workers"));
+        assert!(check_backups(1, 2).is_ok());
+    }
+}
