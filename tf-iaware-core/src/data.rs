@@ -173,6 +173,17 @@ impl Values {
     }
 }
 
+macro_rules! from_vec {
+    ($($t:ty => $var:ident),*) => {$(
+        impl From<Vec<$t>> for Values {
+            fn from(v: Vec<$t>) -> Values {
+                Values::$var(v)
+            }
+        }
+    )*};
+}
+from_vec!(f32 => F32, f64 => F64, i32 => I32, i64 => I64, u8 => U8, bool => Bool, Vec<u8> => Str);
+
 /// A tensor on the host: its shape and its values (`shape`'s product of them).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostTensor {
@@ -419,6 +430,12 @@ impl ExampleRows {
     /// Rows added so far.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Names `file` in the errors of later records and as the data set's name (for rows read
+    /// from several files).
+    pub fn set_file(&mut self, file: impl Into<String>) {
+        self.file = file.into();
     }
 
     /// Decodes one serialized Example (`record` is its index in the file, for errors) and

@@ -2,7 +2,10 @@
 //! integer intensities 0–16, ten classes — the copy of the UCI test set that scikit-learn ships as
 //! `load_digits`.
 
+use super::dataset::InMemory;
 use super::images::LabelledImages;
+use crate::error::Result;
+use tf_iaware_core::data::InputSpec;
 
 /// Where the digits come from.
 pub const DIGITS_SOURCE: &str = "UCI Optical Recognition of Handwritten Digits (Alpaydin & \
@@ -23,6 +26,21 @@ pub fn digits() -> LabelledImages {
         labels,
         classes: 10,
     }
+}
+
+/// The digits as (training, held-out) data sets for a graph's image and label inputs (see
+/// [`LabelledImages::dataset`]), with `held_out` of each class held out, drawn with `seed`.
+///
+/// # Errors
+/// As [`LabelledImages::dataset`]; [`Error::InvalidArgument`] for a fraction outside (0, 1).
+///
+/// [`Error::InvalidArgument`]: crate::Error::InvalidArgument
+pub fn digits_split(specs: &[InputSpec], held_out: f64, seed: u64) -> Result<(InMemory, InMemory)> {
+    let (train, test) = digits().split(held_out, seed)?;
+    Ok((
+        train.dataset("digits (training)", specs)?,
+        test.dataset("digits (held out)", specs)?,
+    ))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
+use super::dataset::InMemory;
 use crate::error::{Error, Result};
+use tf_iaware_core::data::{HostTensor, InputSpec, Values};
 
 /// Images of one shape with a class each.
 #[derive(Clone, Debug, PartialEq)]
@@ -199,6 +201,97 @@ impl LabelledImages {
             y[row * self.classes + self.labels[i] as usize] = 1.0;
         }
         Ok(())
+    }
+}
+
+impl LabelledImages {
+    /// The images as a data set called `name` for a graph's two inputs: the image input (fitted
+    /// as [`LabelledImages::fit_to`] says) and the label input, which the input of the smaller
+    /// row is taken to be — `float` one-hot rows of the classes (`[classes]`), or an integer
+    /// class (`int64`, `int32` or `uint8`, row `[]` or `[1]`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless `specs` are two inputs, the images fit the image input
+    /// and the label input is one of those forms.
+    pub fn dataset(&self, name: &str, specs: &[InputSpec]) -> Result<InMemory> {
+        let [a, b] = specs else {
+            return Err(bad(
+                "digits data",
+                format!(
+                    "feed a graph of two inputs (image, label), not {}",
+                    specs.len()
+                ),
+            ));
+        };
+        let row = |s: &InputSpec| s.row_len().unwrap_or(usize::MAX);
+        let (image, label) = if row(a) <= row(b) { (b, a) } else { (a, b) };
+        let fitted = self.fit_to(image.row_shape())?;
+        let rows = self.len() as u64;
+        let pixels: Values = match image.dtype.0 {
+            1 => fitted.pixels.into(),
+            2 => fitted
+                .pixels
+                .iter()
+                .map(|&p| f64::from(p))
+                .collect::<Vec<_>>()
+                .into(),
+            _ => {
+                return Err(bad(
+                    "digits data",
+                    format!(
+                        "image input `{}` is {}, not float",
+                        image.name,
+                        image.dtype.name()
+                    ),
+                ))
+            }
+        };
+        let mut image_shape = vec![rows];
+        image_shape.extend(image.row_shape().iter().map(|&d| d as u64));
+        let classes = self.classes;
+        let labels: Values = match (label.dtype.0, label.row_shape()) {
+            (1, [c]) if *c as usize == classes => {
+                let mut y = vec![0.0f32; self.len() * classes];
+                for (row, &l) in self.labels.iter().enumerate() {
+                    y[row * classes + l as usize] = 1.0;
+                }
+                y.into()
+            }
+            (9, [] | [1]) => self
+                .labels
+                .iter()
+                .map(|&l| i64::from(l))
+                .collect::<Vec<_>>()
+                .into(),
+            (3, [] | [1]) => self
+                .labels
+                .iter()
+                .map(|&l| i32::from(l))
+                .collect::<Vec<_>>()
+                .into(),
+            (4, [] | [1]) => self.labels.clone().into(),
+            _ => {
+                return Err(bad(
+                    "digits data",
+                    format!(
+                        "label input `{}` ({} {:?}) is neither float one-hot [{classes}] nor an \
+                         integer class",
+                        label.name,
+                        label.dtype.name(),
+                        label.row_shape()
+                    ),
+                ))
+            }
+        };
+        let mut label_shape = vec![rows];
+        label_shape.extend(label.row_shape().iter().map(|&d| d as u64));
+        InMemory::from_tensors(
+            name,
+            [
+                (image.name.clone(), HostTensor::new(image_shape, pixels)?),
+                (label.name.clone(), HostTensor::new(label_shape, labels)?),
+            ],
+        )
     }
 }
 

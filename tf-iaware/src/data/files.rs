@@ -1,0 +1,299 @@
+//! Data sets from files: NumPy `.npy` (one input) and `.npz` (one array per input name),
+//! TFRecord files of `tf.train.Example` (feature name = input name), and [`open`], which picks
+//! the reader by the path's extension (the CLI's `--data PATH` / `--held-out PATH`).
+//!
+//! Each is read whole into an [`InMemory`] data set and checked against the graph's inputs: a
+//! missing array or feature, another element type or row shape, a truncated or corrupt file,
+//! arrays of different row counts and an empty data set are errors naming the input and the file.
+//! The file type is checked before a file is opened, so a FIFO or a device given as data is an
+//! error rather than a hang.
+
+use std::collections::BTreeMap;
+use std::io::{Cursor, Read};
+use std::path::{Path, PathBuf};
+
+use npyz::{NpyFile, TypeChar};
+
+use super::dataset::InMemory;
+use crate::error::{Error, Result};
+use tf_iaware_core::data::{Columns, ExampleRows, HostTensor, InputSpec, Values};
+use tf_iaware_core::record::RecordReader;
+
+/// The most bytes of data read from files for one data set (16 GiB), and never more than half
+/// the memory available.
+pub const MAX_DATA_BYTES: u64 = 16 << 30;
+
+/// Extensions of TFRecord files ([`open`] reads a directory of them).
+pub const TFRECORD_EXTENSIONS: &[&str] = &["tfrecord", "tfrecords"];
+
+fn budget() -> u64 {
+    crate::io::available_memory_bytes().map_or(MAX_DATA_BYTES, |a| (a / 2).min(MAX_DATA_BYTES))
+}
+
+fn label(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Checks `path` is a regular file, without opening it (opening a FIFO blocks).
+fn regular_file(path: &Path) -> Result<()> {
+    let kind = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .file_type();
+    if !kind.is_file() {
+        return Err(Error::DataFormat {
+            file: label(path),
+            reason: "is not a regular file (a directory, FIFO, socket or device)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The bytes of the regular file `path`, within the memory budget.
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    regular_file(path)?;
+    crate::io::read_bytes_capped(path, budget(), "data file")
+}
+
+/// Opens the data set at `path` for the graph inputs `specs`, by its extension: `.npy` (the
+/// array of the graph's one input), `.npz` (one array per input name), `.tfrecord` /
+/// `.tfrecords` (Examples), or a directory of TFRecord files (read in name order) or of
+/// `NAME.npy` files (one per input). The data set is checked against `specs`.
+///
+/// ```no_run
+/// # fn main() -> tf_iaware::Result<()> {
+/// use tf_iaware::data::{input_specs, open, Dataset};
+/// # let (op_graph, sidecar): (tf_iaware::graph::OpGraph, tf_iaware::graph::Sidecar) = todo!();
+/// let specs = input_specs(&op_graph, &sidecar)?;
+/// let train = open("train.npz".as_ref(), &specs)?;
+/// println!("{} rows", train.len());
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`Error::Io`] for a path that cannot be read; [`Error::DataFormat`] for an unknown
+/// extension, a path that is not a regular file or directory (FIFO, device), or a file that is
+/// not what its extension says (truncated included); [`Error::RecordTruncated`] /
+/// [`Error::RecordCrc`] for a broken TFRecord file; [`Error::DataMissing`],
+/// [`Error::DataType`], [`Error::DataShape`], [`Error::DataRows`] or [`Error::DataEmpty`] for
+/// data that does not fit the graph.
+pub fn open(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if meta.is_dir() {
+        return open_dir(path, specs);
+    }
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "npy" => open_npy(path, specs),
+        "npz" => open_npz(path, specs),
+        e if TFRECORD_EXTENSIONS.contains(&e) => open_tfrecords(&[path.to_path_buf()], specs),
+        _ => Err(Error::DataFormat {
+            file: label(path),
+            reason: "unknown data format: give a .npy, .npz, .tfrecord or .tfrecords file, or a \
+                     directory of TFRecord or .npy files"
+                .into(),
+        }),
+    }
+}
+
+fn open_dir(dir: &Path, specs: &[InputSpec]) -> Result<InMemory> {
+    let mut records = Vec::new();
+    let mut arrays = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if TFRECORD_EXTENSIONS.contains(&ext.as_str()) {
+            records.push(path);
+        } else if ext == "npy" {
+            arrays.push(path);
+        }
+    }
+    records.sort();
+    arrays.sort();
+    match (records.is_empty(), arrays.is_empty()) {
+        (false, true) => open_tfrecords(&records, specs),
+        (true, false) => {
+            let mut columns = BTreeMap::new();
+            for path in &arrays {
+                let name = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("")
+                    .to_string();
+                columns.insert(name, read_npy(&read_file(path)?, &label(path))?);
+            }
+            checked(Columns::new(label(dir), columns)?, specs)
+        }
+        (false, false) => Err(Error::DataFormat {
+            file: label(dir),
+            reason: "holds both TFRecord and .npy files; keep one kind per directory".into(),
+        }),
+        (true, true) => Err(Error::DataEmpty { file: label(dir) }),
+    }
+}
+
+fn checked(columns: Columns, specs: &[InputSpec]) -> Result<InMemory> {
+    columns.check_against(specs)?;
+    Ok(InMemory::new(columns))
+}
+
+/// A `.npy` file as the array of the graph's one input (named as the input; the file's stem if
+/// the graph has several, which then reports the others missing).
+///
+/// # Errors
+/// As [`open`].
+pub fn open_npy(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
+    let tensor = read_npy(&read_file(path)?, &label(path))?;
+    let name = match specs {
+        [one] => one.name.clone(),
+        _ => path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string(),
+    };
+    checked(
+        Columns::new(label(path), BTreeMap::from([(name, tensor)]))?,
+        specs,
+    )
+}
+
+/// A `.npz` file (`np.savez` or `np.savez_compressed`): one array per input name.
+///
+/// # Errors
+/// As [`open`].
+pub fn open_npz(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
+    let file = label(path);
+    let bytes = read_file(path)?;
+    let bad = |reason: String| Error::DataFormat {
+        file: file.clone(),
+        reason,
+    };
+    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
+        .map_err(|e| bad(format!("not a .npz (zip) archive: {e}")))?;
+    let mut left = budget();
+    let mut columns = BTreeMap::new();
+    for index in 0..archive.len() {
+        let mut entry = archive
+            .by_index(index)
+            .map_err(|e| bad(format!("member {index}: {e}")))?;
+        // `np.savez` stores array NAME as NAME.npy.
+        let Some(name) = entry.name().strip_suffix(".npy").map(str::to_string) else {
+            continue;
+        };
+        let mut data = Vec::new();
+        // `take`: a decompression bomb stops at the budget.
+        (&mut entry)
+            .take(left.saturating_add(1))
+            .read_to_end(&mut data)
+            .map_err(|e| bad(format!("array `{name}`: {e}")))?;
+        if data.len() as u64 > left {
+            return Err(bad(format!(
+                "array `{name}` takes more than the {} bytes of memory data may use",
+                budget()
+            )));
+        }
+        left -= data.len() as u64;
+        let tensor = read_npy(&data, &format!("{file} (array `{name}`)"))?;
+        columns.insert(name, tensor);
+    }
+    checked(Columns::new(file, columns)?, specs)
+}
+
+/// The array of one `.npy` file's bytes; `file` names it in errors. C order, little-endian or
+/// single-byte `float32`, `float64`, `int32`, `int64`, `uint8` or `bool`.
+fn read_npy(bytes: &[u8], file: &str) -> Result<HostTensor> {
+    let bad = |reason: String| Error::DataFormat {
+        file: file.into(),
+        reason,
+    };
+    let npy = NpyFile::new(bytes).map_err(|e| bad(format!("not a .npy array: {e}")))?;
+    let header = npy.header().clone();
+    let data = npy.into_inner();
+    if header.order() == npyz::Order::Fortran {
+        return Err(bad(
+            "is in Fortran order; save np.ascontiguousarray(a) instead".into(),
+        ));
+    }
+    let npyz::DType::Plain(ty) = header.dtype() else {
+        return Err(bad(format!(
+            "has a structured dtype ({}); save one plain array per input",
+            header.dtype().descr()
+        )));
+    };
+    let size = ty.size_field();
+    let supported = matches!(
+        (ty.type_char(), size),
+        (TypeChar::Float, 4 | 8)
+            | (TypeChar::Int, 4 | 8)
+            | (TypeChar::Uint, 1)
+            | (TypeChar::Bool, 1)
+    );
+    if !supported || ty.endianness() == npyz::Endianness::Big && size > 1 {
+        return Err(bad(format!(
+            "has dtype `{ty}`; data sets hold little-endian float32 (<f4), float64 (<f8), int32 \
+             (<i4), int64 (<i8), uint8 (|u1) or bool (|b1)"
+        )));
+    }
+    let need = header.len().checked_mul(size);
+    if need.is_none_or(|n| n > data.len() as u64) {
+        return Err(bad(format!(
+            "is truncated: its shape {:?} needs {} bytes of {ty} but {} follow the header",
+            header.shape(),
+            need.map_or("more than 2^64".into(), |n| n.to_string()),
+            data.len()
+        )));
+    }
+    let npy = NpyFile::with_header(header.clone(), data);
+    let io = |e: std::io::Error| bad(format!("reading its values: {e}"));
+    let values = match (ty.type_char(), size) {
+        (TypeChar::Float, 4) => Values::F32(npy.into_vec().map_err(io)?),
+        (TypeChar::Float, _) => Values::F64(npy.into_vec().map_err(io)?),
+        (TypeChar::Int, 4) => Values::I32(npy.into_vec().map_err(io)?),
+        (TypeChar::Int, _) => Values::I64(npy.into_vec().map_err(io)?),
+        (TypeChar::Uint, _) => Values::U8(npy.into_vec().map_err(io)?),
+        _ => Values::Bool(npy.into_vec().map_err(io)?),
+    };
+    HostTensor::new(header.shape().to_vec(), values)
+}
+
+/// TFRecord files of `tf.train.Example` records, read in the order given, as one data set for
+/// `specs` (named by the first file, or its directory when there are several).
+///
+/// # Errors
+/// As [`open`]; a record that is not an Example is [`Error::DataFormat`] naming the file and
+/// the record's index.
+pub fn open_tfrecords(paths: &[PathBuf], specs: &[InputSpec]) -> Result<InMemory> {
+    let name = match paths {
+        [] => {
+            return Err(Error::DataEmpty {
+                file: "no TFRecord files".into(),
+            })
+        }
+        [one] => label(one),
+        [first, ..] => label(first.parent().unwrap_or(first)),
+    };
+    let mut rows = ExampleRows::new(name.clone(), specs)?;
+    let mut left = budget();
+    for path in paths {
+        regular_file(path)?;
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let reader = RecordReader::new(std::io::BufReader::new(file), label(path))
+            .with_max_record_bytes(left);
+        rows.set_file(label(path));
+        for (k, record) in reader.enumerate() {
+            let record = record?;
+            left = left.saturating_sub(record.len() as u64);
+            rows.push_serialized(&record, k)?;
+        }
+    }
+    rows.set_file(name);
+    checked(rows.into_columns()?, specs)
+}
