@@ -222,6 +222,54 @@ impl HostTensor {
     }
 }
 
+impl HostTensor {
+    /// The class of each row of a label tensor (`input` names it in errors): the index of the
+    /// largest value of a `float`/`double` row (one-hot or scores), or the value of an integer
+    /// row of one element (`int64`, `int32`, `uint8`; shape `[rows]` or `[rows, 1]`) — for
+    /// held-out accuracy against logits.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the input for strings, `bool`s, integer rows of more
+    /// than one element, or a negative class.
+    pub fn classes(&self, input: &str) -> Result<Vec<usize>> {
+        let n = self.row_len().max(1);
+        let bad = |reason: String| Error::InvalidArgument {
+            what: format!("labels `{input}`"),
+            reason,
+        };
+        fn argmax<T: PartialOrd + Copy>(row: &[T]) -> usize {
+            let mut best = 0;
+            for (i, v) in row.iter().enumerate() {
+                if *v > row[best] {
+                    best = i;
+                }
+            }
+            best
+        }
+        let class = |v: i64| usize::try_from(v).map_err(|_| bad(format!("class {v} is negative")));
+        let one = || {
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(bad(format!(
+                    "integer rows of {n} elements are not one class each"
+                )))
+            }
+        };
+        match &self.values {
+            Values::F32(v) => Ok(v.chunks(n).map(argmax).collect()),
+            Values::F64(v) => Ok(v.chunks(n).map(argmax).collect()),
+            Values::I64(v) => one().and_then(|_| v.iter().map(|&c| class(c)).collect()),
+            Values::I32(v) => one().and_then(|_| v.iter().map(|&c| class(c.into())).collect()),
+            Values::U8(v) => one().map(|_| v.iter().map(|&c| usize::from(c)).collect()),
+            other => Err(bad(format!(
+                "{} values are not classes",
+                other.dtype().name()
+            ))),
+        }
+    }
+}
+
 /// One batch: a tensor per input name, all with the same number of rows.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Batch {
@@ -612,6 +660,20 @@ mod tests {
             c.gather(&[3], None),
             Err(Error::DataShare { len: 3, .. })
         ));
+    }
+
+    #[test]
+    fn classes_from_one_hot_rows_and_integers() {
+        let one_hot = HostTensor::new(vec![2, 3], vec![0.0f32, 0.0, 1.0, 0.0, 1.0, 0.0].into());
+        assert_eq!(one_hot.unwrap().classes("y").unwrap(), [2, 1]);
+        let ints = HostTensor::new(vec![3, 1], vec![4i64, 0, 9].into()).unwrap();
+        assert_eq!(ints.classes("y").unwrap(), [4, 0, 9]);
+        let neg = HostTensor::new(vec![1], vec![-1i32].into()).unwrap();
+        assert!(neg.classes("y").unwrap_err().to_string().contains("`y`"));
+        assert!(HostTensor::new(vec![1, 2], vec![1i64, 2].into())
+            .unwrap()
+            .classes("y")
+            .is_err());
     }
 
     #[test]

@@ -144,20 +144,17 @@ fn checked(columns: Columns, specs: &[InputSpec]) -> Result<InMemory> {
     Ok(InMemory::new(columns))
 }
 
-/// A `.npy` file as the array of the graph's one input (named as the input; the file's stem if
-/// the graph has several, which then reports the others missing).
+/// A `.npy` file as the array of the graph's one input: the input the file's stem names (`x.npy`),
+/// else the first; a graph of several inputs then reports the others missing.
 ///
 /// # Errors
 /// As [`open`].
 pub fn open_npy(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
     let tensor = read_npy(&read_file(path)?, &label(path))?;
-    let name = match specs {
-        [one] => one.name.clone(),
-        _ => path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("")
-            .to_string(),
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let name = match specs.iter().find(|s| s.name == stem).or(specs.first()) {
+        Some(s) => s.name.clone(),
+        None => stem.to_string(),
     };
     checked(
         Columns::new(label(path), BTreeMap::from([(name, tensor)]))?,
