@@ -174,34 +174,6 @@ impl LabelledImages {
             classes: self.classes,
         })
     }
-
-    /// Writes the images at `indices` into `x` (their pixels, one after another) and their
-    /// classes into `y` as one-hot rows of `classes`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] if `x` or `y` has the wrong length for `indices`.
-    pub(crate) fn fill(&self, indices: &[usize], x: &mut [f32], y: &mut [f32]) -> Result<()> {
-        let n = self.image_len();
-        if x.len() != indices.len() * n || y.len() != indices.len() * self.classes {
-            return Err(bad(
-                "batch",
-                format!(
-                    "{} images need {} input and {} label values, not {} and {}",
-                    indices.len(),
-                    indices.len() * n,
-                    indices.len() * self.classes,
-                    x.len(),
-                    y.len()
-                ),
-            ));
-        }
-        y.fill(0.0);
-        for (row, &i) in indices.iter().enumerate() {
-            x[row * n..(row + 1) * n].copy_from_slice(&self.pixels[i * n..(i + 1) * n]);
-            y[row * self.classes + self.labels[i] as usize] = 1.0;
-        }
-        Ok(())
-    }
 }
 
 impl LabelledImages {
