@@ -59,6 +59,8 @@ pub use tf_iaware_core::{cost, error, io, parallel, placer, proto, record, repor
 pub use tensorflow;
 
 pub use error::{Error, Result};
+pub use parallel::DataParallelStrategy;
 pub use pipeline::{
     connect, Connection, Fetched, Plan, PlanOptions, Run, Session, Step, Verification,
 };
+pub use runtime::trainer::{Job, Metric, TrainingOptions, TrainingReport};

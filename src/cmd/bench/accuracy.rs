@@ -90,10 +90,24 @@ fn job(args: &Args) -> Result<Job> {
         }
     };
     let specs = input_specs(&analyzed.op_graph, &sidecar)?;
+    if sidecar.logits.is_none() {
+        bail!(
+            "{name}: the sidecar has no `logits` (the op whose output 0 is [batch, classes]): \
+             held-out accuracy needs it"
+        );
+    }
     let (train_rows, held_out) = if args.data == "digits" {
         digits_split(&specs, args.held_out, 1)?
     } else {
-        let data = tf_iaware::data::open(Path::new(&args.data), &specs)?;
+        let path = Path::new(&args.data);
+        if !path.exists() {
+            bail!(
+                "--data {}: unknown data set (built in: {}) and no such file",
+                args.data,
+                tf_iaware::data::DATA_SETS.join(", ")
+            );
+        }
+        let data = tf_iaware::data::open(path, &specs)?;
         tf_iaware::data::split(&data, args.held_out, 1)?
     };
     Ok(Job::new(&name, analyzed, sidecar, Box::new(train_rows))?
@@ -140,10 +154,7 @@ pub fn run(args: &Args) -> Result<()> {
     };
     options.validate()?;
     if !(args.target_accuracy > 0.0 && args.target_accuracy <= 1.0) {
-        bail!(
-            "--target-accuracy {} is not in (0, 1]",
-            args.target_accuracy
-        );
+        bail!("target accuracy {} is not in (0, 1]", args.target_accuracy);
     }
     let scenario = Scenario::parse(&args.scenario)?;
     for s in &strategies {

@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde::Serialize;
-use tensorflow::{Operation, Tensor};
+use tensorflow::{DataType, Operation, SessionRunArgs, Tensor};
 
 use super::session::PlacedSession;
 use super::stats;
 use super::Sidecar;
+use crate::data::{Dataset, FeedTensor, InputSpec, Synthetic};
 use crate::error::{Error, Result};
+use crate::graph::DType;
 use crate::graph::OpGraph;
 use crate::placer::Placement;
 use crate::proto::StepStats;
@@ -105,7 +107,7 @@ pub struct TrainReport {
 /// A session prepared to train with synthetic feeds.
 pub struct Trainer {
     session: PlacedSession,
-    feeds: Vec<(Operation, Tensor<f32>)>,
+    feeds: Vec<(Operation, Feed)>,
     init: Operation,
     train: Operation,
     loss: Operation,
@@ -113,8 +115,9 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// Prepares feeds (a fixed synthetic batch, seeded) for `sidecar`'s inputs; a leading `-1`
-    /// becomes `batch`.
+    /// Prepares feeds (a fixed synthetic batch, seeded) for `sidecar`'s inputs, each of its
+    /// placeholder's element type (float noise or one-hot rows; integer classes; bools); a
+    /// leading `-1` becomes `batch`.
     ///
     /// # Errors
     /// [`Error::UnknownOp`] if the sidecar names ops the graph lacks; [`Error::InvalidArgument`]
@@ -155,10 +158,12 @@ impl Trainer {
                 })
                 .collect::<Result<Vec<u64>>>()?;
             batch_bytes(name, &dims)?;
-            feeds.push((
-                op,
-                synthetic(&dims, sidecar.one_hot.contains(name), &mut rng),
-            ));
+            let one_hot = sidecar.one_hot.contains(name);
+            let tensor = match op.get_attr_type("dtype") {
+                Ok(DataType::Float) | Err(_) => Feed::F32(synthetic(&dims, one_hot, &mut rng)),
+                Ok(other) => synthetic_of(name, other, &dims, one_hot, seed)?,
+            };
+            feeds.push((op, tensor));
         }
         let init = session.op(&sidecar.init, "sidecar `init`")?;
         let train = session.op(&sidecar.train, "sidecar `train`")?;
@@ -207,15 +212,17 @@ impl Trainer {
     /// # Errors
     /// [`Error::TensorFlow`] if the step fails; [`Error::NonFiniteLoss`] for NaN/∞ loss.
     pub fn step(&self, index: usize, trace: bool) -> Result<(f32, f64, Option<StepStats>)> {
-        let feeds: Vec<(Operation, &Tensor<f32>)> =
-            self.feeds.iter().map(|(o, t)| (o.clone(), t)).collect();
-        let out = self.session.run(
-            &feeds,
-            std::slice::from_ref(&self.train),
-            std::slice::from_ref(&self.loss),
-            trace,
-        )?;
-        let fetched = out.fetched.first();
+        let mut args = SessionRunArgs::new();
+        for (op, t) in &self.feeds {
+            t.add_to(&mut args, op);
+        }
+        args.add_target(&self.train);
+        let token = args.request_fetch(&self.loss, 0);
+        let (wall, step_stats) = self.session.run_args(&mut args, trace, "training step")?;
+        let fetched = args
+            .fetch::<f32>(token)
+            .map_err(|e| Error::tf("fetching the loss", e))?;
+        let fetched = Some(&fetched);
         if let Some(t) = fetched.filter(|t| t.len() != 1) {
             return Err(Error::InvalidArgument {
                 what: format!("loss `{}`", self.loss.name().unwrap_or_default()),
@@ -229,7 +236,7 @@ impl Trainer {
         if !loss.is_finite() {
             return Err(Error::NonFiniteLoss { step: index, loss });
         }
-        Ok((loss, out.wall.as_secs_f64() * 1e3, out.step_stats))
+        Ok((loss, wall.as_secs_f64() * 1e3, step_stats))
     }
 
     /// Runs `n` more training steps traced (FULL_TRACE), numbered from `first`, and returns
@@ -312,6 +319,95 @@ impl Trainer {
             mismatches,
             step_stats: last_stats,
         })
+    }
+}
+
+/// A synthetic batch of `dims` for input `name` of element type `dtype` (integer classes,
+/// bools, doubles: [`Synthetic`]'s rows).
+///
+/// # Errors
+/// [`Error::DataType`] naming the input for a type synthetic rows cannot take (strings).
+fn synthetic_of(
+    name: &str,
+    dtype: DataType,
+    dims: &[u64],
+    one_hot: bool,
+    seed: u64,
+) -> Result<Feed> {
+    let code = match dtype {
+        DataType::Double => 2,
+        DataType::Int32 => 3,
+        DataType::UInt8 => 4,
+        DataType::Int64 => 9,
+        DataType::Bool => 10,
+        other => {
+            return Err(Error::DataType {
+                file: "synthetic".into(),
+                input: name.into(),
+                expected: format!("{other}"),
+                found: "synthetic numbers".into(),
+            })
+        }
+    };
+    let rows = dims.first().copied().unwrap_or(1).max(1) as usize;
+    let mut shape = vec![-1i64];
+    shape.extend(dims.iter().skip(1).map(|&d| d as i64));
+    let spec = InputSpec {
+        name: name.into(),
+        dtype: DType(code),
+        shape,
+    };
+    let specs = [spec];
+    let one_hot: Vec<String> = if one_hot {
+        vec![name.into()]
+    } else {
+        Vec::new()
+    };
+    let data = Synthetic::new(&specs, &one_hot, rows, seed)?;
+    let batch = data.rows(&(0..rows).collect::<Vec<_>>(), &specs)?;
+    let t = batch.tensors.get(name).ok_or_else(|| Error::DataMissing {
+        file: "synthetic".into(),
+        input: name.into(),
+        available: String::new(),
+    })?;
+    Ok(match FeedTensor::from_host(name, t)? {
+        FeedTensor::F32(t) => Feed::F32(t),
+        FeedTensor::F64(t) => Feed::F64(t),
+        FeedTensor::I32(t) => Feed::I32(t),
+        FeedTensor::I64(t) => Feed::I64(t),
+        FeedTensor::U8(t) => Feed::U8(t),
+        FeedTensor::Bool(t) => Feed::Bool(t),
+        FeedTensor::Str(_) => {
+            return Err(Error::DataType {
+                file: "synthetic".into(),
+                input: name.into(),
+                expected: "string".into(),
+                found: "synthetic numbers".into(),
+            })
+        }
+    })
+}
+
+/// A synthetic feed of a numeric type (what [`Trainer`] feeds; `Send`, unlike string tensors).
+enum Feed {
+    F32(Tensor<f32>),
+    F64(Tensor<f64>),
+    I32(Tensor<i32>),
+    I64(Tensor<i64>),
+    U8(Tensor<u8>),
+    Bool(Tensor<bool>),
+}
+
+impl Feed {
+    fn add_to<'a>(&'a self, args: &mut SessionRunArgs<'a>, op: &Operation) {
+        match self {
+            Feed::F32(t) => args.add_feed(op, 0, t),
+            Feed::F64(t) => args.add_feed(op, 0, t),
+            Feed::I32(t) => args.add_feed(op, 0, t),
+            Feed::I64(t) => args.add_feed(op, 0, t),
+            Feed::U8(t) => args.add_feed(op, 0, t),
+            Feed::Bool(t) => args.add_feed(op, 0, t),
+        }
     }
 }
 

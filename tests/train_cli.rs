@@ -1,0 +1,110 @@
+//! `tf-iaware train`: a graph exported by Python TensorFlow (dynamic batch, int64 labels into the
+//! sparse cross-entropy) trained on `.npz` files over an emulated cluster (real worker processes
+//! on 127.0.0.1), with a synchronous and an asynchronous strategy; `run` feeds the same graph's
+//! int64 input; data that does not fit is refused naming the input and the file.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fails, ok};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn train_fits_a_python_graph_to_npz_files_with_any_strategy() {
+    let (graph, data, held_out) = (
+        fixture("tf1_mlp_sparse.pb"),
+        fixture("tf1_mlp_sparse_train.npz"),
+        fixture("tf1_mlp_sparse_held_out.npz"),
+    );
+    for strategy in ["replica-setter", "async-ps"] {
+        let out = ok(&[
+            "train",
+            "--graph",
+            s(&graph),
+            "--data",
+            s(&data),
+            "--held-out",
+            s(&held_out),
+            "--cluster",
+            "emulated:workers=0.5,0.5",
+            "--strategy",
+            strategy,
+            "--batch",
+            "64",
+            "--max-seconds",
+            "5",
+            "--eval-every",
+            "2",
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["strategy"], strategy);
+        assert_eq!(v["metric"], "accuracy");
+        let evaluations = v["evaluations"].as_array().unwrap();
+        assert!(!evaluations.is_empty(), "{out}");
+        let accuracy = v["final_metric"].as_f64().unwrap();
+        // Ten classes: chance is 0.1.
+        assert!(accuracy > 0.2, "{strategy} learns the task: {accuracy}");
+        let workers = v["workers"].as_array().unwrap();
+        assert_eq!(workers.len(), 2);
+        let samples: u64 = workers.iter().map(|w| w["samples"].as_u64().unwrap()).sum();
+        assert_eq!(samples, v["samples"].as_u64().unwrap());
+        assert!(v["updates"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn run_feeds_the_graphs_own_types_and_train_refuses_data_that_does_not_fit() {
+    let graph = fixture("tf1_mlp_sparse.pb");
+    // Synthetic feeds of the int64 labels (a float batch would be refused by TensorFlow).
+    ok(&[
+        "run",
+        "--graph",
+        s(&graph),
+        "--cluster",
+        "local:cpu=2",
+        "--strategy",
+        "heft",
+        "--batch",
+        "8",
+        "--steps",
+        "2",
+    ]);
+    // The CNN's images fed to the MLP: the input and the file are named.
+    let wrong = fixture("data_cnn_train.npz");
+    let err = fails(&[
+        "train",
+        "--graph",
+        s(&graph),
+        "--data",
+        s(&wrong),
+        "--cluster",
+        "emulated:workers=0.5,0.5",
+        "--strategy",
+        "replica-setter",
+    ]);
+    assert!(
+        err.contains("data_cnn_train.npz") && err.contains("`x`"),
+        "{err}"
+    );
+    let err = fails(&[
+        "train",
+        "--graph",
+        s(&graph),
+        "--data",
+        s(&fixture("tf1_mlp_sparse_train.npz")),
+        "--strategy",
+        "infra-awar",
+    ]);
+    assert!(err.contains("infra-aware-async"), "{err}");
+}

@@ -1,0 +1,174 @@
+//! The data-parallel trainer as a user calls it through the library: a graph of their own
+//! (built with the `tensorflow` crate: int64 labels, fed placeholders) and rows of their own in
+//! memory, planned and trained over an emulated two-worker cluster (real worker processes on
+//! 127.0.0.1) with every data-parallel strategy, evaluated on held-out rows. Structure and
+//! above-chance accuracy are asserted, never time.
+
+#[allow(dead_code)]
+mod model {
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tf-iaware/examples/own_model/model.rs"
+    ));
+}
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use tf_iaware::data::{HostTensor, InMemory};
+use tf_iaware::graph::analyze::analyze_graph;
+use tf_iaware::parallel::{DataParallelStrategy, Updates};
+use tf_iaware::runtime::trainer::{Job, TrainingOptions};
+use tf_iaware::runtime::Sidecar;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
+
+/// `n` rows of the model's task: 16 features in [-1, 1), the label (int64) the index of the
+/// largest of the first four.
+fn rows(name: &str, n: usize, seed: u64) -> InMemory {
+    let (f, c) = (model::FEATURES as usize, model::CLASSES as usize);
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
+    let mut x = Vec::with_capacity(n * f);
+    let mut labels = Vec::with_capacity(n);
+    for _ in 0..n {
+        let row: Vec<f32> = (0..f)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+            })
+            .collect();
+        let label = (0..c)
+            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+            .unwrap_or(0);
+        x.extend(row);
+        labels.push(label as i64);
+    }
+    InMemory::from_tensors(
+        name,
+        [
+            (
+                "x",
+                HostTensor::new(vec![n as u64, f as u64], x.into()).unwrap(),
+            ),
+            (
+                "labels",
+                HostTensor::new(vec![n as u64], labels.into()).unwrap(),
+            ),
+        ],
+    )
+    .unwrap()
+}
+
+fn job() -> Job {
+    let m = model::build().unwrap();
+    let analyzed = analyze_graph(&m.scope.graph()).unwrap();
+    let sidecar = Sidecar {
+        inputs: BTreeMap::from([
+            ("x".to_string(), vec![-1, model::FEATURES as i64]),
+            ("labels".to_string(), vec![-1]),
+        ]),
+        init: "init".into(),
+        train: m.train.name().unwrap(),
+        loss: "loss".into(),
+        one_hot: Vec::new(),
+        batch: None,
+        logits: Some("logits/Add".into()),
+    };
+    Job::new(
+        "own model",
+        analyzed,
+        sidecar,
+        Box::new(rows("train", 2048, 1)),
+    )
+    .unwrap()
+    .with_held_out(Box::new(rows("held out", 512, 2)))
+    .unwrap()
+}
+
+#[test]
+fn every_strategy_trains_a_users_graph_on_the_users_rows() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_tf-iaware"));
+    let scenario = Scenario::parse("workers=0.6,0.3").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let connection = cluster.into_connection().unwrap();
+    let job = job();
+    assert_eq!(job.metric().map(|m| m.name()), Some("accuracy"));
+    for strategy in DataParallelStrategy::all() {
+        job.check_updates(strategy.updates()).unwrap();
+        let planned = connection
+            .plan_data_parallel(job.workload(), &strategy.to_string(), Some(32))
+            .unwrap();
+        let options = TrainingOptions {
+            max_seconds: Some(6.0),
+            epochs: None,
+            eval_every_s: 3.0,
+            seed: 5,
+            own_masters: matches!(strategy.updates(), Updates::Async | Updates::Adaptive)
+                .then(|| tf_config.clone()),
+            ..TrainingOptions::default()
+        };
+        let r = planned.fit(&job, &options).unwrap();
+        eprintln!(
+            "{strategy}: {} updates, accuracy {:?}, workers {:?}",
+            r.updates,
+            r.final_metric,
+            r.workers
+                .iter()
+                .map(|w| (w.batch, w.steps))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(r.strategy, strategy);
+        assert!(r.updates > 0 && !r.evaluations.is_empty(), "{strategy}");
+        // Four classes: chance is 0.25.
+        assert!(
+            r.final_metric.is_some_and(|a| a > 0.4),
+            "{strategy} learns the task: {:?}",
+            r.final_metric
+        );
+        // Every worker with a share read its own rows.
+        let read: u64 = r.workers.iter().map(|w| w.samples).sum();
+        assert_eq!(read, r.samples, "{strategy}");
+        assert!(r.loss_last.is_some_and(f32::is_finite));
+    }
+}
+
+#[test]
+fn data_that_does_not_fit_the_graph_is_refused_before_tensorflow_sees_it() {
+    let m = model::build().unwrap();
+    let analyzed = analyze_graph(&m.scope.graph()).unwrap();
+    let sidecar = Sidecar {
+        inputs: BTreeMap::from([
+            ("x".to_string(), vec![-1, model::FEATURES as i64]),
+            ("labels".to_string(), vec![-1]),
+        ]),
+        init: "init".into(),
+        train: m.train.name().unwrap(),
+        loss: "loss".into(),
+        one_hot: Vec::new(),
+        batch: None,
+        logits: Some("logits/Add".into()),
+    };
+    // Labels as float: the graph takes int64.
+    let wrong = InMemory::from_tensors(
+        "wrong.npz",
+        [
+            (
+                "x",
+                HostTensor::new(vec![4, 16], vec![0.0f32; 64].into()).unwrap(),
+            ),
+            (
+                "labels",
+                HostTensor::new(vec![4], vec![0.0f32; 4].into()).unwrap(),
+            ),
+        ],
+    )
+    .unwrap();
+    let err = Job::new("own model", analyzed, sidecar, Box::new(wrong)).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("labels") && msg.contains("wrong.npz"), "{msg}");
+    // A strategy name with a typo lists the known ones.
+    let typo = "replica-seter".parse::<DataParallelStrategy>().unwrap_err();
+    assert!(typo.to_string().contains("replica-setter"), "{typo}");
+}
