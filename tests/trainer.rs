@@ -100,6 +100,15 @@ fn every_strategy_trains_a_users_graph_on_the_users_rows() {
         let planned = connection
             .plan_data_parallel(job.workload(), &strategy.to_string(), Some(32))
             .unwrap();
+        eprintln!(
+            "{strategy}: shares {:?}",
+            planned
+                .plan()
+                .replicas
+                .iter()
+                .map(|r| r.batch)
+                .collect::<Vec<_>>()
+        );
         let options = TrainingOptions {
             max_seconds: Some(6.0),
             epochs: None,
@@ -130,7 +139,10 @@ fn every_strategy_trains_a_users_graph_on_the_users_rows() {
         // Every worker with a share read its own rows.
         let read: u64 = r.workers.iter().map(|w| w.samples).sum();
         assert_eq!(read, r.samples, "{strategy}");
-        assert!(r.loss_last.is_some_and(f32::is_finite));
+        // Backup workers push gradients without fetching a loss.
+        if !matches!(strategy.updates(), Updates::Backup { .. }) {
+            assert!(r.loss_last.is_some_and(f32::is_finite), "{strategy}");
+        }
     }
 }
 

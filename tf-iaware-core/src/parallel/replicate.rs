@@ -125,7 +125,14 @@ pub(crate) fn is_optimizer_update(op: &str, signature: Option<&OpSignature>) -> 
     ]
     .iter()
     .any(|p| op.starts_with(p));
-    family && signature.is_some_and(|s| s.input("grad").is_some())
+    family && gradient_input(signature).is_some()
+}
+
+/// Index of an optimizer update's gradient input: `grad`, or `delta` for plain gradient
+/// descent (`ApplyGradientDescent`, `ResourceApplyGradientDescent`, the proximal variant).
+pub(crate) fn gradient_input(signature: Option<&OpSignature>) -> Option<usize> {
+    let s = signature?;
+    s.input("grad").or_else(|| s.input("delta"))
 }
 
 /// Stateful op types that write a variable (run once, not per replica).
@@ -289,7 +296,7 @@ pub fn replicate(
                 format!("{}: sparse optimizer updates (embedding gradients) are not replicated yet; use model parallelism", node.op),
             ));
         }
-        let at = sig.and_then(|s| s.input("grad")).unwrap_or(usize::MAX);
+        let at = gradient_input(sig).unwrap_or(usize::MAX);
         let grad = edges[i]
             .iter()
             .filter(|e| !e.control)
@@ -427,7 +434,7 @@ pub fn replicate(
         .iter()
         .map(|&(u, _)| {
             let sig = signatures.get(&def.node[u].op);
-            (u, sig.and_then(|s| s.input("grad")).unwrap_or(0))
+            (u, gradient_input(sig).unwrap_or(0))
         })
         .collect();
     for (i, node) in def.node.iter().enumerate() {

@@ -195,7 +195,7 @@ pub fn add_async_updates(rep: &mut Replication) -> Result<AsyncTargets> {
         for g in &rep.gradients {
             let base = update_node(rep, &g.update)?;
             let mut copy = base.clone();
-            copy.name = replica_name(k, &format!("{ASYNC_PREFIX}/{}", g.update));
+            copy.name = replica_name(k, &format!("{ASYNC_PREFIX}/updates/{}", g.update));
             copy.input = controls_for(
                 &with_data_input(&base.input, g.grad_input, &g.per_replica[k])?,
                 Some(k),
@@ -354,7 +354,7 @@ pub fn add_backup_accumulators(
         let role = || Role::Combine {
             update: g.update.clone(),
         };
-        let acc = format!("{BACKUP_PREFIX}/{}/accumulator", g.update);
+        let acc = format!("{BACKUP_PREFIX}/updates/{}/accumulator", g.update);
         nodes.push((
             new_node(
                 &acc,
@@ -379,7 +379,7 @@ pub fn add_backup_accumulators(
             role(),
         ));
         for (k, grad) in g.per_replica.iter().enumerate() {
-            let push = replica_name(k, &format!("{BACKUP_PREFIX}/{}/push", g.update));
+            let push = replica_name(k, &format!("{BACKUP_PREFIX}/updates/{}/push", g.update));
             nodes.push((
                 new_node(
                     &push,
@@ -391,7 +391,7 @@ pub fn add_backup_accumulators(
             ));
             pushes[k].push(format!("^{push}"));
         }
-        let take = format!("{BACKUP_PREFIX}/{}/take", g.update);
+        let take = format!("{BACKUP_PREFIX}/updates/{}/take", g.update);
         nodes.push((
             new_node(
                 &take,
@@ -402,7 +402,7 @@ pub fn add_backup_accumulators(
             role(),
         ));
         let mut copy = base.clone();
-        copy.name = format!("{BACKUP_PREFIX}/{}", g.update);
+        copy.name = format!("{BACKUP_PREFIX}/updates/{}", g.update);
         copy.input = controls_for(
             &with_data_input(&base.input, g.grad_input, &take)?,
             None,

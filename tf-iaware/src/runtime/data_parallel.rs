@@ -253,8 +253,8 @@ pub fn calibrate_workers(
             };
             let (trainer, _, _) = prepare(&workload, &plan, cluster, config, 1)?;
             trainer.init()?;
-            trainer.step(0, false)?;
-            trainer.step(1, false)?;
+            trainer.time_step()?;
+            trainer.time_step()?;
             slots.push(Slot {
                 worker,
                 batch,
@@ -267,7 +267,7 @@ pub fn calibrate_workers(
     let done = |s: &Slot| s.times.len() >= 3 && (s.busy_s >= min_seconds || s.times.len() >= 50);
     while !slots.iter().all(done) {
         for slot in slots.iter_mut().filter(|s| !done(s)) {
-            let (_, ms, _) = slot.trainer.step(slot.times.len() + 2, false)?;
+            let ms = slot.trainer.time_step()?;
             slot.times.push(ms);
             slot.busy_s += ms / 1e3;
         }

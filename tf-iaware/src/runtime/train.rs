@@ -212,6 +212,23 @@ impl Trainer {
     /// # Errors
     /// [`Error::TensorFlow`] if the step fails; [`Error::NonFiniteLoss`] for NaN/∞ loss.
     pub fn step(&self, index: usize, trace: bool) -> Result<(f32, f64, Option<StepStats>)> {
+        let (loss, ms, stats) = self.run_step(trace)?;
+        if !loss.is_finite() {
+            return Err(Error::NonFiniteLoss { step: index, loss });
+        }
+        Ok((loss, ms, stats))
+    }
+
+    /// One step timed, whatever its loss (a calibration probe measures time on a fixed
+    /// synthetic batch, where a diverging loss says nothing). Returns wall ms.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if the step fails.
+    pub(crate) fn time_step(&self) -> Result<f64> {
+        self.run_step(false).map(|(_, ms, _)| ms)
+    }
+
+    fn run_step(&self, trace: bool) -> Result<(f32, f64, Option<StepStats>)> {
         let mut args = SessionRunArgs::new();
         for (op, t) in &self.feeds {
             t.add_to(&mut args, op);
@@ -233,9 +250,6 @@ impl Trainer {
             });
         }
         let loss = fetched.and_then(|t| t.first().copied()).unwrap_or(f32::NAN);
-        if !loss.is_finite() {
-            return Err(Error::NonFiniteLoss { step: index, loss });
-        }
         Ok((loss, wall.as_secs_f64() * 1e3, step_stats))
     }
 

@@ -91,11 +91,11 @@ pub(super) fn time_network(
     )?;
     trainer.init()?;
     let (warmup, timed, traced) = NET_STEPS;
-    for i in 0..warmup {
-        trainer.step(i, false)?;
+    for _ in 0..warmup {
+        trainer.time_step()?;
     }
     let mut walls: Vec<f64> = (0..timed)
-        .map(|i| trainer.step(warmup + i, false).map(|(_, ms, _)| ms * 1e-3))
+        .map(|_| trainer.time_step().map(|ms| ms * 1e-3))
         .collect::<Result<_>>()?;
     walls.sort_by(f64::total_cmp);
     let mut m = Measurements::new();

@@ -359,9 +359,10 @@ pub struct TrainingReport {
     pub epochs: f64,
     /// `samples / train_seconds`.
     pub images_per_sec: f64,
-    /// Loss of the first step and of the last.
+    /// Loss of the first step (`None` with backup workers, whose steps push gradients without
+    /// fetching a loss).
     pub loss_first: Option<f32>,
-    /// Loss of the last step.
+    /// Loss of the last step (as `loss_first`).
     pub loss_last: Option<f32>,
     /// The held-out metric at the end.
     pub final_metric: Option<f64>,

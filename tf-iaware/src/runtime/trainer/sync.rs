@@ -86,6 +86,12 @@ impl Run<'_> {
             step += 1;
             if let (Some(f), Some(stats)) = (feedback, stats) {
                 if let Some(new) = resizer.propose(&plan, &stats, f)? {
+                    // Workers the new shares leave out get no replica (an empty batch's mean
+                    // loss is NaN).
+                    let new = DataParallelPlan {
+                        replicas: new.replicas.into_iter().filter(|r| r.batch > 0).collect(),
+                        ..new
+                    };
                     // The variables move to a graph with the new shares (a session of its own).
                     let checkpoint =
                         checkpoint::save(&self.built.session, &self.built.state, step)?;
