@@ -119,20 +119,31 @@ impl Frame {
 #[derive(Debug)]
 pub struct RecordWriter<W: Write> {
     inner: W,
+    name: std::path::PathBuf,
 }
 
 impl<W: Write> RecordWriter<W> {
     /// A writer appending records to `inner` (a file, a `Vec<u8>`).
     pub fn new(inner: W) -> Self {
-        RecordWriter { inner }
+        RecordWriter {
+            inner,
+            name: std::path::PathBuf::new(),
+        }
+    }
+
+    /// Names `path` (the file `W` writes) in errors.
+    pub fn with_name(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.name = path.into();
+        self
     }
 
     /// Appends one record holding `data`.
     ///
     /// # Errors
-    /// [`Error::Io`] if `W` fails (the path is empty: `W` is not a file this writer knows).
+    /// [`Error::Io`] naming the file ([`RecordWriter::with_name`]) if `W` fails.
     pub fn write_record(&mut self, data: &[u8]) -> Result<()> {
-        let io = |e| Error::io("", e);
+        let name = &self.name;
+        let io = |e| Error::io(name, e);
         self.inner
             .write_all(&Frame::header(data.len() as u64))
             .map_err(io)?;
@@ -145,7 +156,7 @@ impl<W: Write> RecordWriter<W> {
     /// # Errors
     /// [`Error::Io`] if `W` fails.
     pub fn flush(&mut self) -> Result<()> {
-        self.inner.flush().map_err(|e| Error::io("", e))
+        self.inner.flush().map_err(|e| Error::io(&self.name, e))
     }
 
     /// Flushes and returns `W`.
@@ -304,6 +315,24 @@ mod tests {
 
     fn read(bytes: &[u8]) -> Vec<Result<Vec<u8>>> {
         RecordReader::new(bytes, "t.tfrecord").collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_records_round_trip(records in proptest::collection::vec(
+            proptest::collection::vec(proptest::num::u8::ANY, 0..64), 0..8)) {
+            let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+            let got: Vec<Vec<u8>> = read(&write(&refs)).into_iter().map(Result::unwrap).collect();
+            proptest::prop_assert_eq!(got, records);
+        }
+
+        #[test]
+        fn any_bytes_end_in_records_or_one_error(bytes in proptest::collection::vec(
+            proptest::num::u8::ANY, 0..256)) {
+            let got = read(&bytes);
+            // Every item but the last is a record; the reader stops after an error.
+            proptest::prop_assert!(got.iter().rev().skip(1).all(Result::is_ok));
+        }
     }
 
     #[test]

@@ -14,8 +14,9 @@ use tf_iaware_core::graph::DType;
 /// a format [`open`](super::open) reads; [`InMemory`] and [`Synthetic`] are the ready ones.
 ///
 /// Rows are numbered `0..len()`; the same index gives the same row every time (the shuffle is
-/// the [`Feeder`]'s). Input names are the graph's placeholder names.
-pub trait Dataset: Send {
+/// the [`Feeder`]'s). Input names are the graph's placeholder names. A data set is read-only
+/// (`Sync`): workers that pull their own rows share one through [`Shard`]s.
+pub trait Dataset: Send + Sync {
     /// The data set's name in errors and reports (its file, `digits`, `synthetic`).
     fn name(&self) -> &str;
 
@@ -270,6 +271,82 @@ impl Dataset for Synthetic {
     }
 }
 
+/// Every `count`-th row of a shared data set, starting at row `index`: worker `index` of `count`
+/// workers that each pull rows on their own (asynchronous training) reads only its own rows.
+#[derive(Clone)]
+pub struct Shard {
+    data: std::sync::Arc<dyn Dataset>,
+    index: usize,
+    count: usize,
+    name: String,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("name", &self.name).finish()
+    }
+}
+
+impl Shard {
+    /// Shard `index` of `count` of `data`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] unless `index < count`; [`Error::DataEmpty`] if the shard has
+    /// no rows (fewer rows than shards).
+    pub fn new(data: std::sync::Arc<dyn Dataset>, index: usize, count: usize) -> Result<Shard> {
+        if index >= count {
+            return Err(Error::InvalidArgument {
+                what: format!("shard of data {}", data.name()),
+                reason: format!("index {index} is not below the count {count}"),
+            });
+        }
+        let name = format!("{} (shard {index} of {count})", data.name());
+        let shard = Shard {
+            data,
+            index,
+            count,
+            name,
+        };
+        if shard.is_empty() {
+            return Err(Error::DataEmpty { file: shard.name });
+        }
+        Ok(shard)
+    }
+}
+
+impl Dataset for Shard {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn len(&self) -> usize {
+        self.data
+            .len()
+            .saturating_sub(self.index)
+            .div_ceil(self.count)
+    }
+
+    fn check(&self, specs: &[InputSpec]) -> Result<()> {
+        self.data.check(specs)
+    }
+
+    fn rows(&self, indices: &[usize], specs: &[InputSpec]) -> Result<Batch> {
+        let len = self.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
+            return Err(Error::DataShare {
+                file: self.name.clone(),
+                rows: bad + 1,
+                len,
+            });
+        }
+        let mapped: Vec<usize> = indices
+            .iter()
+            .map(|&i| self.index + i * self.count)
+            .collect();
+        self.data.rows(&mapped, specs)
+    }
+}
+
 /// Walks a [`Dataset`] for training: every epoch a new seeded permutation of its rows, and each
 /// [`Feeder::take`] the next rows of it, so replicas that take their shares of a step one after
 /// another get different rows (as `Dataset.shuffle(n).repeat()` would).
@@ -468,6 +545,30 @@ mod tests {
             "the seed fixes it"
         );
         assert_eq!(f.take(0).unwrap().rows, 0);
+    }
+
+    #[test]
+    fn shards_split_the_rows() {
+        let shared: std::sync::Arc<dyn Dataset> = std::sync::Arc::new(data(7));
+        let mut all = Vec::new();
+        for k in 0..3 {
+            let shard = Shard::new(shared.clone(), k, 3).unwrap();
+            assert_eq!(shard.len(), [3, 2, 2][k]);
+            all.extend(ids(&shard
+                .rows(&(0..shard.len()).collect::<Vec<_>>(), &specs())
+                .unwrap()));
+            assert!(matches!(
+                shard.rows(&[3], &specs()),
+                Err(Error::DataShare { .. })
+            ));
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..7).collect::<Vec<_>>());
+        assert!(Shard::new(shared.clone(), 3, 3).is_err());
+        assert!(matches!(
+            Shard::new(shared, 7, 8),
+            Err(Error::DataEmpty { .. })
+        ));
     }
 
     #[test]

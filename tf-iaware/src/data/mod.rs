@@ -31,7 +31,7 @@ mod images;
 mod sampler;
 mod split;
 
-pub use dataset::{feedable, in_order, Dataset, Feeder, InMemory, Synthetic};
+pub use dataset::{feedable, in_order, Dataset, Feeder, InMemory, Shard, Synthetic};
 pub use feed::{feeds, FeedTensor};
 pub use files::{open, open_npy, open_npz, open_tfrecords, MAX_DATA_BYTES, TFRECORD_EXTENSIONS};
 pub use tf_iaware_core::data::{
