@@ -45,7 +45,7 @@ pub fn connect(spec: &str) -> Result<Connection> {
 #[derive(clap::Args)]
 pub struct PlaceFlags {
     /// Cluster spec: local, local:cpu=N, tf-config[:PATH], emulated:SCENARIO, synthetic:workers=N:…
-    /// (drawn for place and simulate only; README, Cluster specs).
+    /// (drawn for place and simulate only; docs/src/guide/cluster-specs.md).
     #[arg(long, default_value = "local")]
     pub cluster: String,
     /// Placement strategy (tf-default keeps the graph's devices and lets TensorFlow decide the

@@ -1,5 +1,9 @@
 //! `tf-iaware`: infrastructure-aware device placement for TensorFlow — command-line interface.
 //! Logs go to stderr; `--json` prints one JSON document on stdout.
+//!
+//! Quiet by default: the commands' own messages, warnings and errors. `-v` adds the library's
+//! INFO lines and TensorFlow's warnings, `-vv` DEBUG lines and TensorFlow's INFO logging;
+//! `RUST_LOG` and `TF_CPP_MIN_LOG_LEVEL`, when set, win over both (docs/src/reference/env-vars.md).
 
 mod cmd;
 mod common;
@@ -13,6 +17,10 @@ use clap::{Parser, Subcommand};
     about = "Infrastructure-aware device placement for TensorFlow"
 )]
 struct Cli {
+    /// More output on stderr: `-v` the library's INFO lines and TensorFlow's warnings, `-vv`
+    /// DEBUG lines and TensorFlow's own INFO logging. `RUST_LOG` overrides it.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -55,14 +63,9 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    // TensorFlow's own INFO chatter (CPU feature notes) is noise on a CLI; users can still set it.
-    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
-        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
-    }
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
-        .target(env_logger::Target::Stderr)
-        .init();
+    // Parsing touches no TensorFlow: the log levels are set before libtensorflow first logs.
     let cli = Cli::parse();
+    init_logging(cli.verbose);
     let emulates = match &cli.command {
         Command::Bench(_) | Command::Emulate(_) => true,
         Command::Devices(a) => a.emulated(),
@@ -94,6 +97,60 @@ fn main() {
         eprintln!("error: {}", describe(&e));
         std::process::exit(1);
     }
+}
+
+/// The log filter for `verbose` (how many `-v`), unless `RUST_LOG` is set; and
+/// TensorFlow's own log level (`TF_CPP_MIN_LOG_LEVEL`, read by libtensorflow and inherited by
+/// the worker processes this CLI starts), unless the user set it.
+fn init_logging(verbose: u8) {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    // The commands' own INFO lines (files written, calibration stored) are what a user asked
+    // for; the library's are details behind -v. The binary's modules log as `tf_iaware::cmd::…`.
+    let filter = match verbose {
+        0 => "warn,tf_iaware::cmd=info,tf_iaware::common=info",
+        1 => "info",
+        _ => "debug",
+    };
+    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
+        // TensorFlow's levels: 0 all, 1 no INFO, 2 no WARNING, 3 no ERROR.
+        let level = match (verbose, rust_log.as_deref()) {
+            (0, Some(r)) if r.contains("debug") || r.contains("trace") => "0",
+            (0, Some(r)) if r.contains("info") => "1",
+            (0, _) => "2",
+            (1, _) => "1",
+            _ => "0",
+        };
+        // At the top of main, before any thread starts; inherited by the workers we start.
+        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", level);
+        set_absl_min_log_level(level);
+    }
+    env_logger::Builder::new()
+        .parse_filters(rust_log.as_deref().unwrap_or(filter))
+        .target(env_logger::Target::Stderr)
+        .init();
+}
+
+/// Sets the level of libtensorflow's absl logging, which read `TF_CPP_MIN_LOG_LEVEL` when the
+/// library loaded, before `main` (its gRPC session warnings go there; TensorFlow's own `LOG`
+/// reads the variable later). `level` is TensorFlow's and absl's severity alike: 0 INFO,
+/// 1 WARNING, 2 ERROR, 3 FATAL. The symbol is absl's in libtensorflow 2.21; where it is missing
+/// (another absl release), nothing changes but a few start-up warnings on stderr.
+fn set_absl_min_log_level(level: &str) {
+    const SET_MIN_LOG_LEVEL: &[u8] =
+        b"_ZN4absl12lts_2025081414SetMinLogLevelENS0_18LogSeverityAtLeastE\0";
+    let Ok(level) = level.parse::<libc::c_int>() else {
+        return;
+    };
+    // SAFETY: a NUL-terminated name; RTLD_DEFAULT searches the libraries already loaded.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, SET_MIN_LOG_LEVEL.as_ptr().cast()) };
+    if symbol.is_null() {
+        return;
+    }
+    // SAFETY: the symbol is `void absl::SetMinLogLevel(absl::LogSeverityAtLeast)`, whose one
+    // argument is an enum with an `int` underlying type: the x86-64 SysV ABI passes it as a C
+    // `int`. It stores the level in an atomic; no thread runs yet.
+    let set: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(symbol) };
+    set(level);
 }
 
 /// `e` and its causes, joined by `: `, leaving out a cause whose text the message already

@@ -159,7 +159,7 @@ fn training_survives_a_killed_worker() {
         "training went on from the ps state: {:?}",
         report.losses
     );
-    // Timings are reported, not asserted (DESIGN.md §7): the runs are bounded by the session
+    // Timings are reported, not asserted (docs/src/design/architecture.md, "Testing rules"): the runs are bounded by the session
     // deadlines set above, so a stall fails the run itself.
     eprintln!("training with recovery took {:?}", started.elapsed());
 }
@@ -209,7 +209,7 @@ fn training_survives_a_hung_worker() {
         .iter()
         .find(|r| r.kind == FaultKind::Hung)
         .unwrap_or_else(|| panic!("a hung-worker recovery: {:?}", report.recoveries));
-    // Timings are reported, not asserted (DESIGN.md §7); the target is max(5 s, 3 × the step).
+    // Timings are reported, not asserted (docs/src/design/architecture.md, "Testing rules"); the target is max(5 s, 3 × the step).
     eprintln!(
         "hung worker: detected {:.0} ms after its step began (deadline retries before: {}), \
          training resumed {:?} ms after that; median step {:.1} ms; whole run {:?}, worker \
@@ -385,7 +385,7 @@ fn training_restores_the_checkpoint_after_losing_the_ps() {
         "{:?}",
         report.executed
     );
-    // Timings are reported, not asserted (DESIGN.md §7): the runs are bounded by the session
+    // Timings are reported, not asserted (docs/src/design/architecture.md, "Testing rules"): the runs are bounded by the session
     // deadlines set above, so a stall fails the run itself.
     eprintln!("training with recovery took {:?}", started.elapsed());
 }
@@ -461,7 +461,7 @@ fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
         "step 2 redone from the checkpoint: {again} vs first {first}, initial {}",
         report.losses[0]
     );
-    // Timings are reported, not asserted (DESIGN.md §7): the runs are bounded by the session
+    // Timings are reported, not asserted (docs/src/design/architecture.md, "Testing rules"): the runs are bounded by the session
     // deadlines set above, so a stall fails the run itself.
     eprintln!("training with recovery took {:?}", started.elapsed());
 }

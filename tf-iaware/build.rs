@@ -2,7 +2,7 @@
 //! metadata as `DEP_TF_IAWARE_LIBDIR`), so the library's tests and examples run without
 //! LD_LIBRARY_PATH, and re-publishes that folder to crates that depend on tf-iaware (its own
 //! `links = "tf_iaware_rt"`): their build script reads it as `DEP_TF_IAWARE_RT_LIBDIR` and adds
-//! the same rpath to their binaries (README, "Use as a library").
+//! the same rpath to their binaries (README, "Quick start: the library").
 fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TF_IAWARE_LIBDIR");
     if let Ok(dir) = std::env::var("DEP_TF_IAWARE_LIBDIR") {

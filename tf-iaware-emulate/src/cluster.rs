@@ -106,12 +106,15 @@ fn spawn(exe: &Path, args: &[String], log: &Path) -> Result<Child> {
     let out = std::fs::File::create(log).map_err(|e| Error::io(log, e))?;
     let err = out.try_clone().map_err(|e| Error::io(log, e))?;
     let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .env("TF_CPP_MIN_LOG_LEVEL", "2")
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
+    cmd.args(args);
+    // Quiet unless the user asked otherwise: each task's log file keeps warnings and errors,
+    // not TensorFlow's start-up chatter (a set variable is inherited as it is).
+    for (var, quiet) in [("TF_CPP_MIN_LOG_LEVEL", "2"), ("RUST_LOG", "warn")] {
+        if std::env::var_os(var).is_none() {
+            cmd.env(var, quiet);
+        }
+    }
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the child when this
     // process dies, so nothing outlives a killed driver.
     unsafe {

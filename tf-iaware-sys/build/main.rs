@@ -1,6 +1,6 @@
 //! Build script of tf-iaware-sys: finds libtensorflow 2.21 and links it for the whole workspace.
 //!
-//! Discovery order (first hit wins; see the README):
+//! Discovery order (first hit wins; see docs/src/guide/libtensorflow.md):
 //! 1. `TF_IAWARE_LIB_DIR` — a directory with `libtensorflow_cc.so.2` or `libtensorflow.so.2`;
 //! 2. pkg-config `tensorflow`;
 //! 3. an installed Python `tensorflow`/`tensorflow-cpu` 2.21.0 package (found without importing it);

@@ -1,7 +1,7 @@
 //! Raw FFI to the parts of the TensorFlow C API (2.21) that the `tensorflow` crate does not wrap:
 //! the distributed-runtime server (`TF_NewServer` family), the kernel registry and the version.
 //!
-//! Linking is this crate's job: its build script finds or fetches libtensorflow (see the README)
+//! Linking is this crate's job: its build script finds or fetches libtensorflow (see docs/src/guide/libtensorflow.md)
 //! and every final link of the workspace — the `tensorflow` crate's calls included — resolves
 //! against that one library. Safe wrappers live in the `tf_iaware` crate; everything here is
 //! `unsafe` and follows the C header's ownership rules.

@@ -29,7 +29,7 @@ const OVERHEAD_MS: f64 = 5.0;
 #[derive(clap::Args)]
 pub struct Args {
     /// Emulated scenario: paper, uniform, busy, mixed, slow-net, drift, or inline
-    /// (`workers=1.0,0.5:busy=0,0.6`, see the README).
+    /// (`workers=1.0,0.5:busy=0,0.6`, see docs/src/guide/emulated-clusters.md).
     #[arg(long, default_value = "paper")]
     scenario: String,
     /// Zoo model trained data-parallel.
@@ -257,6 +257,29 @@ fn progress(len: u64, msg: &str) -> ProgressBar {
     bar
 }
 
+/// A spinner on stderr while a long call runs; hidden when stderr is not a terminal, cleared
+/// when dropped (also on an early return), so the lines printed after it stand alone.
+pub(crate) struct Spinner(ProgressBar);
+
+impl Spinner {
+    pub(crate) fn new(msg: String) -> Spinner {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(msg);
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        Spinner(bar)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
 /// Mean and standard deviation.
 fn mean_std(xs: &[f64]) -> (f64, f64) {
     let n = xs.len().max(1) as f64;
@@ -284,6 +307,7 @@ fn calibrate(
     if args.recalibrate {
         calibrate::invalidate_workers(workload, probe, devices, workers, &ps[0])?;
     }
+    let spinner = Spinner::new(format!("calibrating {}", workload.name()));
     let calibrated = calibrate::calibrate_workers_cached(
         workload,
         workers,
@@ -294,6 +318,7 @@ fn calibrate(
         1.0,
         &CalibrateOptions::default(),
     )?;
+    drop(spinner);
     if calibrated.cache_hit {
         eprintln!(
             "calibration: cache hit ({}, {:.2} s): capabilities reused, rescaled to the live availability",
@@ -373,8 +398,10 @@ pub fn run(args: &Args) -> Result<()> {
     let scenario = Scenario::parse(&args.scenario)?;
     let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
     eprintln!("scenario {}: {}", scenario.name, scenario.description);
+    let spinner = Spinner::new(format!("starting the emulated cluster `{}`", scenario.name));
     let mut cluster = EmulatedCluster::start(&scenario, &exe)?;
     let (devices, mut config) = cluster.connect()?;
+    drop(spinner);
     config.isolate_state = true;
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
     let vars = workload.variables()?;
@@ -392,12 +419,14 @@ pub fn run(args: &Args) -> Result<()> {
     };
     let mut contenders = Vec::new();
     for name in &args.strategies {
+        let spinner = Spinner::new(format!("preparing {name}"));
+        let line;
         let contender = match plan_for(name, &workers, &ps, &vars, args.batch, &calibration, &live)?
         {
             Some(plan) => {
                 let shares: Vec<String> =
                     plan.replicas.iter().map(|r| r.batch.to_string()).collect();
-                eprintln!(
+                line = format!(
                     "{name}: {} replicas, shares [{}]",
                     plan.replicas.len(),
                     shares.join(", ")
@@ -429,7 +458,7 @@ pub fn run(args: &Args) -> Result<()> {
                     .iter()
                     .map(|(d, n)| format!("{d}: {n}"))
                     .collect();
-                eprintln!(
+                line = format!(
                     "{name}: model-parallel, ops per worker [{}]",
                     ops.join(", ")
                 );
@@ -445,6 +474,8 @@ pub fn run(args: &Args) -> Result<()> {
             }
         };
         contender.trainer.init()?;
+        drop(spinner);
+        eprintln!("{line}");
         contenders.push(contender);
     }
     let per_round = args.steps.div_ceil(args.repeats);

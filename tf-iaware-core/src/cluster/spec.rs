@@ -1,4 +1,4 @@
-//! `--cluster` spec strings (DESIGN.md §5): `local`, `local:cpu=N`, `tf-config`,
+//! `--cluster` spec strings (docs/src/guide/cluster-specs.md): `local`, `local:cpu=N`, `tf-config`,
 //! `tf-config:PATH`, `emulated:SCENARIO`, `synthetic:workers=N:…` (see
 //! `synthetic`).
 

@@ -1,4 +1,4 @@
-//! The graph sidecar (`F.json` next to `F.pb`, DESIGN.md §5): how to train a GraphDef with
+//! The graph sidecar (`F.json` next to `F.pb`, docs/src/guide/sidecar.md): how to train a GraphDef with
 //! synthetic data.
 
 use std::collections::BTreeMap;

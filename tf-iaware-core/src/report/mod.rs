@@ -1,5 +1,5 @@
 //! What a placement is predicted to do: the [`PlacementReport`] every `place`/`simulate` output
-//! carries (DESIGN.md §5 fields), and Chrome traces of simulated and measured steps ([`trace`]).
+//! carries (the report fields of docs/src/reference/file-formats.md), and Chrome traces of simulated and measured steps ([`trace`]).
 
 pub mod trace;
 
@@ -65,7 +65,7 @@ pub struct DeviceLoad {
     pub recv_bytes: u64,
 }
 
-/// A placement and its predicted behaviour (DESIGN.md §5 report fields and a few more).
+/// A placement and its predicted behaviour (the report fields of docs/src/reference/file-formats.md and a few more).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlacementReport {
     /// Strategy that placed the graph.

@@ -30,7 +30,7 @@ pub struct Connection {
 }
 
 /// Connects to the cluster `spec` names (`local`, `local:cpu=N`, `tf-config`,
-/// `tf-config:PATH`, `synthetic:…` — drawn for planning and simulation only; DESIGN.md §5): lists its devices, reads their live metrics (an in-process
+/// `tf-config:PATH`, `synthetic:…` — drawn for planning and simulation only; docs/src/guide/cluster-specs.md): lists its devices, reads their live metrics (an in-process
 /// sampler for local devices, each task's agent for TF_CONFIG clusters; an agent that does not
 /// answer is a [`Connection::warnings`] entry, not an error) and applies the cached calibration
 /// of their capability, if a fresh one exists for this hardware (`tf-iaware devices

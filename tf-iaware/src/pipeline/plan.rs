@@ -281,7 +281,7 @@ pub(crate) fn cost_model(
 }
 
 impl Plan {
-    /// What the strategy predicts: step time, lower bound, per-device load (DESIGN.md §5).
+    /// What the strategy predicts: step time, lower bound, per-device load (report fields: docs/src/reference/file-formats.md).
     pub fn report(&self) -> &PlacementReport {
         &self.report
     }
