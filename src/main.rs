@@ -1,6 +1,8 @@
 //! `tf-iaware`: infrastructure-aware device placement for TensorFlow — command-line interface.
 //! Logs go to stderr; `--json` prints one JSON document on stdout.
 
+#[macro_use]
+mod output;
 mod cmd;
 mod common;
 

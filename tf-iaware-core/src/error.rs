@@ -20,6 +20,15 @@ pub enum Error {
         #[source]
         source: prost::DecodeError,
     },
+    /// A GraphDef function library TensorFlow cannot import (a function that calls itself,
+    /// directly or through others, aborts TensorFlow's shape inference).
+    #[error("function library of {what}: {reason}")]
+    FunctionLibrary {
+        /// Where the GraphDef came from (a file, a buffer).
+        what: String,
+        /// What is wrong, naming the functions.
+        reason: String,
+    },
     /// A structurally broken graph (dangling input, duplicate name, …).
     #[error("invalid graph: node `{node}`: {reason}")]
     InvalidGraph {

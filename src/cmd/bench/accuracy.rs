@@ -3,7 +3,6 @@
 //! steps, images/s and final accuracy per contender, a DAWNBench-style TSV per run and an SVG of
 //! accuracy against training time. The training itself is `tf_iaware::runtime::accuracy`.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -72,10 +71,6 @@ fn median(mut xs: Vec<f64>) -> Option<f64> {
     })
 }
 
-fn check_writable(path: &Path) -> Result<()> {
-    std::fs::write(path, "").with_context(|| format!("writing {}", path.display()))
-}
-
 pub fn run(args: &Args) -> Result<()> {
     // Everything that can be wrong is checked before a cluster starts.
     let defaults: Vec<String> = DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect();
@@ -128,13 +123,9 @@ pub fn run(args: &Args) -> Result<()> {
             .check_mode(contender_mode(name))
             .with_context(|| format!("{name} cannot train {}", model.workload.name))?;
     }
-    for path in [&args.json, &args.svg].into_iter().flatten() {
-        check_writable(path)?;
-    }
     if let Some(dir) = &args.tsv {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        check_writable(&dir.join(".write-test"))?;
-        let _ = std::fs::remove_file(dir.join(".write-test"));
+        tf_iaware::io::check_output_path(&dir.join("run.tsv"), "--tsv")?;
     }
 
     let started = Instant::now();
@@ -193,7 +184,7 @@ pub fn run(args: &Args) -> Result<()> {
             let c = &contenders[(i + round) % contenders.len()];
             let r = train_to_accuracy(c, &model, &task, &devices, &config, &options)
                 .with_context(|| format!("{} (round {})", c.name, round + 1))?;
-            println!(
+            outln!(
                 "round {} {:<18} {:>9}  {:>6} updates  {:>7.1} images/sec  accuracy {:.3}  (eval {:.1} s)",
                 round + 1,
                 r.contender,
@@ -203,15 +194,14 @@ pub fn run(args: &Args) -> Result<()> {
                 r.images_per_sec,
                 r.final_accuracy,
                 r.eval_seconds
-            );
+            )?;
             if let Some(dir) = &args.tsv {
                 let mut tsv = String::from("epoch\tseconds\taccuracy\n");
                 for p in &r.curve {
                     tsv += &format!("{:.3}\t{:.2}\t{:.4}\n", p.epoch, p.seconds, p.accuracy);
                 }
                 let path = dir.join(format!("{}-round{}.tsv", r.contender, round + 1));
-                std::fs::write(&path, tsv)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                crate::common::write_file(&path, &tsv)?;
             }
             runs.push(r);
         }
@@ -254,7 +244,7 @@ pub fn run(args: &Args) -> Result<()> {
             }
         })
         .collect();
-    println!(
+    outln!(
         "\n{:<18} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>9}",
         "contender",
         "reached",
@@ -264,10 +254,10 @@ pub fn run(args: &Args) -> Result<()> {
         "accuracy",
         "vs stock",
         "vs best"
-    );
+    )?;
     let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:+.0} %", -v * 100.0));
     for s in &summaries {
-        println!(
+        outln!(
             "{:<18} {:>8} {:>10} {:>9.0} {:>10.1} {:>9.3} {:>9} {:>9}",
             s.contender,
             format!("{}/{}", s.reached, s.rounds),
@@ -278,7 +268,7 @@ pub fn run(args: &Args) -> Result<()> {
             s.median_final_accuracy,
             pct(s.reduction_vs_replica_setter),
             pct(s.reduction_vs_best_stock),
-        );
+        )?;
     }
     eprintln!(
         "(time: median training seconds to {:.0} % held-out accuracy, evaluations excluded; \
@@ -292,16 +282,15 @@ pub fn run(args: &Args) -> Result<()> {
             .iter()
             .filter_map(|n| runs.iter().find(|r| &r.contender == n))
             .collect();
-        std::fs::write(
+        crate::common::write_file(
             path,
-            svg::accuracy_chart(
+            &svg::accuracy_chart(
                 &first,
                 &scenario.name,
                 &model.workload.name,
                 args.target_accuracy,
             ),
-        )
-        .with_context(|| format!("writing {}", path.display()))?;
+        )?;
     }
     if let Some(path) = &args.json {
         let report = AccuracyBench {
@@ -318,8 +307,7 @@ pub fn run(args: &Args) -> Result<()> {
             summaries,
             runs,
         };
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::common::write_file(path, &serde_json::to_string_pretty(&report)?)?;
     }
     Ok(())
 }

@@ -84,16 +84,17 @@ impl Sidecar {
         Ok(sidecar)
     }
 
-    /// Writes the sidecar as pretty JSON.
+    /// Writes the sidecar as pretty JSON, atomically ([`crate::io::write_atomic`]).
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file.
+    /// [`Error::Io`] naming the file; [`Error::InvalidArgument`] for a path that is not a
+    /// regular file (a device, a FIFO, a folder).
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).map_err(|source| Error::Json {
             what: format!("sidecar {}", path.display()),
             source,
         })?;
-        std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+        crate::io::write_atomic(path, (text + "\n").as_bytes(), "sidecar")
     }
 
     /// Checks that every op the sidecar names exists in `graph`, and that every input's shape
