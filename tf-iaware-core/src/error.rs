@@ -106,6 +106,19 @@ pub enum Error {
         /// The cluster's devices, comma-separated.
         known: String,
     },
+    /// An op whose kernels, on every device type, take other types than the node's (MatMul on
+    /// uint16): no placement can run it.
+    #[error("op `{op}` (type {op_type}) has no kernel for {types} on any device type (its kernels, on {available}, take other types)")]
+    NoKernelForTypes {
+        /// Name of the op.
+        op: String,
+        /// Type of the op (`MatMul`, …).
+        op_type: String,
+        /// The node's type attributes, `T=uint16, …`.
+        types: String,
+        /// Device types that have kernels for the op type, comma-separated.
+        available: String,
+    },
     /// A device whose type has no registered kernel for the op.
     #[error("op `{op}` (type {op_type}) has no kernel for the device type of `{device}` (kernels: {available})")]
     NoKernel {
