@@ -91,7 +91,15 @@ pub fn read_bytes_capped(path: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
 fn output_target(path: &Path, what: &str) -> Result<PathBuf> {
     let named = || format!("{what} {}", path.display());
     let target = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => path.to_path_buf(),
+        // Absent, or under something that is not a folder (the folder check below says so).
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            path.to_path_buf()
+        }
         Err(e) => return Err(Error::io(path, e)),
         Ok(m) if m.is_file() => path.to_path_buf(),
         Ok(m) if m.file_type().is_symlink() => match std::fs::metadata(path) {

@@ -37,7 +37,8 @@ pub struct Sidecar {
 pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// The op types a sidecar input may name: TensorFlow's placeholders.
-pub(crate) const FEEDABLE_OPS: [&str; 3] = ["Placeholder", "PlaceholderV2", "PlaceholderWithDefault"];
+pub(crate) const FEEDABLE_OPS: [&str; 3] =
+    ["Placeholder", "PlaceholderV2", "PlaceholderWithDefault"];
 
 impl Sidecar {
     /// The sidecar path for a graph path: same stem, `.json`.
