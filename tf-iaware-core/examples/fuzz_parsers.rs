@@ -408,16 +408,17 @@ struct Outcome {
     slow: u64,
 }
 
-fn fuzz(
-    name: &str,
-    target: Target,
-    seeds: &[Vec<u8>],
-    budget: Duration,
+/// What every parser's run shares: its budget and where problems go.
+struct Budget {
+    seconds: Duration,
     max_execs: u64,
-    seed: u64,
-    out_dir: &Path,
-    last_panic: &Arc<Mutex<String>>,
-) -> Outcome {
+    out_dir: PathBuf,
+    last_panic: Arc<Mutex<String>>,
+}
+
+fn fuzz(name: &str, target: Target, seeds: &[Vec<u8>], seed: u64, run: &Budget) -> Outcome {
+    let (budget, max_execs, out_dir, last_panic) =
+        (run.seconds, run.max_execs, &run.out_dir, &run.last_panic);
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
     let (mut execs, mut crashes, mut slow) = (0u64, 0u64, 0u64);
@@ -495,6 +496,12 @@ fn main() {
             }
         }));
     }
+    let budget = Budget {
+        seconds: Duration::from_secs_f64(seconds),
+        max_execs,
+        out_dir: out_dir.clone(),
+        last_panic,
+    };
     let targets: [(&str, Target); 8] = [
         ("graphdef", graphdef),
         ("cluster-spec", cluster_spec),
@@ -516,16 +523,7 @@ fn main() {
         }
         let seeds = seeds_for(name, &root);
         assert!(!seeds.is_empty(), "{name}: no seeds");
-        let o = fuzz(
-            name,
-            *target,
-            &seeds,
-            Duration::from_secs_f64(seconds),
-            max_execs,
-            seed.wrapping_add(i as u64),
-            &out_dir,
-            &last_panic,
-        );
+        let o = fuzz(name, *target, &seeds, seed.wrapping_add(i as u64), &budget);
         println!(
             "{:<14} {:>10} {:>8.1} {:>12.0} {:>7} {:>5} {:>6}",
             name,

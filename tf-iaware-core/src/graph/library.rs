@@ -177,10 +177,13 @@ fn children<'a>(calls: &'a BTreeMap<String, BTreeSet<String>>, node: &str) -> Ve
         .unwrap_or_default()
 }
 
-/// Serialized `FunctionDefLibrary` bytes of `functions`: (name, [(node op, [func attr names])]).
-/// For tests and the fuzz harness's seeds.
+/// One function for [`library_bytes`]: its name and its nodes, each an op and the functions its
+/// `func` attributes name.
+pub type FunctionSpec<'a> = (&'a str, &'a [(&'a str, &'a [&'a str])]);
+
+/// Serialized `FunctionDefLibrary` bytes of `functions`. For tests and the fuzz harness's seeds.
 #[doc(hidden)]
-pub fn library_bytes(functions: &[(&str, &[(&str, &[&str])])]) -> Vec<u8> {
+pub fn library_bytes(functions: &[FunctionSpec<'_>]) -> Vec<u8> {
     let lib = Library {
         function: functions
             .iter()
@@ -258,7 +261,7 @@ mod tests {
         let nodes: Vec<[(&str, &[&str]); 1]> = (0..=MAX_FUNCTION_DEPTH)
             .map(|i| [(names.get(i + 1).map_or("NoOp", String::as_str), &[][..])])
             .collect();
-        let funcs: Vec<(&str, &[(&str, &[&str])])> = names
+        let funcs: Vec<FunctionSpec<'_>> = names
             .iter()
             .zip(&nodes)
             .map(|(n, ns)| (n.as_str(), &ns[..]))

@@ -147,7 +147,8 @@ mod tests {
 
     #[test]
     fn each_absurd_reading_is_named_with_its_series_and_value() {
-        let cases: [(fn(&mut Snapshot), &str); 8] = [
+        type Spoil = fn(&mut Snapshot);
+        let cases: [(Spoil, &str); 8] = [
             (
                 |s| s.cpu.available_cores = Some(Smoothed::constant(f64::NAN)),
                 "tf_iaware_cpu_available_cores",
