@@ -109,13 +109,47 @@ impl PlaceFlags {
     }
 }
 
-/// Writes `json` to `path`, naming the file on failure.
+/// A clap value parser for a count flag within `MIN..=MAX` (the bounds of
+/// [`tf_iaware::limits`]), so that an absurd count is a usage error when the flags are parsed,
+/// before any work: `#[arg(long, value_parser = common::count::<1, { limits::MAX_OPS }>)]`.
+pub fn count<const MIN: usize, const MAX: usize>(s: &str) -> std::result::Result<usize, String> {
+    let v: usize = s
+        .parse()
+        .map_err(|e| format!("`{s}` is not a count ({e}); it must be {MIN} to {MAX}"))?;
+    if (MIN..=MAX).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is out of range: it must be {MIN} to {MAX}"))
+    }
+}
+
+/// Writes `text` to the output file `path` atomically (a temporary file beside it, renamed over
+/// it), never replacing a device, FIFO or folder at `path` ([`tf_iaware::io::write_atomic`]).
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    write_bytes(path, text.as_bytes())
+}
+
+/// [`write_file`] for bytes.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    Ok(tf_iaware::io::write_atomic(path, bytes, "output file")?)
+}
+
+/// Checks every output path a command was given (flag name, path) before its work starts, so
+/// that an unwritable path fails at once instead of after a training run; nothing at the paths
+/// is touched ([`tf_iaware::io::check_output_path`]).
+pub fn check_outputs<'a>(
+    outputs: impl IntoIterator<Item = (&'a str, Option<&'a PathBuf>)>,
+) -> Result<()> {
+    for (flag, path) in outputs {
+        if let Some(path) = path {
+            tf_iaware::io::check_output_path(path, flag)?;
+        }
+    }
+    Ok(())
 }
 
 /// Prints `value` as one pretty JSON document on stdout.
 pub fn print_json(value: &impl Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?)?;
     Ok(())
 }

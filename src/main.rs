@@ -5,6 +5,8 @@
 //! INFO lines and TensorFlow's warnings, `-vv` DEBUG lines and TensorFlow's INFO logging;
 //! `RUST_LOG` and `TF_CPP_MIN_LOG_LEVEL`, when set, win over both (docs/src/reference/env-vars.md).
 
+#[macro_use]
+mod output;
 mod cmd;
 mod common;
 

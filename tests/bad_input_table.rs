@@ -12,20 +12,28 @@
 //!    second `{in2}`. CONTENT is text with `\n \t \s \\ \0 \xNN` escapes (`\s`: a space), or a generator:
 //!    `@mlp`, `@mlp.json` (the valid zoo mlp, batch 4, and its sidecar), `@mlp:trunc=N`,
 //!    `@mlp:xor=N` (byte N flipped), `@zeros:N`, `@random:N`, `@repeat:N:TEXT`,
-//!    `@graph:SPEC` (a GraphDef of NodeDefs `name=Op(input,…)@device;…`, no attributes),
-//!    `@tfconfig:N` (a TF_CONFIG of N distinct worker addresses);
+//!    `@graph:SPEC` (a GraphDef of NodeDefs `name=Op(input,…)@device[attr=type,…];…`, type
+//!    attributes only, e.g. `[T=uint16]`), `@funcs:SPEC` (a one-node GraphDef whose function
+//!    library is `f>g,*h;g>f;…`: function `f` holds a node calling `g` as its op and a
+//!    `PartitionedCall` whose attribute `f` names `h`), `@tfconfig:N` (a TF_CONFIG of N distinct
+//!    worker addresses); or, instead of a file, `@fifo` (a FIFO, which blocks whoever opens it
+//!    for reading) or `@symlink:TARGET`;
 //! 5. environment, `KEY=VALUE` joined by ` ;; ` (`KEY=` removes KEY).
+//!
+//! The command line may end in `>/dev/full` (stdout on a full device) or `>&-` (stdout closed);
+//! stdout is `/dev/null` otherwise. Every input file must be left as it was (a command must
+//! never destroy what it did not create): same type, same bytes.
 //!
 //! Placeholders anywhere: `{dir}` (the case's folder), `{in}`, `{in2}`, `{mlp}` / `{mlp.json}`
 //! (the shared valid mlp), `{python}` (the Python MLP fixture), `{busy}` (a port held by this
-//! test).
+//! test), `{free}` (a port free when the case starts).
 
 mod common;
 
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -145,10 +153,76 @@ fn field(tag: u64, bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
-/// `name=Op(in1,in2)@device;…` as GraphDef bytes (NodeDef name 1, op 2, input 3, device 4).
+/// `DataType` numbers of the type names `@graph` attributes take.
+fn dtype(name: &str) -> u64 {
+    match name {
+        "float" => 1,
+        "double" => 2,
+        "int32" => 3,
+        "uint8" => 4,
+        "int16" => 5,
+        "int8" => 6,
+        "int64" => 9,
+        "bool" => 10,
+        "uint16" => 17,
+        "half" => 19,
+        "uint32" => 22,
+        "uint64" => 23,
+        other => panic!("unknown dtype {other}"),
+    }
+}
+
+/// `key` → AttrValue bytes, as a NodeDef `attr` map entry (field 5: key 1, value 2).
+fn attr_entry(key: &str, value: &[u8], out: &mut Vec<u8>) {
+    let mut e = Vec::new();
+    field(1, key.as_bytes(), &mut e);
+    field(2, value, &mut e);
+    field(5, &e, out);
+}
+
+/// `f>g,*h;g>f` as a GraphDef (one NoOp node) whose function library (GraphDef field 2) holds
+/// functions `f` (FunctionDef: signature 1 with name 1, node_def 3) calling `g` as a node's op
+/// and `h` through a `PartitionedCall`'s `f` attribute (AttrValue.func 10, NameAttrList name 1).
+fn funcs(spec: &str) -> Vec<u8> {
+    let mut lib = Vec::new();
+    for f in spec.split(';').filter(|f| !f.is_empty()) {
+        let (name, calls) = f.split_once('>').unwrap_or((f, ""));
+        let mut def = Vec::new();
+        let mut sig = Vec::new();
+        field(1, name.as_bytes(), &mut sig);
+        field(1, &sig, &mut def);
+        for (i, call) in calls.split(',').filter(|c| !c.is_empty()).enumerate() {
+            let mut n = Vec::new();
+            field(1, format!("n{i}").as_bytes(), &mut n);
+            match call.strip_prefix('*') {
+                Some(callee) => {
+                    field(2, b"PartitionedCall", &mut n);
+                    let mut nal = Vec::new();
+                    field(1, callee.as_bytes(), &mut nal);
+                    let mut v = Vec::new();
+                    field(10, &nal, &mut v);
+                    attr_entry("f", &v, &mut n);
+                }
+                None => field(2, call.as_bytes(), &mut n),
+            }
+            field(3, &n, &mut def);
+        }
+        field(1, &def, &mut lib);
+    }
+    let mut g = graph("a=NoOp");
+    field(2, &lib, &mut g);
+    g
+}
+
+/// `name=Op(in1,in2)@device[attr=type,…];…` as GraphDef bytes (NodeDef name 1, op 2, input 3,
+/// device 4, attr 5 with AttrValue.type 6).
 fn graph(spec: &str) -> Vec<u8> {
     let mut g = Vec::new();
     for node in spec.split(';').filter(|n| !n.is_empty()) {
+        let (node, attrs) = match node.split_once('[') {
+            Some((n, a)) => (n, a.trim_end_matches(']')),
+            None => (node, ""),
+        };
         let (name, rest) = node.split_once('=').unwrap_or((node, ""));
         let (rest, device) = rest.split_once('@').unwrap_or((rest, ""));
         let (op, inputs) = match rest.split_once('(') {
@@ -163,6 +237,13 @@ fn graph(spec: &str) -> Vec<u8> {
         }
         if !device.is_empty() {
             field(4, device.as_bytes(), &mut n);
+        }
+        for a in attrs.split(',').filter(|a| !a.is_empty()) {
+            let (key, ty) = a.split_once('=').expect("attr=type");
+            let mut v = Vec::new();
+            varint(6 << 3, &mut v);
+            varint(dtype(ty), &mut v);
+            attr_entry(key, &v, &mut n);
         }
         field(1, &n, &mut g);
     }
@@ -213,6 +294,7 @@ fn content(spec: &str, fx: &Fixtures, subst: &dyn Fn(&str) -> String) -> Vec<u8>
             unescape(text).repeat(num(n))
         }
         "graph" => graph(arg),
+        "funcs" => funcs(arg),
         "tfconfig" => {
             let n = num(arg);
             let mut s = String::from(r#"{"cluster": {"worker": ["#);
@@ -234,6 +316,35 @@ fn content(spec: &str, fx: &Fixtures, subst: &dyn Fn(&str) -> String) -> Vec<u8>
     }
 }
 
+/// What an input file is, to tell that a case left it as it was.
+#[derive(Debug, PartialEq)]
+enum FileState {
+    Missing,
+    File(Vec<u8>),
+    Fifo,
+    Symlink(PathBuf),
+    Other,
+}
+
+impl FileState {
+    fn of(path: &Path) -> FileState {
+        use std::os::unix::fs::FileTypeExt;
+        let Ok(m) = std::fs::symlink_metadata(path) else {
+            return FileState::Missing;
+        };
+        let t = m.file_type();
+        if t.is_symlink() {
+            FileState::Symlink(std::fs::read_link(path).unwrap_or_default())
+        } else if t.is_fifo() {
+            FileState::Fifo
+        } else if t.is_file() {
+            FileState::File(std::fs::read(path).unwrap_or_default())
+        } else {
+            FileState::Other
+        }
+    }
+}
+
 struct Outcome {
     case: usize,
     ok: bool,
@@ -245,9 +356,14 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
     let dir = root.join(format!("line{}", c.line));
     std::fs::create_dir_all(&dir).unwrap();
     let paths: Vec<PathBuf> = c.files.iter().map(|(n, _)| dir.join(n)).collect();
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
     let subst = |s: &str| -> String {
         let mut s = s
             .replace("{dir}", dir.to_str().unwrap())
+            .replace("{free}", &free.to_string())
             .replace("{mlp}", fx.mlp.to_str().unwrap())
             .replace(
                 "{mlp.json}",
@@ -266,9 +382,36 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
         s
     };
     for ((_, spec), path) in c.files.iter().zip(&paths) {
-        std::fs::write(path, content(spec, fx, &subst)).unwrap();
+        if spec == "@fifo" {
+            let p = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o600) }, 0, "mkfifo");
+        } else if let Some(target) = spec.strip_prefix("@symlink:") {
+            std::os::unix::fs::symlink(subst(target), path).unwrap();
+        } else {
+            std::fs::write(path, content(spec, fx, &subst)).unwrap();
+        }
     }
-    let args: Vec<OsString> = split(&c.args, " ")
+    let before: Vec<FileState> = paths.iter().map(|p| FileState::of(p)).collect();
+    let mut words = split(&c.args, " ");
+    let stdout = match words.last().map(String::as_str) {
+        Some(">/dev/full") => {
+            words.pop();
+            Stdio::from(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+        }
+        Some(">&-") => {
+            words.pop();
+            Stdio::null()
+        }
+        _ => Stdio::null(),
+    };
+    let close_stdout = c.args.ends_with(">&-");
+    let args: Vec<OsString> = words
         .iter()
         .map(|a| OsString::from_vec(unescape(&subst(a))))
         .collect();
@@ -277,8 +420,17 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
         .env("RUST_LOG", "warn")
         .env_remove("TF_CONFIG")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::piped());
+    if close_stdout {
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close(1);
+                Ok(())
+            });
+        }
+    }
     for (k, v) in &c.env {
         if v.is_empty() {
             cmd.env_remove(k);
@@ -331,6 +483,14 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
         let e = subst(e).to_lowercase();
         if !lower.contains(&e) {
             problems.push(format!("stderr lacks `{e}`"));
+        }
+    }
+    for ((path, was), (name, _)) in paths.iter().zip(&before).zip(&c.files) {
+        let now = FileState::of(path);
+        if now != *was {
+            problems.push(format!(
+                "input file {name} was destroyed or changed: {was:?} → {now:?}"
+            ));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

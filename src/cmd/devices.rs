@@ -53,14 +53,14 @@ fn list_cache(json: bool) -> Result<()> {
     if json {
         return common::print_json(&cached);
     }
-    println!(
+    outln!(
         "calibration cache: {}",
         calibrate::cache_dir().join("calibration").display()
-    );
+    )?;
     for p in &cached {
         match &p.error {
-            Some(e) => println!("  {}  unreadable: {e}", p.path.display()),
-            None => println!(
+            Some(e) => outln!("  {}  unreadable: {e}", p.path.display())?,
+            None => outln!(
                 "  {}  host {} TF {} format {} taken {} s ago, {} devices, {}",
                 p.path.display(),
                 p.host,
@@ -72,7 +72,7 @@ fn list_cache(json: bool) -> Result<()> {
                     .saturating_sub(p.created_unix_s),
                 p.devices.len(),
                 if p.fresh { "fresh" } else { "stale" }
-            ),
+            )?,
         }
     }
     Ok(())
@@ -121,17 +121,24 @@ pub fn run(args: &Args) -> Result<()> {
     for w in &listing.warnings {
         eprintln!("warning: {w}");
     }
-    println!("TensorFlow {} ({})", listing.tensorflow, listing.library);
+    outln!("TensorFlow {} ({})", listing.tensorflow, listing.library)?;
     if let Some(c) = &listing.calibration_cache {
         match &c.reason {
-            None => println!("capabilities: calibrated (cache hit {})", c.path.display()),
-            Some(r) => println!("capabilities: nominal or measured now (cache miss: {r})"),
+            None => outln!("capabilities: calibrated (cache hit {})", c.path.display())?,
+            Some(r) => outln!("capabilities: nominal or measured now (cache miss: {r})")?,
         }
     }
-    println!(
+    outln!(
         "{:<48} {:<5} {:>10} {:>10} {:>6} {:>10} {:>8} {:>8}  source",
-        "device", "type", "memory MiB", "cap GF/s", "avail", "free MiB", "cotenant", "age s"
-    );
+        "device",
+        "type",
+        "memory MiB",
+        "cap GF/s",
+        "avail",
+        "free MiB",
+        "cotenant",
+        "age s"
+    )?;
     let mib = |b: u64| format!("{:.0}", b as f64 / (1u64 << 20) as f64);
     for d in &cluster.devices {
         let mem = d.memory_bytes.map_or("shared".to_string(), mib);
@@ -144,7 +151,7 @@ pub fn run(args: &Args) -> Result<()> {
             .live
             .age_ms
             .map_or("-".to_string(), |a| format!("{:.1}", a as f64 / 1e3));
-        println!(
+        outln!(
             "{:<48} {:<5} {:>10} {:>10.1} {:>6.2} {:>10} {:>8} {:>8}  {}",
             d.name,
             d.device_type,
@@ -155,7 +162,7 @@ pub fn run(args: &Args) -> Result<()> {
             load,
             age,
             d.live.source
-        );
+        )?;
     }
     Ok(())
 }

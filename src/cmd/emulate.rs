@@ -3,7 +3,7 @@
 //! SIGINT or SIGTERM, when the library's signal handler kills its processes and removes its
 //! cgroups and folder (`tf_iaware_emulate::cleanup_on_signal`, set up in `main`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -52,51 +52,24 @@ fn document(cluster: &EmulatedCluster) -> Result<Value> {
     }))
 }
 
-/// Writes `text` to `path` through a temporary file beside it and a rename.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("--tf-config-out {}: not a file name", path.display()))?;
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    std::fs::write(&tmp, text)
-        .with_context(|| format!("--tf-config-out: writing {}", tmp.display()))?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| {
-            format!(
-                "--tf-config-out: renaming {} to {}",
-                tmp.display(),
-                path.display()
-            )
-        });
-    }
-    Ok(())
-}
-
 pub fn run(args: &Args) -> Result<()> {
     let text = args
         .scenario
         .strip_prefix("emulated:")
         .unwrap_or(&args.scenario);
     let scenario = Scenario::parse(text)?;
-    if let Some(path) = &args.tf_config_out {
-        // Fail before any process starts if the file cannot be written; a reader waiting for
-        // the file must not find an empty one.
-        write_atomically(path, "")?;
-        std::fs::remove_file(path)
-            .with_context(|| format!("--tf-config-out: removing {}", path.display()))?;
-    }
+    // Fail before any process starts if the file cannot be written; nothing at the path is
+    // touched until the complete document replaces it.
+    crate::common::check_outputs([("--tf-config-out", args.tf_config_out.as_ref())])?;
     let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
     eprintln!("scenario {}: {}", scenario.name, scenario.description);
     let cluster = EmulatedCluster::start_with(&scenario, &exe, args.chief)?;
     let doc = document(&cluster)?;
     let text = serde_json::to_string(&doc)?;
     if let Some(path) = &args.tf_config_out {
-        write_atomically(path, &text)?;
+        tf_iaware::io::write_atomic(path, text.as_bytes(), "--tf-config-out")?;
     }
-    println!("{text}");
+    outln!("{text}")?;
     eprintln!(
         "emulated cluster ready ({} workers, {} ps); Ctrl-C or SIGTERM tears it down",
         scenario.workers.len(),

@@ -21,13 +21,18 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    let sidecar_out = Sidecar::path_for(&args.out);
+    crate::common::check_outputs([
+        ("--out", Some(&args.out)),
+        ("--out's sidecar", Some(&sidecar_out)),
+    ])?;
     let model = tf_iaware::models::build(&args.name, args.batch, args.seed)?;
     let bytes = model
         .net
         .graph()
         .graph_def()
         .context("exporting the GraphDef")?;
-    std::fs::write(&args.out, &bytes).with_context(|| format!("writing {}", args.out.display()))?;
+    crate::common::write_bytes(&args.out, &bytes)?;
     let sidecar_path = Sidecar::path_for(&args.out);
     model.sidecar.save(&sidecar_path)?;
     log::info!(

@@ -1,7 +1,7 @@
 //! `tf-iaware monitor`: a live, refreshing terminal view of this host (per-core bars, memory,
 //! cgroup, network, GPUs, per-device availability); `--once --json` prints one snapshot.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -42,37 +42,33 @@ pub fn run(args: &MonitorArgs) -> Result<()> {
     if args.once {
         let snap = sample_once(&config, config.interval).context("reading the host")?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&snap)?);
+            outln!("{}", serde_json::to_string_pretty(&snap)?)?;
         } else {
-            print!("{}", view(&snap, terminal_width(), false));
+            out!("{}", view(&snap, terminal_width(), false))?;
         }
         return Ok(());
     }
     let monitor = Monitor::start(config).context("starting the monitor")?;
-    let stdout = std::io::stdout();
-    let live = stdout.is_terminal() && !args.json;
+    let live = std::io::stdout().is_terminal() && !args.json;
     let mut last = 0;
     if live {
-        print!("\x1b[H\x1b[2J");
+        out!("\x1b[H\x1b[2J")?;
     }
     loop {
         let snap = monitor.snapshot();
         if args.json {
-            let mut out = stdout.lock();
-            serde_json::to_writer(&mut out, &snap)?;
-            writeln!(out)?;
-            out.flush()?;
+            outln!("{}", serde_json::to_string(&snap)?)?;
         } else if live {
             let frame = view(&snap, terminal_width(), true);
-            let mut out = stdout.lock();
-            write!(out, "\x1b[H")?;
+            let mut text = String::from("\x1b[H");
             for line in frame.lines() {
-                writeln!(out, "{line}\x1b[K")?;
+                text.push_str(line);
+                text.push_str("\x1b[K\n");
             }
-            write!(out, "\x1b[J")?;
-            out.flush()?;
+            text.push_str("\x1b[J");
+            out!("{text}")?;
         } else {
-            println!("{}", view(&snap, terminal_width(), false));
+            outln!("{}", view(&snap, terminal_width(), false))?;
         }
         last = last.max(monitor.samples());
         monitor.wait_for_samples(last + 1, monitor.interval() * 3);

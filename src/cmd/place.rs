@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tf_iaware::report::PlacementReport;
 
 use crate::common;
@@ -33,11 +33,14 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    common::check_outputs([
+        ("--out", args.out.as_ref()),
+        ("--report", args.report.as_ref()),
+    ])?;
     let p = args.place.load_and_place(&args.graph)?;
     let report = p.plan.report();
     if let Some(out) = &args.out {
-        std::fs::write(out, p.plan.placed_bytes())
-            .with_context(|| format!("writing {}", out.display()))?;
+        common::write_bytes(out, &p.plan.placed_bytes())?;
         log::info!("placed GraphDef written to {}", out.display());
     }
     if let Some(path) = &args.report {
@@ -46,28 +49,33 @@ pub fn run(args: &Args) -> Result<()> {
     if args.json {
         return common::print_json(report);
     }
-    print_report(report);
-    Ok(())
+    print_report(report)
 }
 
 /// The report as a table: strategy, prediction, per-device load.
-pub fn print_report(report: &PlacementReport) {
-    println!(
+pub fn print_report(report: &PlacementReport) -> Result<()> {
+    outln!(
         "{}: {} ops in {} colocation groups placed in {:.2} ms; predicted step {:.2} ms, lower bound {:.2} ms",
         report.strategy, report.ops, report.colocation_groups, report.placement_ms, report.predicted_step_ms, report.lower_bound_ms
-    );
-    println!(
+    )?;
+    outln!(
         "{:<48} {:>7} {:>12} {:>12} {:>12} {:>9}",
-        "device", "ops", "MFLOP", "MB out", "MB memory", "busy ms"
-    );
+        "device",
+        "ops",
+        "MFLOP",
+        "MB out",
+        "MB memory",
+        "busy ms"
+    )?;
     for (d, l) in &report.devices {
-        println!(
+        outln!(
             "{d:<48} {:>7} {:>12.1} {:>12.2} {:>12.2} {:>9.2}",
             l.ops,
             l.flops as f64 / 1e6,
             l.bytes as f64 / 1e6,
             l.memory_bytes as f64 / 1e6,
             l.busy_ms
-        );
+        )?;
     }
+    Ok(())
 }

@@ -89,6 +89,11 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    // Before any training: an output path that cannot be written fails now, not after the run.
+    common::check_outputs([
+        ("--trace", args.trace.as_ref()),
+        ("--save-measurements", args.save_measurements.as_ref()),
+    ])?;
     if let Some(model) = &args.model {
         if args.parallel.as_deref() == Some("model") {
             bail!("--model trains a zoo model data-parallel; for --parallel model write it with `tf-iaware model {model} --out F.pb` and pass --graph F.pb");
@@ -164,7 +169,7 @@ pub fn run(args: &Args) -> Result<()> {
         return common::print_json(&report);
     }
     let t = &report.train;
-    println!(
+    outln!(
         "{}: step {:.1} ms (p10 {:.1}, p90 {:.1}), {:.1} images/s, loss {:.4} → {:.4}",
         report.placement.strategy,
         t.step_ms.median,
@@ -173,9 +178,9 @@ pub fn run(args: &Args) -> Result<()> {
         t.images_per_sec,
         t.loss_first,
         t.loss_last
-    );
+    )?;
     for (d, n) in &t.executed {
-        println!("  {d:<50} {n:>6} ops executed");
+        outln!("  {d:<50} {n:>6} ops executed")?;
     }
     Ok(())
 }
@@ -205,7 +210,7 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
         if args.json {
             return common::print_json(&report);
         }
-        println!(
+        outln!(
             "{} adaptive: step {:.1} ms (p10 {:.1}, p90 {:.1}), loss {:.4} → {:.4}, {} re-plans",
             planned.plan().strategy,
             report.step_ms.median,
@@ -214,12 +219,14 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
             report.losses.first().copied().unwrap_or(f32::NAN),
             report.losses.last().copied().unwrap_or(f32::NAN),
             report.replans.len()
-        );
+        )?;
         for r in &report.replans {
-            println!(
+            outln!(
                 "  before step {}: {:?} moved {:?}",
-                r.before_step, r.trigger, r.moved
-            );
+                r.before_step,
+                r.trigger,
+                r.moved
+            )?;
         }
         return Ok(());
     }
@@ -253,7 +260,7 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
         return common::print_json(&report);
     }
     let t = &report.train;
-    println!(
+    outln!(
         "{} ({} replicas, global batch {}): step {:.1} ms (p10 {:.1}, p90 {:.1}), {:.1} images/s, loss {:.4} → {:.4}",
         report.strategy,
         report.plan.replicas.len(),
@@ -264,14 +271,14 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
         t.images_per_sec,
         t.loss_first,
         t.loss_last
-    );
+    )?;
     if !report.recoveries.is_empty() {
-        println!(
+        outln!(
             "  {} recoveries, {} steps run for {} global steps",
             report.recoveries.len(),
             report.steps_run,
             t.losses.len()
-        );
+        )?;
     }
     Ok(())
 }

@@ -32,6 +32,7 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    common::check_outputs([("--trace", args.trace.as_ref())])?;
     let p = args.place.load_and_place(&args.graph)?;
     let (graph, cluster, report) = (
         &p.plan.analyzed().op_graph,
@@ -47,6 +48,5 @@ pub fn run(args: &Args) -> Result<()> {
     if args.json {
         return common::print_json(report);
     }
-    print_report(report);
-    Ok(())
+    print_report(report)
 }

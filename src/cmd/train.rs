@@ -141,16 +141,16 @@ pub fn run(args: &Args) -> Result<()> {
         });
     }
     for e in &report.evaluations {
-        println!(
+        outln!(
             "{:>8.1} s  epoch {:>6.2}  {:>7} updates  held-out {} {:.4}",
             e.seconds,
             e.epoch,
             e.updates,
             report.metric.as_deref().unwrap_or("metric"),
             e.metric
-        );
+        )?;
     }
-    println!(
+    outln!(
         "{}: {} updates, {:.2} epochs, {:.1} samples/s, loss {} → {}{}",
         report.strategy,
         report.updates,
@@ -163,12 +163,12 @@ pub fn run(args: &Args) -> Result<()> {
             (Some(t), None) => format!(", target {t} not reached"),
             _ => String::new(),
         }
-    );
+    )?;
     for w in &report.workers {
-        println!(
+        outln!(
             "  {}: share {}, {} steps, {} samples",
             w.device, w.batch, w.steps, w.samples
-        );
+        )?;
     }
     Ok(())
 }

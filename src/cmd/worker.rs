@@ -153,12 +153,12 @@ pub fn run(args: &Args) -> Result<()> {
     // Up before the task line is printed: whoever reads that line may signal at once, and the
     // signal must then be the orderly shutdown's, not start-up's.
     UP.store(true, Ordering::SeqCst);
-    println!(
+    outln!(
         "task={}:{} target={} metrics={metrics_url}",
         task.job,
         task.index,
         server.target()
-    );
+    )?;
     let sig = signals.recv().unwrap_or(libc::SIGTERM);
     log::info!("signal {sig}: shutting down {}:{}", task.job, task.index);
     // TensorFlow's gRPC server cannot stop in-process (see `tf::Server`); exiting releases it.

@@ -20,6 +20,15 @@ pub enum Error {
         #[source]
         source: prost::DecodeError,
     },
+    /// A GraphDef function library TensorFlow cannot import (a function that calls itself,
+    /// directly or through others, aborts TensorFlow's shape inference).
+    #[error("function library of {what}: {reason}")]
+    FunctionLibrary {
+        /// Where the GraphDef came from (a file, a buffer).
+        what: String,
+        /// What is wrong, naming the functions.
+        reason: String,
+    },
     /// A structurally broken graph (dangling input, duplicate name, …).
     #[error("invalid graph: node `{node}`: {reason}")]
     InvalidGraph {
@@ -96,6 +105,19 @@ pub enum Error {
         device: String,
         /// The cluster's devices, comma-separated.
         known: String,
+    },
+    /// An op whose kernels, on every device type, take other types than the node's (MatMul on
+    /// uint16): no placement can run it.
+    #[error("op `{op}` (type {op_type}) has no kernel for {types} on any device type (its kernels, on {available}, take other types)")]
+    NoKernelForTypes {
+        /// Name of the op.
+        op: String,
+        /// Type of the op (`MatMul`, …).
+        op_type: String,
+        /// The node's type attributes, `T=uint16, …`.
+        types: String,
+        /// Device types that have kernels for the op type, comma-separated.
+        available: String,
     },
     /// A device whose type has no registered kernel for the op.
     #[error("op `{op}` (type {op_type}) has no kernel for the device type of `{device}` (kernels: {available})")]

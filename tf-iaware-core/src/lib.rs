@@ -23,6 +23,7 @@ pub mod error;
 pub mod graph;
 mod index;
 pub mod io;
+pub mod limits;
 pub mod monitor;
 pub mod parallel;
 pub mod placer;

@@ -298,6 +298,8 @@ pub fn compare(
     ops: usize,
     repeats: usize,
 ) -> Result<Vec<StudyRow>> {
+    crate::limits::check("ops", ops, 1, crate::limits::MAX_OPS)?;
+    crate::limits::check("repeats", repeats, 1, crate::limits::MAX_REPEATS)?;
     strategies
         .iter()
         .map(|s| {
@@ -318,6 +320,18 @@ pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Resul
     if options.workers.is_empty() && options.ops.is_empty() {
         return Err(invalid("scale study", "nothing to sweep".into()));
     }
+    for &w in &options.workers {
+        crate::limits::check("scale study workers", w, 1, crate::limits::MAX_WORKERS)?;
+    }
+    for &n in options.ops.iter().chain([&options.per_op_ops]) {
+        crate::limits::check("scale study ops", n, 1, crate::limits::MAX_OPS)?;
+    }
+    crate::limits::check(
+        "scale study per-op devices",
+        options.per_op_devices,
+        1,
+        crate::limits::MAX_WORKERS,
+    )?;
     if options.workers.iter().chain(&options.ops).any(|&n| n == 0)
         || options.workers_per_ps == 0
         || options.batch_per_worker == 0

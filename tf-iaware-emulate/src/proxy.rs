@@ -25,8 +25,10 @@ impl LinkProxy {
     /// Listens on 127.0.0.1 (a free port) and forwards to `target` shaped as `link`.
     ///
     /// # Errors
-    /// [`Error::Io`] if it cannot listen or resolve the target.
+    /// [`Error::Io`] if it cannot listen or resolve the target; [`Error::InvalidArgument`] for a
+    /// link outside [`LinkSpec::new`]'s bounds (the proxy's delays would not be representable).
     pub(crate) fn start(target: impl ToSocketAddrs, link: LinkSpec) -> Result<LinkProxy> {
+        let link = LinkSpec::new(link.mbit, link.delay_ms)?;
         let target = target
             .to_socket_addrs()
             .map_err(|e| Error::io("proxy target", e))?
@@ -78,17 +80,17 @@ impl Drop for LinkProxy {
 /// sends it no earlier, then waits its serialisation time at the link's bandwidth.
 fn pump(mut from: TcpStream, mut to: TcpStream, link: LinkSpec) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    let delay = Duration::from_secs_f64(link.delay_ms / 1e3);
+    // Bounded by `LinkSpec::new`; saturating all the same, so no value can panic here.
+    let delay = Duration::try_from_secs_f64(link.delay_ms / 1e3).unwrap_or(Duration::MAX);
     thread::spawn(move || {
         let mut buf = vec![0u8; CHUNK];
         loop {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                    {
+                    let now = Instant::now();
+                    let due = now.checked_add(delay).unwrap_or(now);
+                    if tx.send((due, buf[..n].to_vec())).is_err() {
                         break;
                     }
                 }
@@ -107,7 +109,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, link: LinkSpec) {
             if to.write_all(&chunk).is_err() {
                 break;
             }
-            free_at = start + Duration::from_secs_f64(chunk.len() as f64 / bytes_per_sec);
+            let busy = Duration::try_from_secs_f64(chunk.len() as f64 / bytes_per_sec)
+                .unwrap_or(Duration::from_secs(3600));
+            free_at = start.checked_add(busy).unwrap_or(start);
         }
         let _ = to.shutdown(Shutdown::Write);
     });
@@ -163,5 +167,16 @@ mod tests {
             "200 KB took {:?}",
             start.elapsed()
         );
+    }
+
+    #[test]
+    fn an_absurd_link_is_a_typed_error_not_a_panic() {
+        for (mbit, delay_ms) in [(1e-300, 0.0), (1e300, 0.0), (10.0, 1e300), (10.0, -1.0)] {
+            let link = LinkSpec { mbit, delay_ms };
+            let e = LinkProxy::start("127.0.0.1:9", link)
+                .err()
+                .expect("refused");
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        }
     }
 }

@@ -14,6 +14,40 @@ pub struct LinkSpec {
     pub delay_ms: f64,
 }
 
+impl LinkSpec {
+    /// The slowest link emulated, megabits per second (a chunk of 16 KiB then takes about 2 min).
+    pub const MIN_MBIT: f64 = 0.001;
+    /// The fastest link emulated, megabits per second (1 Tbit/s: faster than any real NIC).
+    pub const MAX_MBIT: f64 = 1e6;
+    /// The longest one-way delay emulated, milliseconds (one minute).
+    pub const MAX_DELAY_MS: f64 = 60_000.0;
+
+    /// A link of `mbit` megabits per second with `delay_ms` one-way delay, checked against the
+    /// bounds above, so that the proxy's times are always representable.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the value and its bounds.
+    pub fn new(mbit: f64, delay_ms: f64) -> Result<LinkSpec> {
+        if !(Self::MIN_MBIT..=Self::MAX_MBIT).contains(&mbit) {
+            return Err(Error::InvalidArgument {
+                what: format!("link bandwidth {mbit} Mbit/s"),
+                reason: format!(
+                    "must be within {} to {} Mbit/s",
+                    Self::MIN_MBIT,
+                    Self::MAX_MBIT
+                ),
+            });
+        }
+        if !(0.0..=Self::MAX_DELAY_MS).contains(&delay_ms) {
+            return Err(Error::InvalidArgument {
+                what: format!("link delay {delay_ms} ms"),
+                reason: format!("must be within 0 to {} ms", Self::MAX_DELAY_MS),
+            });
+        }
+        Ok(LinkSpec { mbit, delay_ms })
+    }
+}
+
 /// One emulated worker.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerSpec {
@@ -192,15 +226,8 @@ impl Scenario {
                         let idx = idx
                             .parse::<usize>()
                             .map_err(|_| bad(format!("link worker `{idx}` is not an index")))?;
-                        let spec = LinkSpec {
-                            mbit: num(mbit, "bandwidth")?,
-                            delay_ms: num(delay, "delay")?,
-                        };
-                        if spec.mbit <= 0.0 || spec.delay_ms < 0.0 {
-                            return Err(bad(format!(
-                                "link `{l}` needs positive bandwidth and non-negative delay"
-                            )));
-                        }
+                        let spec = LinkSpec::new(num(mbit, "bandwidth")?, num(delay, "delay")?)
+                            .map_err(|e| bad(format!("link `{l}`: {e}")))?;
                         links.push((idx, spec));
                     }
                 }

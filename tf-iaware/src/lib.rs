@@ -52,7 +52,9 @@ pub mod runtime;
 pub mod tf;
 
 /// The pure stages, [`tf_iaware_core`]'s, at the paths they have always had here.
-pub use tf_iaware_core::{cost, error, io, parallel, placer, proto, record, report, scale, sim};
+pub use tf_iaware_core::{
+    cost, error, io, limits, parallel, placer, proto, record, report, scale, sim,
+};
 
 /// The `tensorflow` crate tf-iaware is built on, for building graphs without a second
 /// dependency (and so without a second version of it).

@@ -71,10 +71,6 @@ fn median(mut xs: Vec<f64>) -> Option<f64> {
     })
 }
 
-fn check_writable(path: &Path) -> Result<()> {
-    std::fs::write(path, "").with_context(|| format!("writing {}", path.display()))
-}
-
 /// The job `bench` trains: a zoo model or `--graph`, on the digits or `--data PATH`, split into
 /// training and held-out rows.
 fn job(args: &Args) -> Result<Job> {
@@ -167,13 +163,9 @@ pub fn run(args: &Args) -> Result<()> {
         job.check_updates(s.updates())
             .with_context(|| format!("{s} cannot train {}", job.name()))?;
     }
-    for path in [&args.json, &args.svg].into_iter().flatten() {
-        check_writable(path)?;
-    }
     if let Some(dir) = &args.tsv {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        check_writable(&dir.join(".write-test"))?;
-        let _ = std::fs::remove_file(dir.join(".write-test"));
+        tf_iaware::io::check_output_path(&dir.join("run.tsv"), "--tsv")?;
     }
 
     let started = Instant::now();
@@ -239,7 +231,7 @@ pub fn run(args: &Args) -> Result<()> {
             let c = &contenders[(i + round) % contenders.len()];
             let r = train(c, &job, &devices, &config, &options)
                 .with_context(|| format!("{} (round {})", c.strategy, round + 1))?;
-            println!(
+            outln!(
                 "round {} {:<18} {:>9}  {:>6} updates  {:>7.1} images/sec  accuracy {:.3}  (eval {:.1} s)",
                 round + 1,
                 r.strategy.to_string(),
@@ -249,15 +241,14 @@ pub fn run(args: &Args) -> Result<()> {
                 r.images_per_sec,
                 r.final_metric.unwrap_or(0.0),
                 r.eval_seconds
-            );
+            )?;
             if let Some(dir) = &args.tsv {
                 let mut tsv = String::from("epoch\tseconds\taccuracy\n");
                 for p in &r.evaluations {
                     tsv += &format!("{:.3}\t{:.2}\t{:.4}\n", p.epoch, p.seconds, p.metric);
                 }
                 let path = dir.join(format!("{}-round{}.tsv", r.strategy, round + 1));
-                std::fs::write(&path, tsv)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                crate::common::write_file(&path, &tsv)?;
             }
             runs.push(r);
         }
@@ -307,7 +298,7 @@ pub fn run(args: &Args) -> Result<()> {
             }
         })
         .collect();
-    println!(
+    outln!(
         "\n{:<18} {:>8} {:>10} {:>9} {:>10} {:>9} {:>9} {:>9}",
         "contender",
         "reached",
@@ -317,10 +308,10 @@ pub fn run(args: &Args) -> Result<()> {
         "accuracy",
         "vs stock",
         "vs best"
-    );
+    )?;
     let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:+.0} %", -v * 100.0));
     for s in &summaries {
-        println!(
+        outln!(
             "{:<18} {:>8} {:>10} {:>9.0} {:>10.1} {:>9.3} {:>9} {:>9}",
             s.contender,
             format!("{}/{}", s.reached, s.rounds),
@@ -331,7 +322,7 @@ pub fn run(args: &Args) -> Result<()> {
             s.median_final_accuracy,
             pct(s.reduction_vs_replica_setter),
             pct(s.reduction_vs_best_stock),
-        );
+        )?;
     }
     eprintln!(
         "(time: median training seconds to {:.0} % held-out accuracy, evaluations excluded; \
@@ -345,11 +336,10 @@ pub fn run(args: &Args) -> Result<()> {
             .iter()
             .filter_map(|n| runs.iter().find(|r| &r.strategy.to_string() == n))
             .collect();
-        std::fs::write(
+        crate::common::write_file(
             path,
-            svg::accuracy_chart(&first, &scenario.name, job.name(), args.target_accuracy),
-        )
-        .with_context(|| format!("writing {}", path.display()))?;
+            &svg::accuracy_chart(&first, &scenario.name, job.name(), args.target_accuracy),
+        )?;
     }
     if let Some(path) = &args.json {
         let report = AccuracyBench {
@@ -366,8 +356,7 @@ pub fn run(args: &Args) -> Result<()> {
             summaries,
             runs,
         };
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::common::write_file(path, &serde_json::to_string_pretty(&report)?)?;
     }
     Ok(())
 }

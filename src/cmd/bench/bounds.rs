@@ -1,7 +1,7 @@
 //! `bench`'s numbers and output paths, checked before any cluster starts: an absurd flag should
 //! cost an error, not a cluster, a calibration and a run that never ends.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use tf_iaware::runtime::train::{MAX_BATCH, MAX_STEPS};
 
 /// Checks `args`' numbers against their documented ranges and that `--svg` can be written
@@ -31,9 +31,6 @@ pub(super) fn check(args: &super::Args) -> Result<()> {
     }
     if args.samples == 0 {
         bail!("--samples 0: the \"time to train\" column needs at least 1 sample");
-    }
-    if let Some(path) = &args.svg {
-        std::fs::write(path, "").with_context(|| format!("--svg: writing {}", path.display()))?;
     }
     Ok(())
 }

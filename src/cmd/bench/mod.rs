@@ -15,6 +15,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use tf_iaware::limits;
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
@@ -22,6 +23,8 @@ use tf_iaware::runtime::calibrate::{self, CalibrateOptions};
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
+
+use crate::common::count;
 
 /// Per-replica synchronisation cost assumed by predictions, ms.
 const OVERHEAD_MS: f64 = 5.0;
@@ -59,13 +62,13 @@ pub struct Args {
     #[arg(long, default_value_t = 2)]
     warmup: usize,
     /// Rounds the strategies take turns in.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = count::<0, { limits::MAX_REPEATS }>)]
     repeats: usize,
     /// Global batch per step.
     #[arg(long, default_value_t = 64)]
     batch: usize,
     /// Samples for the "time to train" column (default: one CIFAR-10 epoch).
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = 50_000, value_parser = count::<0, { limits::MAX_SAMPLES }>)]
     samples: usize,
     /// Write the results as JSON here.
     #[arg(long)]
@@ -95,13 +98,13 @@ pub struct Args {
     #[arg(long, default_value_t = 0.2)]
     held_out: f64,
     /// Backup workers of `sync-backup`: each step aggregates N − k gradients.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count::<0, { limits::MAX_WORKERS }>)]
     backup_workers: usize,
     /// `infra-aware` traces every this many steps to measure each replica (the interval
     /// doubling while the shares are kept), and re-sizes its shares when, given the noise of
     /// three measurements per replica, the lower 95 % bound of the predicted gain is at least
     /// 10 % (0: never).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = count::<0, { limits::MAX_STEPS }>)]
     resize_every: usize,
     /// Where asynchronous contenders' steps are mastered: `own` — each worker's own server, as
     /// TF2's ParameterServerStrategy — or `shared` — every step through the session target
@@ -350,6 +353,8 @@ fn calibrate(
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    // Before anything runs: an unwritable report path should not cost a whole bench.
+    crate::common::check_outputs([("--json", args.json.as_ref()), ("--svg", args.svg.as_ref())])?;
     if args.sim.active() {
         return simulated::run(args, &args.sim);
     }
@@ -390,10 +395,6 @@ pub fn run(args: &Args) -> Result<()> {
             Workload::graph(&path.display().to_string(), analyzed, sidecar)?
         }
     };
-    if let Some(path) = &args.json {
-        // Before anything runs: an unwritable report path should not cost a whole bench.
-        std::fs::write(path, "").with_context(|| format!("writing {}", path.display()))?;
-    }
     let started = Instant::now();
     let scenario = Scenario::parse(&args.scenario)?;
     let exe = std::env::current_exe().context("locating the tf-iaware binary")?;
@@ -512,7 +513,7 @@ pub fn run(args: &Args) -> Result<()> {
                 std / mean.max(1e-9) * 100.0,
                 c.losses.last().copied().unwrap_or(f32::NAN)
             );
-            bar.suspend(|| println!("{line}"));
+            bar.suspend(|| outln!("{line}"))?;
         }
     }
     bar.finish_and_clear();
@@ -557,7 +558,7 @@ pub fn run(args: &Args) -> Result<()> {
             step_ms: step,
         });
     }
-    print_table(&results, args, lower_bound, sync_bound);
+    print_table(&results, args, lower_bound, sync_bound)?;
 
     let adaptation = if scenario.drift.is_empty() {
         None
@@ -592,23 +593,27 @@ pub fn run(args: &Args) -> Result<()> {
     };
     drop(cluster);
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::common::write_file(path, &(serde_json::to_string_pretty(&report)? + "\n"))?;
     }
     if let Some(path) = &args.svg {
         let chart = match &report.adaptation {
             Some(a) => svg::drift_chart(a, &report.scenario.name),
             None => svg::strategy_chart(&report.results, &report.scenario.name, &report.model),
         };
-        std::fs::write(path, chart).with_context(|| format!("writing {}", path.display()))?;
+        crate::common::write_file(path, &chart)?;
     }
     eprintln!("bench finished in {:.0} s", report.wall_s);
     Ok(())
 }
 
-fn print_table(results: &[StrategyResult], args: &Args, lower_bound: f64, sync_bound: f64) {
-    println!();
-    println!(
+fn print_table(
+    results: &[StrategyResult],
+    args: &Args,
+    lower_bound: f64,
+    sync_bound: f64,
+) -> Result<()> {
+    outln!()?;
+    outln!(
         "{:<16} {:>10} {:>10} {:>14} {:>12} {:>9} {:>11} {:>7}",
         "strategy",
         "step ms",
@@ -618,10 +623,10 @@ fn print_table(results: &[StrategyResult], args: &Args, lower_bound: f64, sync_b
         "÷ bound",
         "predicted",
         "error"
-    );
+    )?;
     for r in results {
         let pct = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:+.1} %", -v * 100.0));
-        println!(
+        outln!(
             "{:<16} {:>10.1} {:>10.1} {:>12.0} s {:>12} {:>9.2} {:>9} {:>7}",
             r.strategy,
             r.step_ms.median,
@@ -633,15 +638,16 @@ fn print_table(results: &[StrategyResult], args: &Args, lower_bound: f64, sync_b
                 .map_or("-".into(), |p| format!("{p:.1} ms")),
             r.prediction_error
                 .map_or("-".into(), |e| format!("{:.1} %", e * 100.0)),
-        );
+        )?;
     }
-    println!(
+    outln!(
         "lower bound, data-parallel plans: {sync_bound:.1} ms/step (the best synchronous split of global batch {} \
          over the calibrated workers, each used worker's fixed cost counted, shares not rounded, no synchronisation); \
          model-parallel: {lower_bound:.1} ms/step (the batch over the summed calibrated throughput of all workers, \
          or the cheapest fixed cost if larger); time to train = {} samples",
         args.batch, args.samples
-    );
+    )?;
+    Ok(())
 }
 
 /// Where asynchronous steps are mastered (`--async-masters`).

@@ -5,11 +5,13 @@
 use anyhow::{bail, Result};
 use serde::Serialize;
 use tf_iaware::cluster::{ClusterSpec, SyntheticSpec};
+use tf_iaware::limits;
 use tf_iaware::scale::{self, Growth, StudyOptions, StudyRow};
 use tf_iaware::sim::data_parallel::DpWorkload;
 
 use super::svg::{escape, COLORS};
 use super::Args;
+use crate::common::count;
 
 /// Flags of the simulated modes.
 #[derive(clap::Args)]
@@ -33,19 +35,25 @@ pub struct SimFlags {
     )]
     pub sim_cluster: String,
     /// Ops of the synthetic layered DAG the per-op strategies place (--simulate).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = count::<1, { limits::MAX_OPS }>)]
     pub ops: usize,
     /// Global batch per worker of the data-parallel planners (--simulate, --scale-study).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = count::<1, { limits::MAX_BATCH }>)]
     pub batch_per_worker: usize,
     /// Worker counts of --scale-study.
-    #[arg(long, value_delimiter = ',', default_value = "4,16,64,256,1000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "4,16,64,256,1000",
+        value_parser = count::<1, { limits::MAX_WORKERS }>
+    )]
     pub study_workers: Vec<usize>,
     /// Op counts of --scale-study.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "1000,3000,10000,30000,100000"
+        default_value = "1000,3000,10000,30000,100000",
+        value_parser = count::<1, { limits::MAX_OPS }>
     )]
     pub study_ops: Vec<usize>,
 }
@@ -101,14 +109,23 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
             backups: args.backup_workers,
             ..StudyOptions::default()
         };
-        println!("{}", header());
-        let study = scale::run(&options, &mut |r| println!("{}", line(r)))?;
-        println!();
+        outln!("{}", header())?;
+        let mut printed = Ok(());
+        let study = scale::run(&options, &mut |r| {
+            if printed.is_ok() {
+                printed = outln!("{}", line(r));
+            }
+        })?;
+        printed?;
+        outln!()?;
         for g in &study.growth {
-            println!(
+            outln!(
                 "{:<16} plan time ∝ {}^{:.2} ({} points)",
-                g.planner, g.sweep, g.exponent, g.points
-            );
+                g.planner,
+                g.sweep,
+                g.exponent,
+                g.points
+            )?;
         }
         if let Some(path) = &args.json {
             crate::common::write_file(path, &(serde_json::to_string_pretty(&study)? + "\n"))?;
@@ -136,9 +153,9 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
         flags.ops,
         repeats,
     )?;
-    println!("{}", header());
+    outln!("{}", header())?;
     for r in &rows {
-        println!("{}", line(r));
+        outln!("{}", line(r))?;
     }
     if let Some(path) = &args.json {
         let report = SimulatedReport {

@@ -7,9 +7,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
-
-/// Most CPU devices `local:cpu=N` accepts.
-pub(crate) const MAX_LOCAL_CPUS: usize = 256;
+use crate::limits::MAX_LOCAL_CPUS;
 
 /// A parsed `--cluster` value.
 #[derive(Clone, Debug, PartialEq, Eq)]

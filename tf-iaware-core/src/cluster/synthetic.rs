@@ -32,11 +32,7 @@ use rand_distr::{Beta, Distribution as _, LogNormal, Uniform};
 use super::model::{Cluster, Device, Link, LinkDefaults, MIN_AVAILABILITY, NOMINAL_CPU_FLOPS};
 use crate::error::{Error, Result};
 use crate::graph::DeviceType;
-
-/// Most workers a synthetic spec may ask for.
-pub(crate) const MAX_WORKERS: usize = 100_000;
-/// Most ps tasks a synthetic spec may ask for.
-pub(crate) const MAX_PS: usize = 4_096;
+use crate::limits::{MAX_PS, MAX_WORKERS};
 /// Smallest capability multiplier a draw is clamped to (a worker of zero speed has no
 /// meaning).
 pub(crate) const MIN_CAPABILITY: f64 = 1e-3;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::limits::MAX_TASKS;
 use crate::proto::{ClusterDef, JobDef};
 
 /// One task of a cluster: job name and index.
@@ -70,22 +71,26 @@ impl TfConfig {
                 "lists {total} tasks; at most {MAX_TASKS} are accepted"
             )));
         }
-        let mut seen: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
-        for (job, addrs) in &cluster {
-            for (i, a) in addrs.iter().enumerate() {
-                if let Some((other, j)) = seen.insert(a.as_str(), (job.as_str(), i)) {
-                    return Err(bad(format!(
-                        "address `{a}` is given to two tasks, {other}:{j} and {job}:{i}"
-                    )));
-                }
-            }
-        }
+        // Addresses checked, then compared in canonical form: one endpoint spelled two ways
+        // (`localhost:2222` and `127.0.0.1:2222`, `:02222` and `:2222`) is still one endpoint.
+        let mut seen: BTreeMap<String, (&str, &str, usize)> = BTreeMap::new();
         for (job, addrs) in &cluster {
             if addrs.is_empty() {
                 return Err(bad(format!("job \"{job}\" has no tasks")));
             }
-            for a in addrs {
-                check_address(a).map_err(|r| bad(format!("cluster.{job}: `{a}` {r}")))?;
+            for (i, a) in addrs.iter().enumerate() {
+                let canonical =
+                    check_address(a).map_err(|r| bad(format!("cluster.{job}: `{a}` {r}")))?;
+                if let Some((first, other, j)) = seen.insert(canonical, (a.as_str(), job, i)) {
+                    let same = if first == a {
+                        String::new()
+                    } else {
+                        format!(" (`{first}` and `{a}` are the same endpoint)")
+                    };
+                    return Err(bad(format!(
+                        "address `{a}` is given to two tasks, {other}:{j} and {job}:{i}{same}"
+                    )));
+                }
             }
         }
         let task = match obj.get("task") {
@@ -254,13 +259,11 @@ fn jobs(v: &Value, what: &str) -> std::result::Result<BTreeMap<String, Vec<Strin
         .ok_or_else(|| format!("\"{what}\" must be an object of job → addresses"))?;
     let mut out = BTreeMap::new();
     for (job, tasks) in obj {
-        if job.is_empty()
-            || !job
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if !crate::graph::is_job_name(job) {
             return Err(format!(
-                "{what}: job name `{job}` must be letters, digits, '_' or '-'"
+                "{what}: job name `{}`: {} (TensorFlow's device-name grammar)",
+                job.escape_default(),
+                crate::graph::JOB_NAME_RULE
             ));
         }
         let addrs: Vec<String> = match tasks {
@@ -302,43 +305,89 @@ fn jobs(v: &Value, what: &str) -> std::result::Result<BTreeMap<String, Vec<Strin
     Ok(out)
 }
 
-/// The most tasks a TF_CONFIG cluster may list (all jobs together).
-pub(crate) const MAX_TASKS: usize = 100_000;
 /// The largest TF_CONFIG file [`TfConfig::from_file`] reads, bytes.
 pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
-fn check_address(a: &str) -> std::result::Result<(), String> {
+/// Checks a `host:port` address and returns it in canonical form, for finding one endpoint
+/// spelled twice: the port as a plain number, IP addresses as the standard library prints them,
+/// host names in lower case, and every loopback spelling (`localhost`, `127.x.y.z`, `[::1]`) as
+/// one name — TensorFlow's server listens on every interface of its machine, so two tasks there
+/// with one port collide.
+fn check_address(a: &str) -> std::result::Result<String, String> {
     let (host, port) = a.rsplit_once(':').ok_or("has no :port")?;
     if host.is_empty() {
         return Err("has no host".into());
     }
-    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        // An IPv6 literal.
+    let not_host = || {
+        format!(
+            "has host `{}`, not a host name (dot-separated labels of ASCII letters, digits, '-' \
+             and '_', not starting or ending with '-'), an IPv4 address or a bracketed IPv6 \
+             address",
+            host.escape_default()
+        )
+    };
+    let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         Some(v6) => {
-            !v6.is_empty()
-                && v6
-                    .chars()
-                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+            let ip: std::net::Ipv6Addr = v6.parse().map_err(|_| not_host())?;
+            if ip.is_loopback() {
+                LOOPBACK.to_string()
+            } else {
+                format!("[{ip}]")
+            }
         }
         None => {
-            host.len() <= 253
-                && host
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+            let labels: Vec<&str> = host.split('.').collect();
+            let label_ok = |l: &&str| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            };
+            if host.len() > 253 || !labels.iter().all(label_ok) {
+                return Err(not_host());
+            }
+            if labels.iter().all(|l| l.chars().all(|c| c.is_ascii_digit())) {
+                // All digits: only a dotted-quad IPv4 address (not `1.2.3`, not `010.0.0.1`).
+                let ip: std::net::Ipv4Addr = host.parse().map_err(|_| not_host())?;
+                if ip.is_loopback() {
+                    LOOPBACK.to_string()
+                } else {
+                    ip.to_string()
+                }
+            } else {
+                let lower = host.to_ascii_lowercase();
+                if lower == "localhost" {
+                    LOOPBACK.to_string()
+                } else {
+                    lower
+                }
+            }
         }
     };
-    if !host_ok {
-        return Err(format!(
-            "has host `{}`, not a host name (ASCII letters, digits, '.', '-', '_'), an IPv4 \
-             address or a bracketed IPv6 address",
-            host.escape_default()
-        ));
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => Ok(()),
-        _ => Err(format!("has port `{port}`, not a number in 1..=65535")),
+    // Digits only: `u16::from_str` alone takes `+2222`.
+    let digits = port.trim_start_matches('0');
+    let number =
+        (!port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) && digits.len() <= 5)
+            .then(|| {
+                digits
+                    .parse::<u16>()
+                    .ok()
+                    .or((digits.is_empty()).then_some(0))
+            })
+            .flatten();
+    match number {
+        Some(p) if p > 0 => Ok(format!("{host}:{p}")),
+        _ => Err(format!(
+            "has port `{}`, not a number in 1..=65535",
+            port.escape_default()
+        )),
     }
 }
+
+/// The canonical host of every loopback address ([`check_address`]).
+const LOOPBACK: &str = "loopback";
 
 impl TfConfig {
     /// The `ServerDef` that starts `task`'s gRPC server.
@@ -350,9 +399,9 @@ impl TfConfig {
             origin: "server".into(),
             reason: format!("task {}:{} is not in the cluster", task.job, task.index),
         })?;
-        let port = address
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse::<i32>().ok())
+        let port = check_address(address)
+            .ok()
+            .and_then(|c| c.rsplit_once(':').and_then(|(_, p)| p.parse::<i32>().ok()))
             .unwrap_or(0);
         Ok(crate::proto::ServerDef {
             cluster: Some(self.cluster_def()),
@@ -384,6 +433,17 @@ mod tests {
             ("\"bad\\u0000host:2222\"", "not a host name"),
             (r#""höst:2222""#, "not a host name"),
             (r#""[]:2222""#, "not a host name"),
+            (r#""[1::2::3]:2222""#, "not a host name"),
+            (r#""..:2222""#, "not a host name"),
+            (r#""-x:2222""#, "not a host name"),
+            (r#""10.0.300.1:2222""#, "not a host name"),
+            (r#""127.0.0.1:-2222""#, "1..=65535"),
+            (r#""127.0.0.1:+2222""#, "1..=65535"),
+            (r#""127.0.0.1:0x8ae""#, "1..=65535"),
+            (r#""127.0.0.1:2222", "127.0.0.1:002222""#, "same endpoint"),
+            (r#""LocalHost:2222", "127.0.0.1:2222""#, "same endpoint"),
+            (r#""[::1]:2222", "127.0.0.2:2222""#, "same endpoint"),
+            (r#""Host-A:2222", "host-a:2222""#, "same endpoint"),
         ] {
             let e = with(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
@@ -441,6 +501,30 @@ mod tests {
             TfConfig::parse(r#"{"cluster": {"worker": {"1": "h:2", "0": "h:1"}}}"#, "t").unwrap();
         assert_eq!(sparse.cluster["worker"], vec!["h:1", "h:2"]);
         assert_eq!(sparse.task, None);
+    }
+
+    #[test]
+    fn job_names_follow_tensorflows_device_name_grammar() {
+        for job in ["my-job", "9lives", "_w", "wörker", "a b"] {
+            let text = format!(r#"{{"cluster": {{"{job}": ["127.0.0.1:2222"]}}}}"#);
+            let e = TfConfig::parse(&text, "test").unwrap_err().to_string();
+            assert!(e.contains("job name") && e.contains("letter"), "{job}: {e}");
+        }
+        let ok = TfConfig::parse(r#"{"cluster": {"Worker_2": ["h:1"], "ps": ["h:2"]}}"#, "t");
+        assert!(ok.is_ok(), "{ok:?}");
+        // Distinct endpoints stay distinct: other hosts, other ports, other loopback ports.
+        let ok = TfConfig::parse(
+            r#"{"cluster": {"worker": ["localhost:1", "127.0.0.1:2", "[::1]:3", "10.0.0.1:1"]}}"#,
+            "t",
+        )
+        .unwrap();
+        let def = ok
+            .server_def(&TaskId {
+                job: "worker".into(),
+                index: 0,
+            })
+            .unwrap();
+        assert_eq!(def.port, 1);
     }
 
     #[test]

@@ -23,6 +23,19 @@ pub struct DeviceName {
     pub id: Option<u32>,
 }
 
+/// What TensorFlow accepts as a job name, in words ([`is_job_name`]).
+pub const JOB_NAME_RULE: &str =
+    "a job name must start with an ASCII letter and hold only ASCII letters, digits and '_'";
+
+/// Whether `name` is a job name TensorFlow accepts: `[A-Za-z][A-Za-z0-9_]*`, the grammar of its
+/// device names (`DeviceNameUtils`). TensorFlow aborts the process on a server whose job name
+/// breaks it, so TF_CONFIG and device strings are checked against it first.
+pub fn is_job_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 impl DeviceName {
     /// Parses a device string. The empty string is the empty spec (no constraint).
     ///
@@ -55,12 +68,8 @@ impl DeviceName {
             };
             match key {
                 "job" => {
-                    let ok = !value.is_empty()
-                        && value
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-                    if !ok {
-                        return Err(bad("job name must be letters, digits, '_' or '-'"));
+                    if !is_job_name(value) {
+                        return Err(bad(JOB_NAME_RULE));
                     }
                     name.job = Some(value.to_string());
                 }

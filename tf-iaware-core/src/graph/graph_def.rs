@@ -14,7 +14,9 @@ use crate::proto::{self, GraphDef};
 /// Decodes serialized GraphDef bytes without TensorFlow.
 ///
 /// # Errors
-/// [`Error::GraphDecode`] (naming `what`, e.g. the file) for bytes that are not a GraphDef.
+/// [`Error::GraphDecode`] (naming `what`, e.g. the file) for bytes that are not a GraphDef;
+/// [`Error::FunctionLibrary`] for a function library TensorFlow's import would recurse through
+/// until it aborts ([`check_function_library`](super::library::check_function_library)).
 pub fn decode_graph_def(bytes: &[u8], what: &str) -> Result<GraphDef> {
     if bytes.is_empty() {
         return Err(Error::GraphDecode {
@@ -31,6 +33,9 @@ pub fn decode_graph_def(bytes: &[u8], what: &str) -> Result<GraphDef> {
             what: what.into(),
             source: prost::DecodeError::new("decoded to a GraphDef without nodes"),
         });
+    }
+    if let Some(library) = &def.library {
+        super::library::check_function_library(library, what)?;
     }
     Ok(def)
 }

@@ -8,12 +8,13 @@ pub(crate) mod device_name;
 mod device_type;
 mod dtype;
 pub mod graph_def;
+pub mod library;
 mod model;
 mod sidecar;
 mod signature;
 
 pub use builder::OpGraphBuilder;
-pub use device_name::DeviceName;
+pub use device_name::{is_job_name, DeviceName, JOB_NAME_RULE};
 pub use device_type::DeviceType;
 pub use dtype::DType;
 pub use model::{Attr, ColocationGroup, GroupId, Input, NodeId, OpGraph, OpNode, TensorInfo};

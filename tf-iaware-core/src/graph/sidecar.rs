@@ -36,6 +36,10 @@ pub struct Sidecar {
 /// Largest sidecar read, bytes (a sidecar is a few lines of JSON).
 pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
+/// The op types a sidecar input may name: TensorFlow's placeholders.
+pub(crate) const FEEDABLE_OPS: [&str; 3] =
+    ["Placeholder", "PlaceholderV2", "PlaceholderWithDefault"];
+
 impl Sidecar {
     /// The sidecar path for a graph path: same stem, `.json`.
     pub fn path_for(graph: &Path) -> PathBuf {
@@ -84,16 +88,17 @@ impl Sidecar {
         Ok(sidecar)
     }
 
-    /// Writes the sidecar as pretty JSON.
+    /// Writes the sidecar as pretty JSON, atomically ([`crate::io::write_atomic`]).
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file.
+    /// [`Error::Io`] naming the file; [`Error::InvalidArgument`] for a path that is not a
+    /// regular file (a device, a FIFO, a folder).
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).map_err(|source| Error::Json {
             what: format!("sidecar {}", path.display()),
             source,
         })?;
-        std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+        crate::io::write_atomic(path, (text + "\n").as_bytes(), "sidecar")
     }
 
     /// Checks that every op the sidecar names exists in `graph`, and that every input's shape
@@ -107,6 +112,19 @@ impl Sidecar {
         let ctx = |key: &str| format!("sidecar {} `{key}`", path.display());
         for (name, shape) in &self.inputs {
             let id = graph.require(name, &ctx("inputs"))?;
+            // Feeding any other op's output would replace what the graph computes there, and
+            // training would run on it without a word.
+            let op = &graph.node(id).op;
+            if !FEEDABLE_OPS.contains(&op.as_str()) {
+                return Err(Error::Sidecar {
+                    path: path.into(),
+                    reason: format!(
+                        "input `{name}` is a {op} op, not a placeholder ({}): a sidecar input \
+                         names what the data feeds",
+                        FEEDABLE_OPS.join(", ")
+                    ),
+                });
+            }
             let Some(Some(dims)) = graph.node(id).outputs.first().map(|o| o.shape.as_ref()) else {
                 continue;
             };

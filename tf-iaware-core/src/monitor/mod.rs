@@ -9,6 +9,7 @@ pub mod derive;
 pub mod exposition;
 pub mod gpu;
 pub mod metrics;
+pub mod plausible;
 pub mod proc;
 mod series;
 pub(crate) mod smoothing;

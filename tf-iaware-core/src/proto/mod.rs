@@ -18,7 +18,7 @@ pub use cluster::{ClusterDef, JobDef};
 pub use config::{ConfigProto, GraphOptions, RewriterConfig, RunMetadata, RunOptions};
 pub use example::{BytesList, Example, Feature, FeatureKind, Features, FloatList, Int64List};
 pub use graph::{AttrValue, GraphDef, ListValue, NodeDef, TensorShapeProto};
-pub use kernel::{KernelDef, KernelList};
+pub use kernel::{AttrConstraint, KernelDef, KernelList};
 pub use op_def::{ArgDef, OpDef, TensorAttr, TensorProto};
 pub use server::ServerDef;
 pub use step_stats::{DeviceStepStats, NodeExecStats, StepStats};

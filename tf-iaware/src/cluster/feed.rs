@@ -22,6 +22,7 @@ use super::model::Cluster;
 use super::tf_config::{TaskId, TfConfig};
 use super::{live, LiveSource};
 use crate::error::Result;
+use crate::monitor::plausible::implausible_readings;
 use crate::monitor::snapshot::unix_now_ms;
 use crate::monitor::{Monitor, MonitorConfig, ScrapeOptions, Scraper, Snapshot, Target};
 
@@ -102,6 +103,8 @@ enum Kind {
         endpoints: Vec<Endpoint>,
         /// Tasks with no agent to read (no "metrics" entry, no fallback).
         unread: Vec<TaskId>,
+        /// A reading older than this is stale.
+        max_age: Duration,
     },
 }
 
@@ -259,6 +262,7 @@ impl MetricsFeed {
                 scraper,
                 endpoints,
                 unread,
+                max_age: options.max_age,
             },
             options: options.clone(),
             refreshes: 0,
@@ -313,6 +317,7 @@ impl MetricsFeed {
                 scraper,
                 endpoints,
                 unread,
+                max_age,
             } => {
                 let deadline = Instant::now() + if first { wait } else { Duration::ZERO };
                 let mut reports = scraper.scrape();
@@ -348,6 +353,14 @@ impl MetricsFeed {
                                 .clone()
                                 .unwrap_or_else(|| "the reading is stale".into()),
                         )
+                    } else if let Some(bad) = Some(implausible_readings(
+                        &r.snapshot,
+                        now,
+                        u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX),
+                    ))
+                    .filter(|b| !b.is_empty())
+                    {
+                        Some(format!("reading not used: {}", bad.join("; ")))
                     } else if live::cpu_figures(&r.snapshot, None).is_none() {
                         Some("the agent has no CPU availability reading yet".into())
                     } else {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use tensorflow::{Graph, ImportGraphDefOptions, Operation};
 
 use super::op_defs;
-use super::{DType, Input, NodeId, OpGraph, OpGraphBuilder, OpSignature};
+use super::{Attr, DType, Input, NodeId, OpGraph, OpGraphBuilder, OpSignature};
 use crate::error::{Error, Result};
 use crate::proto::GraphDef;
 use crate::tf;
@@ -91,11 +91,42 @@ fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
         }
         let n = b.node_mut(id);
         n.requested_device = requested_device(&node.name, &node.device)?;
-        n.kernel_device_types = tf::kernel_device_types(&node.op)?;
         for (name, raw) in &node.attr {
             n.attrs
                 .insert(name.clone(), decode_attr(&node.name, name, raw)?);
         }
+        // Kernels for the node's own types: every placer then keeps it off devices that cannot
+        // run it, and an op that no device can run (MatMul on uint16) is an error here.
+        let type_of = |a: &str| match n.attrs.get(a) {
+            Some(Attr::Type(t)) => Some(t.0),
+            _ => None,
+        };
+        let matching = tf::kernel_device_types_for(&node.op, type_of)?;
+        if matching.is_empty() {
+            let any = tf::kernel_device_types(&node.op)?;
+            if !any.is_empty() {
+                let mut types: Vec<String> = n
+                    .attrs
+                    .iter()
+                    .filter_map(|(k, v)| match v {
+                        Attr::Type(t) => Some(format!("{k}={}", t.name())),
+                        _ => None,
+                    })
+                    .collect();
+                types.sort();
+                return Err(Error::NoKernelForTypes {
+                    op: node.name.clone(),
+                    op_type: node.op.clone(),
+                    types: types.join(", "),
+                    available: any
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+        n.kernel_device_types = matching;
         ops.push(op);
     }
     let index: HashMap<&str, NodeId> = def

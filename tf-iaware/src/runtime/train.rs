@@ -45,11 +45,7 @@ impl StepTimes {
     }
 }
 
-/// The largest batch a synthetic run takes (its bytes are checked against memory as well).
-pub const MAX_BATCH: usize = 1 << 24;
-
-/// The most steps (timed or warm-up) one training run takes.
-pub const MAX_STEPS: usize = 10_000_000;
+pub use tf_iaware_core::limits::{MAX_BATCH, MAX_STEPS};
 
 /// Bytes of a synthetic batch of `dims` float32 elements, checked against overflow and against
 /// the memory the machine has available; `what` names the input in errors.

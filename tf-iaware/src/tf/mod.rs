@@ -8,7 +8,7 @@ mod status;
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
-pub use kernels::kernel_device_types;
+pub use kernels::{kernel_device_types, kernel_device_types_for};
 pub use server::Server;
 
 use crate::error::{Error, Result};

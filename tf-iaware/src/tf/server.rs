@@ -20,6 +20,20 @@ pub struct Server {
     target: String,
 }
 
+/// What a started server exposes, in words: TensorFlow 2.21's gRPC server listens on
+/// `0.0.0.0:PORT` (`GrpcServer::Init` builds the listening address from the port alone; a
+/// `ServerDef` has no field for the host to bind), whatever host TF_CONFIG names, and its worker
+/// and master services run any graph they are sent, without authentication.
+pub fn exposure_warning(def: &ServerDef) -> String {
+    format!(
+        "TensorFlow's gRPC server of /job:{}/task:{} listens on port {} of every network interface \
+         (TensorFlow binds 0.0.0.0 whatever host TF_CONFIG names) and runs any graph it is sent, \
+         unauthenticated; confine it to trusted peers with a network namespace or a firewall rule \
+         (README, Distributed training: Security)",
+        def.job_name, def.task_index, def.port
+    )
+}
+
 // SAFETY: TF_Server is internally synchronised; the C API allows calls from any thread.
 unsafe impl Send for Server {}
 // SAFETY: as above; &Server only exposes `target` and thread-safe C calls.
@@ -48,6 +62,7 @@ impl Server {
         // SAFETY: raw is live.
         unsafe { sys::TF_ServerStart(server.raw, status.as_ptr()) };
         status.check("TF_ServerStart")?;
+        log::warn!("{}", exposure_warning(def));
         Ok(server)
     }
 
@@ -72,6 +87,22 @@ impl Server {
 mod tests {
     use super::*;
     use crate::cluster::tf_config::{TaskId, TfConfig};
+
+    #[test]
+    fn the_exposure_warning_names_the_task_and_the_port() {
+        let def = ServerDef {
+            job_name: "worker".into(),
+            task_index: 3,
+            port: 2345,
+            ..ServerDef::default()
+        };
+        let w = exposure_warning(&def);
+        assert!(
+            w.contains("/job:worker/task:3") && w.contains("port 2345"),
+            "{w}"
+        );
+        assert!(w.contains("0.0.0.0") && w.contains("firewall"), "{w}");
+    }
 
     #[test]
     fn starts_on_a_free_port_and_can_be_dropped_without_aborting() {

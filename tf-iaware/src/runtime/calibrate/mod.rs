@@ -344,7 +344,7 @@ pub(crate) fn calibrate_and_cache(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    std::fs::write(&path, profile.to_json()?).map_err(|e| Error::io(&path, e))?;
+    crate::io::write_atomic(&path, profile.to_json()?.as_bytes(), "calibration cache")?;
     Ok(CalibrationOutcome {
         cached: Some(path),
         warning: None,
@@ -652,7 +652,7 @@ pub fn calibrate_workers_cached(
         what: "worker calibration".into(),
         source,
     })?;
-    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    crate::io::write_atomic(&path, text.as_bytes(), "calibration cache")?;
     Ok(WorkerCalibration {
         capacity,
         cache_hit: false,
