@@ -305,6 +305,43 @@ pub enum Error {
         reason: String,
     },
 
+    // ----- Data ---------------------------------------------------------------------------------
+    /// A TFRecord file that ends inside a record: `part` of the record at byte `offset` is cut.
+    #[error("{file}: truncated TFRecord: the record at byte {offset} ends inside its {part}")]
+    RecordTruncated {
+        /// The file (or what the bytes came from).
+        file: String,
+        /// Byte offset of the record's start.
+        offset: u64,
+        /// The part that is cut.
+        part: crate::record::RecordPart,
+    },
+    /// A TFRecord whose `part` (the length CRC or the data CRC) does not match: a corrupt file.
+    #[error("{file}: corrupt TFRecord: the record at byte {offset} fails its {part} check")]
+    RecordCrc {
+        /// The file (or what the bytes came from).
+        file: String,
+        /// Byte offset of the record's start.
+        offset: u64,
+        /// The CRC that does not match ([`RecordPart::LengthCrc`](crate::record::RecordPart) or
+        /// [`RecordPart::DataCrc`](crate::record::RecordPart)).
+        part: crate::record::RecordPart,
+    },
+    /// A TFRecord longer than the reader accepts (a corrupt length, or a cap set too low).
+    #[error(
+        "{file}: the TFRecord at byte {offset} claims {len} bytes, more than the {max} accepted"
+    )]
+    RecordTooLarge {
+        /// The file (or what the bytes came from).
+        file: String,
+        /// Byte offset of the record's start.
+        offset: u64,
+        /// The length the record claims, bytes.
+        len: u64,
+        /// The cap, bytes.
+        max: u64,
+    },
+
     // ----- I/O ----------------------------------------------------------------------------------
     /// A file that could not be read or written.
     #[error("{path}: {source}")]

@@ -8,7 +8,7 @@
 //! (snapshots of a machine, the parsers of its `/proc`, cgroup and NVML readings, the Prometheus
 //! page both ways), [`parallel`] (data-parallel plans and the replication of a training graph),
 //! [`scale`] (the scale study: the planners on synthetic clusters, by simulation), [`proto`] (the
-//! TensorFlow protos as plain structs) and the one [`Error`] type.
+//! TensorFlow protos as plain structs), [`record`] (TFRecord framing) and the one [`Error`] type.
 //!
 //! The `tf-iaware` crate adds TensorFlow and the OS at the edges: importing a real graph, writing
 //! device strings onto it, sessions, the live sources, the agent and the scraper.
@@ -25,6 +25,7 @@ pub mod monitor;
 pub mod parallel;
 pub mod placer;
 pub mod proto;
+pub mod record;
 pub mod report;
 pub mod scale;
 pub mod sim;
