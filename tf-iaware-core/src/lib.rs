@@ -17,6 +17,7 @@
 
 pub mod cluster;
 pub mod cost;
+pub mod durable;
 pub mod error;
 pub mod graph;
 mod index;

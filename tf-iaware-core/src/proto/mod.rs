@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub(crate) mod config;
+pub mod event;
 pub mod graph;
 pub(crate) mod kernel;
 pub(crate) mod op_def;
@@ -15,6 +16,7 @@ pub(crate) mod step_stats;
 
 pub use cluster::{ClusterDef, JobDef};
 pub use config::{ConfigProto, GraphOptions, RewriterConfig, RunMetadata, RunOptions};
+pub use event::{Event, Summary, SummaryValue};
 pub use graph::{AttrValue, GraphDef, ListValue, NodeDef, TensorShapeProto};
 pub use kernel::{KernelDef, KernelList};
 pub use op_def::{ArgDef, OpDef, TensorAttr, TensorProto};
