@@ -539,3 +539,42 @@ fn event_files_round_trip_through_the_projects_own_reader() {
     let err = read_event_file(&path).unwrap_err().to_string();
     assert!(err.contains(&path.display().to_string()), "{err}");
 }
+
+#[test]
+fn a_driver_memory_checkpoint_goes_to_disk_and_comes_back_as_one() {
+    use tf_iaware::durable::{from_saved, PlanState, WorkerShare};
+    use tf_iaware::parallel::checkpoint::{Checkpoint, SavedTensor};
+    let memory = Checkpoint {
+        step: 700,
+        tensors: vec![
+            SavedTensor {
+                name: "dense/kernel".into(),
+                shape: vec![2, 3],
+                values: vec![0.5, -1.0, 2.0, 0.0, 3.0, 4.0],
+            },
+            SavedTensor {
+                name: "dense/kernel/Momentum".into(),
+                shape: vec![2, 3],
+                values: vec![0.1; 6],
+            },
+        ],
+    };
+    let mut state = TrainState::at_step(700);
+    state.plan = Some(PlanState {
+        strategy: "proportional".into(),
+        global_batch: 64,
+        shares: vec![WorkerShare {
+            worker: "/job:worker/task:0".into(),
+            examples: 64,
+        }],
+        replans: 0,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoints = CheckpointDir::open(dir.path(), 3).unwrap();
+    checkpoints
+        .save(&state, &from_saved(&memory.tensors).unwrap())
+        .unwrap();
+    let loaded = checkpoints.load_latest().unwrap().unwrap();
+    assert_eq!(loaded.state, state);
+    assert_eq!(loaded.memory_checkpoint(), memory);
+}

@@ -17,8 +17,9 @@ use tf_iaware_core::durable::layout::{
 use tf_iaware_core::durable::TrainState;
 
 use super::bundle::{read_bundle, write_bundle};
-use super::tensor::NamedTensor;
+use super::tensor::{to_saved, NamedTensor};
 use crate::error::{Error, Result};
+use crate::parallel::checkpoint::Checkpoint;
 
 /// One checkpoint of a [`CheckpointDir`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +44,18 @@ pub struct LoadedCheckpoint {
     pub tensors: Vec<NamedTensor>,
     /// Newer checkpoints that were torn and skipped (moved aside), with why.
     pub skipped: Vec<(PathBuf, String)>,
+}
+
+impl LoadedCheckpoint {
+    /// The float tensors as a driver-memory checkpoint (`runtime::checkpoint`'s, what a
+    /// replicated graph's restore op takes), at the state's global step. Tensors of other dtypes
+    /// are left out, as the replicated graph's checkpoint ops leave them out.
+    pub fn memory_checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            step: usize::try_from(self.state.global_step).unwrap_or(usize::MAX),
+            tensors: to_saved(&self.tensors),
+        }
+    }
 }
 
 /// A checkpoint directory: see the module documentation.

@@ -37,4 +37,4 @@ pub use graph::{
     RestoredModel,
 };
 pub use tensor::{from_saved, to_saved, HostTensor, NamedTensor};
-pub use tf_iaware_core::durable::{layout, PlanState, TrainState, WorkerShare};
+pub use tf_iaware_core::durable::{layout, CheckpointSchedule, PlanState, TrainState, WorkerShare};
