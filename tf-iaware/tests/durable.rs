@@ -474,8 +474,16 @@ fn a_directory_of_another_tools_checkpoints_is_refused_and_stale_temporaries_are
     let stale = d.join(".ckpt-5.tmp-4294967295");
     fs::create_dir(&stale).unwrap();
     fs::write(stale.join("model.ckpt.index"), b"half").unwrap();
+    fs::write(
+        stale.join("model.ckpt.data-00000-of-00001.tempstate123"),
+        b"half",
+    )
+    .unwrap();
+    let stale_state = d.join(".checkpoint.tmp-4294967295");
+    fs::write(&stale_state, b"model_checkpoint_path: \"ckpt-5/mo").unwrap();
     CheckpointDir::open(d, 3).unwrap();
     assert!(!stale.exists());
+    assert!(!stale_state.exists());
 }
 
 #[test]

@@ -82,16 +82,23 @@ fn sync_dir(path: &Path) -> Result<()> {
         .map_err(io(path))
 }
 
-/// Deletes the files tf-iaware writes in a checkpoint's sub-directory, then the directory if
-/// that left it empty. Anything else in it is left alone (and so is the directory, with a
-/// warning).
+/// Deletes the files tf-iaware writes in a checkpoint's sub-directory (the state file, and
+/// every `model.ckpt*` file: the V2 files and the temporary files `SaveV2` writes before renaming
+/// them), then the directory if that left it empty. Anything else in it is left alone (and so
+/// is the directory, with a warning).
 fn remove_checkpoint_dir(dir: &Path) -> Result<()> {
-    for name in checkpoint_files() {
-        let path = dir.join(&name);
-        match fs::remove_file(&path) {
+    for entry in fs::read_dir(dir).map_err(io(dir))? {
+        let entry = entry.map_err(io(dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = name.starts_with(PREFIX_NAME) || checkpoint_files().iter().any(|f| *f == name);
+        if !ours || !entry.path().is_file() {
+            continue;
+        }
+        match fs::remove_file(entry.path()) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(path, e)),
+            Err(e) => return Err(Error::io(entry.path(), e)),
         }
     }
     if let Err(e) = fs::remove_dir(dir) {
@@ -101,6 +108,15 @@ fn remove_checkpoint_dir(dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The pid of a temporary state file of [`CheckpointDir::write_state_file`]'s making.
+fn state_temp_pid(name: &str) -> Option<u32> {
+    let pid = name.strip_prefix(&format!(".{STATE_FILE_NAME}.tmp-"))?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -143,10 +159,21 @@ impl CheckpointDir {
         for entry in fs::read_dir(&dir).map_err(io(&dir))? {
             let entry = entry.map_err(io(&dir))?;
             let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(layout::temp_dir_pid) else {
+            let Some(name) = name.to_str() else {
                 continue;
             };
-            if pid_alive(pid) {
+            if let Some(pid) = state_temp_pid(name).filter(|&p| !pid_alive(p)) {
+                log::info!(
+                    "removing {} (left by process {pid})",
+                    entry.path().display()
+                );
+                fs::remove_file(entry.path()).map_err(io(&entry.path()))?;
+                continue;
+            }
+            let Some(pid) = layout::temp_dir_pid(name) else {
+                continue;
+            };
+            if pid_alive(pid) || !entry.path().is_dir() {
                 continue;
             }
             log::info!(
