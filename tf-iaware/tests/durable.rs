@@ -586,3 +586,93 @@ fn a_driver_memory_checkpoint_goes_to_disk_and_comes_back_as_one() {
     assert_eq!(loaded.state, state);
     assert_eq!(loaded.memory_checkpoint(), memory);
 }
+
+/// Set in the child process of [`a_driver_killed_mid_save_leaves_the_previous_checkpoint_whole`].
+const CHILD_DIR: &str = "TF_IAWARE_TEST_DURABLE_CHILD_DIR";
+
+fn step_tensors(step: u64) -> Vec<NamedTensor> {
+    // 4 MiB per checkpoint, every value the step: a kill lands mid-write often.
+    (0..4)
+        .map(|i| {
+            NamedTensor::new(
+                format!("layer{i}/kernel"),
+                float(&[512, 512], &vec![step as f32; 512 * 512]),
+            )
+        })
+        .collect()
+}
+
+/// The child: saves checkpoints of steps 1, 2, 3, … until it is killed.
+#[test]
+fn child_saving_until_killed() {
+    let Some(dir) = std::env::var_os(CHILD_DIR) else {
+        return;
+    };
+    let checkpoints = CheckpointDir::open(dir, 2).unwrap();
+    for step in 1.. {
+        checkpoints.save(&state(step), &step_tensors(step)).unwrap();
+    }
+}
+
+#[test]
+fn a_driver_killed_mid_save_leaves_the_previous_checkpoint_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let mut killed_mid_write = 0;
+    for (round, delay_ms) in [0u64, 37, 113].into_iter().enumerate() {
+        let dir = root.path().join(format!("round{round}"));
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_saving_until_killed", "--nocapture"])
+            .env(CHILD_DIR, &dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until this round's child has written a checkpoint, then kill it (SIGKILL) a little
+        // later, wherever it is in the next one.
+        let first = dir.join("ckpt-2");
+        while !first.exists() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the child ended on its own"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let hidden = |dir: &Path| -> Vec<String> {
+            fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with('.'))
+                .collect()
+        };
+        if !hidden(&dir).is_empty() {
+            killed_mid_write += 1;
+        }
+
+        let checkpoints = CheckpointDir::open(&dir, 2).unwrap();
+        let loaded = checkpoints
+            .load_latest()
+            .unwrap()
+            .expect("a whole checkpoint");
+        let step = loaded.state.global_step;
+        assert!(step >= 2, "round {round}: step {step}");
+        assert_eq!(loaded.info.step, step);
+        assert_eq!(
+            loaded.tensors,
+            step_tensors(step),
+            "round {round}: step {step}"
+        );
+        assert!(
+            loaded.skipped.is_empty(),
+            "round {round}: {:?}",
+            loaded.skipped
+        );
+        // Nothing half-written is left for the next run: opening cleared the dead child's
+        // temporary directory.
+        let temps = hidden(&dir);
+        assert!(temps.is_empty(), "round {round}: {temps:?}");
+    }
+    eprintln!("{killed_mid_write} of 3 kills landed while a checkpoint was being written");
+}
