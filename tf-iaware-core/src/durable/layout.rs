@@ -258,4 +258,22 @@ mod tests {
             .to_string();
         assert!(err.contains("d/checkpoint line 1"), "{err}");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_state_round_trips_and_any_text_parses_or_is_refused(
+            latest in ".{0,40}",
+            all in proptest::collection::vec(".{0,40}", 0..4),
+            text in ".{0,200}",
+        ) {
+            let s = CheckpointState {
+                model_checkpoint_path: latest,
+                all_model_checkpoint_paths: all,
+            };
+            proptest::prop_assert_eq!(CheckpointState::parse(&s.to_text(), "f").unwrap(), s);
+            let _ = CheckpointState::parse(&text, "f");
+            let _ = parse_relative_prefix(&text);
+            let _ = temp_dir_pid(&text);
+        }
+    }
 }
