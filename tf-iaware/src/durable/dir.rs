@@ -16,7 +16,10 @@ use tf_iaware_core::durable::layout::{
 };
 use tf_iaware_core::durable::TrainState;
 
-use super::bundle::{read_bundle, write_bundle};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+use super::bundle::{read_bundle, BundleWriter};
 use super::tensor::{to_saved, NamedTensor};
 use crate::error::{Error, Result};
 use crate::parallel::checkpoint::Checkpoint;
@@ -58,11 +61,13 @@ impl LoadedCheckpoint {
     }
 }
 
-/// A checkpoint directory: see the module documentation.
+/// A checkpoint directory: see the module documentation. Clones share one cached `SaveV2`
+/// session ([`BundleWriter`]), rebuilt when the tensors' names or dtypes change.
 #[derive(Clone, Debug)]
 pub struct CheckpointDir {
     dir: PathBuf,
     keep: usize,
+    writer: Arc<Mutex<Option<BundleWriter>>>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -182,7 +187,11 @@ impl CheckpointDir {
             );
             remove_checkpoint_dir(&entry.path())?;
         }
-        Ok(CheckpointDir { dir, keep })
+        Ok(CheckpointDir {
+            dir,
+            keep,
+            writer: Arc::default(),
+        })
     }
 
     /// The directory.
@@ -271,7 +280,14 @@ impl CheckpointDir {
 
     fn write_into(&self, temp: &Path, state: &TrainState, tensors: &[NamedTensor]) -> Result<()> {
         let prefix = temp.join(PREFIX_NAME);
-        write_bundle(&prefix, tensors)?;
+        let mut writer = self.writer.lock();
+        if !writer.as_ref().is_some_and(|w| w.fits(tensors)) {
+            *writer = Some(BundleWriter::new(tensors)?);
+        }
+        if let Some(w) = writer.as_ref() {
+            w.write(&prefix, tensors)?;
+        }
+        drop(writer);
         let state_path = temp.join(STATE_FILE);
         let mut f = File::create(&state_path).map_err(io(&state_path))?;
         f.write_all(state.to_json()?.as_bytes())

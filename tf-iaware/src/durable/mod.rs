@@ -30,7 +30,7 @@ mod graph;
 mod tensor;
 
 pub use crate::tf::CheckpointEntry;
-pub use bundle::{list_bundle, read_bundle, read_entries, write_bundle};
+pub use bundle::{list_bundle, read_bundle, read_entries, write_bundle, BundleWriter};
 pub use dir::{CheckpointDir, CheckpointInfo, LoadedCheckpoint};
 pub use graph::{
     check_fits, graph_variables, read_variables, restore_graph, restore_into, GraphVariable,
