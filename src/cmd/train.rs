@@ -167,7 +167,10 @@ pub fn run(args: &Args) -> Result<()> {
     for w in &report.workers {
         outln!(
             "  {}: share {}, {} steps, {} samples",
-            w.device, w.batch, w.steps, w.samples
+            w.device,
+            w.batch,
+            w.steps,
+            w.samples
         )?;
     }
     Ok(())

@@ -245,6 +245,36 @@ pub enum Error {
         /// What is wrong, in words.
         reason: String,
     },
+    /// A checkpoint on disk that cannot be read whole (`path`: its prefix, index or data file, or
+    /// its state sidecar): missing, truncated, corrupt — a torn write or a damaged disk.
+    #[error("checkpoint {path}: {reason}")]
+    CheckpointFile {
+        /// The checkpoint prefix or the file that is missing or damaged.
+        path: PathBuf,
+        /// What is wrong, in words.
+        reason: String,
+    },
+    /// A checkpoint on disk that does not fit the graph it is restored into: `variable` is
+    /// missing from it, or has another dtype or shape there.
+    #[error("checkpoint {path} does not fit the graph: variable `{variable}` {reason}")]
+    CheckpointMismatch {
+        /// The checkpoint prefix.
+        path: PathBuf,
+        /// Name of the variable.
+        variable: String,
+        /// What differs, in words.
+        reason: String,
+    },
+    /// A TensorBoard event file that does not parse (`offset`: byte offset of the bad record).
+    #[error("event file {path}: record at byte {offset}: {reason}")]
+    EventFile {
+        /// Path of the event file.
+        path: PathBuf,
+        /// Byte offset of the record that is wrong.
+        offset: u64,
+        /// What is wrong, in words.
+        reason: String,
+    },
     /// Training lost tasks it cannot do without (every worker, or every ps and none came back).
     #[error("step {step}: cannot recover from losing {lost}: {reason}")]
     Unrecoverable {

@@ -9,7 +9,8 @@
 //! page both ways), [`parallel`] (data-parallel plans and the replication of a training graph),
 //! [`scale`] (the scale study: the planners on synthetic clusters, by simulation), [`proto`] (the
 //! TensorFlow protos as plain structs), [`record`] (TFRecord framing), [`data`] (typed host
-//! tensors of a training data set and their checks against a graph's inputs) and the one [`Error`] type.
+//! tensors of a training data set and their checks against a graph's inputs), [`durable`] (checkpoint
+//! layout, training state, TensorBoard events) and the one [`Error`] type.
 //!
 //! The `tf-iaware` crate adds TensorFlow and the OS at the edges: importing a real graph, writing
 //! device strings onto it, sessions, the live sources, the agent and the scraper.
@@ -19,6 +20,7 @@
 pub mod cluster;
 pub mod cost;
 pub mod data;
+pub mod durable;
 pub mod error;
 pub mod graph;
 mod index;

@@ -1,5 +1,6 @@
 //! Raw FFI to the parts of the TensorFlow C API (2.21) that the `tensorflow` crate does not wrap:
-//! the distributed-runtime server (`TF_NewServer` family), the kernel registry and the version.
+//! the distributed-runtime server (`TF_NewServer` family), the kernel registry, the checkpoint
+//! reader and the version.
 //!
 //! Linking is this crate's job: its build script finds or fetches libtensorflow (see docs/src/guide/libtensorflow.md)
 //! and every final link of the workspace — the `tensorflow` crate's calls included — resolves
@@ -30,6 +31,12 @@ pub struct TF_Status {
 /// Opaque `TF_Server` (an in-process gRPC server of the distributed runtime).
 #[repr(C)]
 pub struct TF_Server {
+    _private: [u8; 0],
+}
+
+/// Opaque `TF_CheckpointReader` (c_api_experimental.h): the index of a V1 or V2 checkpoint.
+#[repr(C)]
+pub struct TF_CheckpointReader {
     _private: [u8; 0],
 }
 
@@ -85,6 +92,40 @@ extern "C" {
     pub fn TF_ServerTarget(server: *mut TF_Server) -> *const c_char;
     /// Frees a server, stopping it first if it runs.
     pub fn TF_DeleteServer(server: *mut TF_Server);
+
+    /// Opens the checkpoint at `filename` (a V2 prefix, without `.index`); null with an error in
+    /// `status` when it cannot be read. Free with [`TF_DeleteCheckpointReader`].
+    pub fn TF_NewCheckpointReader(
+        filename: *const c_char,
+        status: *mut TF_Status,
+    ) -> *mut TF_CheckpointReader;
+    /// Frees a checkpoint reader.
+    pub fn TF_DeleteCheckpointReader(reader: *mut TF_CheckpointReader);
+    /// Number of tensors in the checkpoint.
+    pub fn TF_CheckpointReaderSize(reader: *mut TF_CheckpointReader) -> c_int;
+    /// Name of tensor `index` (`0..TF_CheckpointReaderSize`); owned by the reader.
+    pub fn TF_CheckpointReaderGetVariable(
+        reader: *mut TF_CheckpointReader,
+        index: c_int,
+    ) -> *const c_char;
+    /// `TF_DataType` of tensor `name`.
+    pub fn TF_CheckpointReaderGetVariableDataType(
+        reader: *mut TF_CheckpointReader,
+        name: *const c_char,
+    ) -> c_int;
+    /// Rank of tensor `name`.
+    pub fn TF_CheckpointReaderGetVariableNumDims(
+        reader: *mut TF_CheckpointReader,
+        name: *const c_char,
+    ) -> c_int;
+    /// Writes the `num_dims` dimensions of tensor `name` to `dims`.
+    pub fn TF_CheckpointReaderGetVariableShape(
+        reader: *mut TF_CheckpointReader,
+        name: *const c_char,
+        dims: *mut i64,
+        num_dims: c_int,
+        status: *mut TF_Status,
+    );
 }
 
 #[cfg(test)]

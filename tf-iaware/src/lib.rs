@@ -44,6 +44,7 @@ pub mod apply;
 pub mod cluster;
 pub mod config;
 pub mod data;
+pub mod durable;
 pub mod graph;
 pub mod models;
 pub mod monitor;

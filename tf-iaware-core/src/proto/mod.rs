@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub(crate) mod config;
+pub mod event;
 pub mod example;
 pub mod graph;
 pub(crate) mod kernel;
@@ -16,6 +17,7 @@ pub(crate) mod step_stats;
 
 pub use cluster::{ClusterDef, JobDef};
 pub use config::{ConfigProto, GraphOptions, RewriterConfig, RunMetadata, RunOptions};
+pub use event::{Event, Summary, SummaryValue};
 pub use example::{BytesList, Example, Feature, FeatureKind, Features, FloatList, Int64List};
 pub use graph::{AttrValue, GraphDef, ListValue, NodeDef, TensorShapeProto};
 pub use kernel::{AttrConstraint, KernelDef, KernelList};

@@ -1,0 +1,13 @@
+//! Durable training as plain data: the trainer's own state saved beside each checkpoint
+//! ([`TrainState`]), the layout of a checkpoint directory and TensorFlow's `checkpoint` state file
+//! ([`layout`]), when to take the next one ([`CheckpointSchedule`]), and TensorBoard event
+//! records ([`events`]). Writing them to disk, and the checkpoint's tensors through
+//! TensorFlow's `SaveV2`/`RestoreV2`, is `tf_iaware::durable`'s.
+
+pub mod events;
+pub mod layout;
+mod schedule;
+mod state;
+
+pub use schedule::CheckpointSchedule;
+pub use state::{PlanState, TrainState, WorkerShare, TRAIN_STATE_FORMAT};
