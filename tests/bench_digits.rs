@@ -56,15 +56,14 @@ fn bad_flags_fail_before_a_cluster_starts() {
             "has no `logits`",
         ),
         (
+            // A data file of the user's that does not fit the graph: the input and file named.
             &[
                 "--data",
-                "digits",
+                "tests/fixtures/data_cnn_train.npz",
                 "--graph",
-                "tests/fixtures/tf1_cnn_adam.pb",
-                "--meta",
-                "tests/fixtures/tf1_cnn_adam_logits.json",
+                "tests/fixtures/tf1_mlp_sparse.pb",
             ],
-            "async-ps cannot train",
+            "data_cnn_train.npz: input `x`",
         ),
         (
             &["--data", "digits", "--json", "/nonexistent-dir/report.json"],

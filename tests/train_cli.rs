@@ -26,10 +26,9 @@ fn train_fits_a_python_graph_to_npz_files_with_any_strategy() {
         fixture("tf1_mlp_sparse_train.npz"),
         fixture("tf1_mlp_sparse_held_out.npz"),
     );
-    // Synchronous strategies: TF1's `minimize` gates each op's gradients with a `tuple`
-    // (`group_deps`), which replication shares between towers, so the asynchronous and
-    // backup-worker strategies refuse this graph (naming the op).
-    for strategy in ["replica-setter", "infra-aware"] {
+    // TF1's `minimize` gates each op's gradients with a `tuple` (`group_deps`): replicated per
+    // tower, asynchronous and backup-worker training take the graph too.
+    for strategy in ["replica-setter", "async-ps", "sync-backup"] {
         let out = ok(&[
             "train",
             "--graph",

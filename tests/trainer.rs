@@ -60,7 +60,8 @@ fn rows(name: &str, n: usize, seed: u64) -> InMemory {
     .unwrap()
 }
 
-fn job() -> Job {
+/// The model's graph and its sidecar (dynamic batch, int64 labels, logits for accuracy).
+fn graph() -> (tf_iaware::graph::analyze::Analyzed, Sidecar) {
     let m = model::build().unwrap();
     let analyzed = analyze_graph(&m.scope.graph()).unwrap();
     let sidecar = Sidecar {
@@ -75,6 +76,11 @@ fn job() -> Job {
         batch: None,
         logits: Some("logits/Add".into()),
     };
+    (analyzed, sidecar)
+}
+
+fn job() -> Job {
+    let (analyzed, sidecar) = graph();
     Job::new(
         "own model",
         analyzed,
@@ -148,20 +154,7 @@ fn every_strategy_trains_a_users_graph_on_the_users_rows() {
 
 #[test]
 fn data_that_does_not_fit_the_graph_is_refused_before_tensorflow_sees_it() {
-    let m = model::build().unwrap();
-    let analyzed = analyze_graph(&m.scope.graph()).unwrap();
-    let sidecar = Sidecar {
-        inputs: BTreeMap::from([
-            ("x".to_string(), vec![-1, model::FEATURES as i64]),
-            ("labels".to_string(), vec![-1]),
-        ]),
-        init: "init".into(),
-        train: m.train.name().unwrap(),
-        loss: "loss".into(),
-        one_hot: Vec::new(),
-        batch: None,
-        logits: Some("logits/Add".into()),
-    };
+    let (analyzed, sidecar) = graph();
     // Labels as float: the graph takes int64.
     let wrong = InMemory::from_tensors(
         "wrong.npz",

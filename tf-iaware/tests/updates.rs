@@ -115,7 +115,7 @@ fn backup_accumulators_take_the_first_gradients_and_drop_stale_ones() {
     let probe = NodeDef {
         name: "probe".into(),
         op: "AccumulatorNumAccumulated".into(),
-        input: vec![format!("{BACKUP_PREFIX}/{update}/accumulator")],
+        input: vec![format!("{BACKUP_PREFIX}/updates/{update}/accumulator")],
         ..NodeDef::default()
     };
     rep.graph_def.node.push(probe);

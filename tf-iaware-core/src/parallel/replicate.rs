@@ -346,6 +346,24 @@ pub fn replicate(
             replicated[i] = true;
         }
     }
+    // A NoOp that only groups ops of the tower (`tf.tuple`'s `group_deps`, which TF1's
+    // `minimize` puts between an op's gradients) belongs to the tower too: shared, it would make
+    // every replica's gradients wait for every other's.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..n {
+            let groups_tower = !replicated[i]
+                && needed[i]
+                && def.node[i].op == "NoOp"
+                && !edges[i].is_empty()
+                && edges[i].iter().all(|e| e.control && replicated[e.src]);
+            if groups_tower {
+                replicated[i] = true;
+                changed = true;
+            }
+        }
+    }
     // Shape arithmetic that Python folded from a fixed batch (`tf.shape` of a fully defined
     // shape is a constant): constants with the batch as leading entry, and what is computed
     // from them alone, are replicated too, each copy with its replica's share.

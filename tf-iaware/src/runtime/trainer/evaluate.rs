@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use tensorflow::{Operation, SessionRunArgs};
 
-use super::job::{classes_of, correct, Job, Metric};
+use super::job::{correct, Job, Metric};
 use crate::config::SessionConfig;
 use crate::data::{in_order, FeedTensor};
 use crate::error::{Error, Result};
@@ -132,7 +132,10 @@ impl Evaluator {
                 .map_err(|e| Error::tf("fetching the evaluated tensor", e))?;
             match &self.metric {
                 Metric::Accuracy { label, .. } => {
-                    let labels = batch.tensors.get(label).map(classes_of).unwrap_or_default();
+                    let labels = match batch.tensors.get(label) {
+                        Some(t) => t.classes(label)?,
+                        None => Vec::new(),
+                    };
                     sum += correct(&out, &labels, real) as f64;
                 }
                 Metric::Scalar { .. } => {

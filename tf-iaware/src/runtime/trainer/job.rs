@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::data::{input_specs, Dataset, HostTensor, InputSpec, Values};
+use crate::data::{input_specs, Dataset, InputSpec};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_graph, Analyzed};
 use crate::graph::{DType, Sidecar};
@@ -313,32 +313,9 @@ fn is_integer(dtype: DType) -> bool {
     matches!(dtype.0, 3 | 4 | 5 | 6 | 9 | 17 | 22 | 23)
 }
 
-/// The class of every row of a label tensor: an integer class (`[rows]` or `[rows, 1]`) or
-/// the arg-max of a one-hot row (`[rows, classes]`).
-pub(crate) fn classes_of(labels: &HostTensor) -> Vec<i64> {
-    let n = labels.row_len().max(1);
-    let argmax = |row: &[f32]| {
-        row.iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map_or(-1, |(i, _)| i as i64)
-    };
-    match &labels.values {
-        Values::I64(v) if n == 1 => v.clone(),
-        Values::I32(v) if n == 1 => v.iter().map(|&c| i64::from(c)).collect(),
-        Values::U8(v) if n == 1 => v.iter().map(|&c| i64::from(c)).collect(),
-        Values::F32(v) => v.chunks(n).map(argmax).collect(),
-        Values::F64(v) => v
-            .chunks(n)
-            .map(|r| argmax(&r.iter().map(|&x| x as f32).collect::<Vec<_>>()))
-            .collect(),
-        _ => vec![-1; labels.rows()],
-    }
-}
-
 /// Of the first `real` rows of a batch, those whose arg-max of `logits` (`[rows, classes]`,
 /// row-major, one row per entry of `classes`) is their class.
-pub(crate) fn correct(logits: &[f32], classes: &[i64], real: usize) -> usize {
+pub(crate) fn correct(logits: &[f32], classes: &[usize], real: usize) -> usize {
     if classes.is_empty() || logits.len() % classes.len() != 0 {
         return 0;
     }
@@ -354,7 +331,7 @@ pub(crate) fn correct(logits: &[f32], classes: &[i64], real: usize) -> usize {
             row.iter()
                 .enumerate()
                 .max_by(|a, b| a.1.total_cmp(b.1))
-                .is_some_and(|(i, _)| i as i64 == c)
+                .is_some_and(|(i, _)| i == c)
         })
         .count()
 }
@@ -362,17 +339,6 @@ pub(crate) fn correct(logits: &[f32], classes: &[i64], real: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn classes_from_integers_and_one_hot_rows() {
-        let ints = HostTensor::new(vec![3], vec![2i64, 0, 1].into()).unwrap();
-        assert_eq!(classes_of(&ints), vec![2, 0, 1]);
-        let one_hot =
-            HostTensor::new(vec![2, 3], vec![0.0f32, 1.0, 0.0, 0.0, 0.0, 1.0].into()).unwrap();
-        assert_eq!(classes_of(&one_hot), vec![1, 2]);
-        let col = HostTensor::new(vec![2, 1], vec![4i32, 1].into()).unwrap();
-        assert_eq!(classes_of(&col), vec![4, 1]);
-    }
 
     #[test]
     fn correct_counts_only_real_rows() {
