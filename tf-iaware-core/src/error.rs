@@ -366,7 +366,7 @@ pub enum Error {
         /// Byte offset of the record's start.
         offset: u64,
         /// The part that is cut.
-        part: crate::record::RecordPart,
+        part: RecordPart,
     },
     /// A TFRecord whose `part` (the length CRC or the data CRC) does not match: a corrupt file.
     #[error("{file}: corrupt TFRecord: the record at byte {offset} fails its {part} check")]
@@ -375,9 +375,9 @@ pub enum Error {
         file: String,
         /// Byte offset of the record's start.
         offset: u64,
-        /// The CRC that does not match ([`RecordPart::LengthCrc`](crate::record::RecordPart) or
-        /// [`RecordPart::DataCrc`](crate::record::RecordPart)).
-        part: crate::record::RecordPart,
+        /// The CRC that does not match ([`RecordPart::LengthCrc`](RecordPart) or
+        /// [`RecordPart::DataCrc`](RecordPart)).
+        part: RecordPart,
     },
     /// A TFRecord longer than the reader accepts (a corrupt length, or a cap set too low).
     #[error(
@@ -503,5 +503,29 @@ impl Error {
             call: call.into(),
             message: status.to_string(),
         }
+    }
+}
+
+/// The part of a TFRecord record a reading error concerns (see [`crate::record`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordPart {
+    /// The 8-byte length.
+    Length,
+    /// The masked CRC32C of the length.
+    LengthCrc,
+    /// The payload.
+    Data,
+    /// The masked CRC32C of the payload.
+    DataCrc,
+}
+
+impl std::fmt::Display for RecordPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RecordPart::Length => "length",
+            RecordPart::LengthCrc => "length CRC",
+            RecordPart::Data => "data",
+            RecordPart::DataCrc => "data CRC",
+        })
     }
 }

@@ -28,7 +28,7 @@
 
 use std::io::{Read, Write};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, RecordPart, Result};
 
 /// CRC32C (Castagnoli, the iSCSI polynomial), as TFRecord uses it.
 const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
@@ -36,30 +36,6 @@ const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 /// The largest record [`RecordReader`] accepts by default, bytes (256 MiB): a corrupt length is
 /// refused instead of allocated. [`RecordReader::with_max_record_bytes`] changes it.
 pub const DEFAULT_MAX_RECORD_BYTES: u64 = 256 << 20;
-
-/// The part of a record a reading error concerns (see the table in the [module docs](self)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordPart {
-    /// The 8-byte length.
-    Length,
-    /// The masked CRC32C of the length.
-    LengthCrc,
-    /// The payload.
-    Data,
-    /// The masked CRC32C of the payload.
-    DataCrc,
-}
-
-impl std::fmt::Display for RecordPart {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RecordPart::Length => "length",
-            RecordPart::LengthCrc => "length CRC",
-            RecordPart::Data => "data",
-            RecordPart::DataCrc => "data CRC",
-        })
-    }
-}
 
 /// The one description of a record's frame: its sizes and checksums, used by both the writer and
 /// the reader.

@@ -25,6 +25,16 @@ use crate::graph::{NodeId, OpGraph};
 /// How many ops back from the fused node a chain may reach (contraction, bias, add, activation).
 const MAX_CHAIN: usize = 4;
 
+impl Measurements {
+    /// These samples with every fused kernel's time split over the ops of `graph` it replaced
+    /// (TensorFlow names a fused `Conv2D`+`BiasAdd`+`Relu` after the `Relu`), so a measured
+    /// layer is counted once whether or not this machine's TensorFlow fused it. Idempotent;
+    /// the cost model applies it to whatever it is given.
+    pub fn attributed(&self, graph: &OpGraph) -> Measurements {
+        attribute(self, graph)
+    }
+}
+
 /// The samples of `m` with every fused kernel's time split over the user's ops it replaced
 /// (see the module documentation). Samples of ops not in `graph`, and samples already
 /// attributed, are kept as they are, so attributing twice changes nothing.

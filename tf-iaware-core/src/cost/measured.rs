@@ -90,14 +90,6 @@ impl Measurements {
         });
     }
 
-    /// These samples with every fused kernel's time split over the ops of `graph` it replaced
-    /// (TensorFlow names a fused `Conv2D`+`BiasAdd`+`Relu` after the `Relu`), so a measured
-    /// layer is counted once whether or not this machine's TensorFlow fused it. Idempotent;
-    /// the cost model applies it to whatever it is given.
-    pub fn attributed(&self, graph: &crate::graph::OpGraph) -> Measurements {
-        super::fused::attribute(self, graph)
-    }
-
     /// Number of samples.
     pub fn len(&self) -> usize {
         self.samples.len()

@@ -455,3 +455,39 @@ impl DataParallel<'_> {
         ))
     }
 }
+
+/// Jobs from files: the graph, its sidecar and data files as a user has them on disk.
+impl Job {
+    /// The GraphDef at `graph` (its sidecar `meta`, else the `.json` beside it) trained on the
+    /// data file `data` (`.npy`, `.npz`, TFRecord files of `tf.train.Example`, or a folder of
+    /// them; see [`crate::data::open`]).
+    ///
+    /// # Errors
+    /// As [`crate::pipeline::load_graph`], [`crate::pipeline::load_sidecar`],
+    /// [`crate::data::open`] and [`Job::new`].
+    pub fn load(
+        graph: &std::path::Path,
+        meta: Option<&std::path::Path>,
+        data: &std::path::Path,
+    ) -> Result<Job> {
+        let analyzed = super::plan::load_graph(graph)?;
+        let sidecar = super::plan::load_sidecar(graph, meta, &analyzed)?;
+        let specs = crate::data::input_specs(&analyzed.op_graph, &sidecar)?;
+        let train = crate::data::open(data, &specs)?;
+        Job::new(
+            &graph.display().to_string(),
+            analyzed,
+            sidecar,
+            Box::new(train),
+        )
+    }
+
+    /// [`Job::with_held_out`] of the data file `path` (as [`Job::load`] reads).
+    ///
+    /// # Errors
+    /// As [`crate::data::open`] and [`Job::with_held_out`].
+    pub fn with_held_out_file(self, path: &std::path::Path) -> Result<Job> {
+        let data = crate::data::open(path, self.inputs())?;
+        self.with_held_out(Box::new(data))
+    }
+}

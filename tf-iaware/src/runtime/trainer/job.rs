@@ -120,35 +120,6 @@ impl Job {
         Job::new(name, analyze_graph(m.net.graph())?, m.sidecar, train)
     }
 
-    /// The GraphDef at `graph` (its sidecar `meta`, else the `.json` beside it) trained on the
-    /// data file `data` (`.npy`, `.npz`, TFRecord files of `tf.train.Example`, or a folder of
-    /// them; see [`crate::data::open`]).
-    ///
-    /// # Errors
-    /// As [`crate::pipeline::load_graph`], [`crate::pipeline::load_sidecar`],
-    /// [`crate::data::open`] and [`Job::new`].
-    pub fn load(graph: &Path, meta: Option<&Path>, data: &Path) -> Result<Job> {
-        let analyzed = crate::pipeline::load_graph(graph)?;
-        let sidecar = crate::pipeline::load_sidecar(graph, meta, &analyzed)?;
-        let specs = input_specs(&analyzed.op_graph, &sidecar)?;
-        let train = crate::data::open(data, &specs)?;
-        Job::new(
-            &graph.display().to_string(),
-            analyzed,
-            sidecar,
-            Box::new(train),
-        )
-    }
-
-    /// [`Job::with_held_out`] of the data file `path` (as [`Job::load`] reads).
-    ///
-    /// # Errors
-    /// As [`crate::data::open`] and [`Job::with_held_out`].
-    pub fn with_held_out_file(self, path: &Path) -> Result<Job> {
-        let data = crate::data::open(path, &self.specs)?;
-        self.with_held_out(Box::new(data))
-    }
-
     /// The job's graph as a [`Workload`], to plan it
     /// ([`Connection::plan_data_parallel`](crate::Connection::plan_data_parallel)).
     pub fn workload(&self) -> Workload {
