@@ -43,8 +43,11 @@ fn train_fits_a_python_graph_to_npz_files_with_any_strategy() {
             strategy,
             "--batch",
             "64",
+            // Updates, not seconds: a busy machine takes longer, not less far.
+            "--steps",
+            "150",
             "--max-seconds",
-            "5",
+            "300",
             "--eval-every",
             "2",
             "--json",

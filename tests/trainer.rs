@@ -116,7 +116,9 @@ fn every_strategy_trains_a_users_graph_on_the_users_rows() {
                 .collect::<Vec<_>>()
         );
         let options = TrainingOptions {
-            max_seconds: Some(6.0),
+            // A number of updates, not of seconds: a busy machine takes longer, not less far.
+            steps: Some(200),
+            max_seconds: Some(300.0),
             epochs: None,
             eval_every_s: 3.0,
             seed: 5,

@@ -28,9 +28,9 @@ fn concurrent_traced_runs_of_two_sessions_all_succeed() {
 }
 
 /// Measured op times land on the user's ops whether or not TensorFlow fuses kernels: with
-/// Grappler's remapper on (`exact_placement: false`), a CPU fuses lenet's `Conv2D`+`BiasAdd`+`Relu`
-/// into one `_FusedConv2D` named after the `Relu`; with it off, the ops run one by one (unless a
-/// oneDNN build fuses them anyway). Either way, the attributed samples time every op of the
+/// Grappler's remapper on (`exact_placement: false`), a CPU may fuse lenet's
+/// `Conv2D`+`BiasAdd`+`Relu` into one `_FusedConv2D` named after the `Relu`; with it off, the ops
+/// run one by one (unless a oneDNN build fuses them anyway). Either way, the attributed samples time every op of the
 /// chain and add up to what the kernels took.
 #[test]
 fn measured_times_land_on_the_users_ops_fused_or_not() {
@@ -63,13 +63,9 @@ fn measured_times_land_on_the_users_ops_fused_or_not() {
                 })
                 .count()
         };
-        if fuse {
-            assert!(
-                rewritten(&raw) > 0,
-                "the remapper fused something: {:?}",
-                raw.samples
-            );
-        }
+        // Whether TensorFlow fuses depends on the CPU and build: the assertions below hold
+        // either way (this machine's x86-64 CPUs fuse with the remapper on).
+        eprintln!("fuse={fuse}: {} rewritten kernels", rewritten(&raw));
         let mapped = raw.attributed(&graph);
         assert_eq!(rewritten(&mapped), 0, "every fused kernel is attributed");
         for op in ["conv1/Conv2D", "conv1/BiasAdd", "conv2/Conv2D"] {

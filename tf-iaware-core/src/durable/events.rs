@@ -24,18 +24,19 @@ pub mod tags {
 
     /// Tag of `worker`'s share of the global batch (examples per step).
     pub fn worker_share(worker: &str) -> String {
-        format!("share/{}", super::tag_part(worker))
+        format!("share/{}", super::name_part(worker))
     }
 
     /// Tag of `worker`'s availability (0–1, the fraction of its capacity the job can use).
     pub fn worker_availability(worker: &str) -> String {
-        format!("availability/{}", super::tag_part(worker))
+        format!("availability/{}", super::name_part(worker))
     }
 }
 
-/// `worker` as one tag component: `/job:worker/task:1` → `job_worker_task_1`.
-fn tag_part(worker: &str) -> String {
-    let s: String = worker
+/// `text` as one tag or file-name component: letters, digits, `-` and `.` kept, anything else
+/// `_`, underscores trimmed (`/job:worker/task:1` → `job_worker_task_1`); `_` when nothing is left.
+pub fn name_part(text: &str) -> String {
+    let s: String = text
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 use tf_iaware_core::durable::events::{
-    decode_event, event_file_name, file_version_event, scalar_points, scalars_event,
+    decode_event, event_file_name, file_version_event, name_part, scalar_points, scalars_event,
 };
 pub use tf_iaware_core::durable::events::{tags, ScalarPoint, FILE_VERSION};
 use tf_iaware_core::proto::Event;
@@ -26,21 +26,9 @@ fn now_s() -> f64 {
 /// This machine's host name (`localhost` when it cannot be read), as one file-name component.
 fn host_name() -> String {
     let raw = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let host: String = raw
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if host.is_empty() {
-        "localhost".into()
-    } else {
-        host
+    match name_part(raw.trim()) {
+        host if host == "_" => "localhost".into(),
+        host => host,
     }
 }
 
