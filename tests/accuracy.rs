@@ -81,6 +81,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         steps: None,
         seed: 3,
         own_masters: Some(cluster.tf_config().clone()),
+        ..TrainingOptions::default()
     };
     let run_with = |strategy: S, feedback: Option<Feedback>| {
         let contender = Contender {

@@ -1,12 +1,19 @@
 //! `tf-iaware train`: train a user's GraphDef on the user's data over a cluster with any
 //! data-parallel strategy, until steps, epochs, seconds or a held-out target.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
-use tf_iaware::runtime::trainer::{Job, TrainingOptions, TrainingReport};
+use tf_iaware::runtime::trainer::{
+    CheckpointOptions, Job, OnProgress, StepProgress, TrainingOptions, TrainingReport,
+    DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
+};
 
 use crate::common;
 
@@ -55,6 +62,24 @@ pub struct Args {
     /// Seed of each worker's shuffle.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write checkpoints (TensorFlow's V2 format, the user's variable names) to this directory
+    /// on this machine; started again with the same directory, the run resumes from the newest
+    /// whole checkpoint (its updates, variables, data position and clock).
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// Updates between checkpoints.
+    #[arg(long, requires = "checkpoint_dir")]
+    checkpoint_steps: Option<u64>,
+    /// Training seconds between checkpoints (default 60 unless --checkpoint-steps is given).
+    #[arg(long, requires = "checkpoint_dir")]
+    checkpoint_secs: Option<f64>,
+    /// Checkpoints kept (older ones are deleted).
+    #[arg(long, default_value_t = DEFAULT_KEEP, requires = "checkpoint_dir")]
+    keep_checkpoints: usize,
+    /// Write TensorBoard event files (loss, images/s, held-out metric, shares, availability,
+    /// re-plans) to this directory.
+    #[arg(long)]
+    logdir: Option<PathBuf>,
     /// Print the report as one JSON document on stdout.
     #[arg(long)]
     json: bool,
@@ -96,6 +121,16 @@ pub fn run(args: &Args) -> Result<()> {
     job.check_updates(args.strategy.updates())
         .with_context(|| format!("{} cannot train {}", args.strategy, job.name()))?;
     let bounded = args.steps.is_some() || args.epochs.is_some() || args.max_seconds.is_some();
+    let checkpoints = args.checkpoint_dir.as_ref().map(|dir| CheckpointOptions {
+        every_steps: args.checkpoint_steps,
+        every_seconds: args.checkpoint_secs.or(args
+            .checkpoint_steps
+            .is_none()
+            .then_some(DEFAULT_CHECKPOINT_EVERY_S)),
+        keep: args.keep_checkpoints,
+        ..CheckpointOptions::new(dir)
+    });
+    let watch = Watch::new(args.steps);
     let mut options = TrainingOptions {
         steps: args.steps,
         epochs: args.epochs.or((!bounded).then_some(1.0)),
@@ -104,6 +139,9 @@ pub fn run(args: &Args) -> Result<()> {
         eval_every_s: args.eval_every,
         seed: args.seed,
         own_masters: None,
+        checkpoints,
+        logdir: args.logdir.clone(),
+        progress: Some(watch.callback()),
     };
     options.validate()?;
     let connection = common::connect(&args.cluster)?;
@@ -129,7 +167,26 @@ pub fn run(args: &Args) -> Result<()> {
             .as_ref()
             .map_or(String::new(), |p| format!(", held out {}", p.display()))
     );
-    let report = planned.fit(&job, &options)?;
+    let report = planned.fit(&job, &options);
+    watch.finish();
+    let report = report?;
+    if let Some(r) = &report.resumed_from {
+        eprintln!(
+            "resumed from step {} ({}), {:.1} s of training before, restored in {:.2} s",
+            r.step,
+            r.prefix.display(),
+            r.train_seconds,
+            r.restore_seconds
+        );
+    }
+    if let Some(c) = report.checkpoints.last() {
+        eprintln!(
+            "{} checkpoint(s) written, the last of step {}: {}",
+            report.checkpoints.len(),
+            c.step,
+            c.prefix.display()
+        );
+    }
     if args.json {
         return common::print_json(&TrainCommandReport {
             graph: args.graph.display().to_string(),
@@ -174,4 +231,77 @@ pub fn run(args: &Args) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The run's progress on stderr: a bar (step, loss, images/s, held-out metric, ETA) on a
+/// terminal, a plain line every [`Watch::LINE_EVERY`] otherwise.
+struct Watch {
+    bar: Option<ProgressBar>,
+    last_line: Mutex<Option<Instant>>,
+}
+
+impl Watch {
+    const LINE_EVERY: Duration = Duration::from_secs(10);
+
+    fn new(steps: Option<u64>) -> std::sync::Arc<Watch> {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let (bar, template) = match steps {
+                Some(n) => (
+                    ProgressBar::new(n),
+                    "[{bar:25}] {pos}/{len} updates {msg} eta {eta}",
+                ),
+                None => (ProgressBar::new_spinner(), "{spinner} {pos} updates {msg}"),
+            };
+            bar.set_style(
+                ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar
+        });
+        std::sync::Arc::new(Watch {
+            bar,
+            last_line: Mutex::new(None),
+        })
+    }
+
+    fn callback(self: &std::sync::Arc<Self>) -> OnProgress {
+        let watch = self.clone();
+        OnProgress::new(move |p| watch.show(p))
+    }
+
+    fn describe(p: &StepProgress) -> String {
+        let mut s = format!("epoch {:.2}, {:.0} samples/s", p.epochs, p.images_per_sec);
+        if let Some(l) = p.loss {
+            s += &format!(", loss {l:.4}");
+        }
+        if let Some(m) = p.metric {
+            s += &format!(", held-out {m:.4}");
+        }
+        s
+    }
+
+    fn show(&self, p: &StepProgress) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(p.updates);
+            bar.set_message(Self::describe(p));
+            return;
+        }
+        let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= Self::LINE_EVERY) {
+            *last = Some(Instant::now());
+            eprintln!(
+                "{:.1} s: {} updates, {}",
+                p.train_seconds,
+                p.updates,
+                Self::describe(p)
+            );
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }

@@ -146,7 +146,7 @@ pub fn run(args: &Args) -> Result<()> {
         target: Some(args.target_accuracy),
         eval_every_s: args.eval_every,
         seed: 1,
-        own_masters: None,
+        ..TrainingOptions::default()
     };
     options.validate()?;
     if !(args.target_accuracy > 0.0 && args.target_accuracy <= 1.0) {

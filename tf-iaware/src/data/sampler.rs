@@ -30,6 +30,25 @@ impl Sampler {
         }
     }
 
+    /// The stream `new(n, seed)` gives after `taken` images were handed out: the same epoch's
+    /// permutation at the same position, so a resumed run reads on where it stopped. Costs one
+    /// reshuffle per epoch skipped.
+    pub(crate) fn resumed(n: usize, seed: u64, taken: u64) -> Sampler {
+        let mut s = Sampler::new(n, seed);
+        if taken > 0 {
+            // `take` reshuffles only when it needs an index past the end: after `taken` images
+            // it has reshuffled (taken − 1) ÷ n times and stands within that permutation.
+            let len = s.order.len() as u64;
+            let reshuffles = (taken - 1) / len;
+            for _ in 0..reshuffles {
+                s.order.shuffle(&mut s.rng);
+            }
+            s.next = (taken - reshuffles * len) as usize;
+        }
+        s.taken = taken;
+        s
+    }
+
     /// The next `k` indices.
     pub(crate) fn take(&mut self, k: usize) -> Vec<usize> {
         let mut out = Vec::with_capacity(k);
@@ -66,5 +85,16 @@ mod tests {
         assert_eq!(s, (0..10).collect::<Vec<_>>());
         assert_eq!(a.taken, 20);
         assert_ne!(Sampler::new(10, 4).take(10), first);
+    }
+
+    #[test]
+    fn a_resumed_stream_reads_on_where_the_first_stopped() {
+        for taken in [0u64, 3, 10, 17, 20, 31] {
+            let mut whole = Sampler::new(10, 7);
+            whole.take(taken as usize);
+            let mut resumed = Sampler::resumed(10, 7, taken);
+            assert_eq!(resumed.taken, taken);
+            assert_eq!(resumed.take(25), whole.take(25), "after {taken}");
+        }
     }
 }

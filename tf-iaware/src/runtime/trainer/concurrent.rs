@@ -32,6 +32,12 @@ impl Run<'_> {
             }
         }
         let (built, data, specs) = (&self.built, self.job.train.as_ref(), &self.job.specs[..]);
+        let base = &progress.keeper.base.workers;
+        let starts: Vec<u64> = plan
+            .replicas
+            .iter()
+            .map(|r| base.get(&r.device).copied().unwrap_or(0))
+            .collect();
         let updates = self.contender.updates();
         let clock = &mut self.clock;
         let result = std::thread::scope(|scope| -> Result<bool> {
@@ -43,6 +49,7 @@ impl Run<'_> {
                     data,
                     specs,
                     seed: seed.wrapping_add(1 + k as u64),
+                    start: starts[k],
                     gate,
                 };
                 scope.spawn(move || {
@@ -51,7 +58,7 @@ impl Run<'_> {
                     }
                 });
             }
-            let outcome = coordinate(updates, workers, built, gate, clock, progress, until);
+            let outcome = coordinate(updates, plan, built, gate, clock, progress, until);
             gate.stop();
             outcome
         });
@@ -74,6 +81,8 @@ struct Worker<'a> {
     data: &'a (dyn Dataset + Sync),
     specs: &'a [InputSpec],
     seed: u64,
+    /// Samples this worker's stream handed out before (a resumed run's).
+    start: u64,
     gate: &'a Gate,
 }
 
@@ -82,7 +91,7 @@ impl Worker<'_> {
     /// step (backup workers).
     fn run(&self) -> Result<()> {
         let (k, built, gate) = (self.k, self.built, self.gate);
-        let mut sampler = Sampler::new(self.data.len(), self.seed);
+        let mut sampler = Sampler::resumed(self.data.len(), self.seed, self.start);
         let backup = matches!(built.targets, Targets::Backup { .. });
         // A backup worker's first gradient is of step 0; each later one needs a token.
         let mut first = true;
@@ -171,13 +180,14 @@ impl Worker<'_> {
 /// chief's aggregating steps.
 fn coordinate(
     updates: Updates,
-    workers: usize,
+    plan: &DataParallelPlan,
     built: &Built,
     gate: &Gate,
     clock: &mut super::gate::Clock,
     progress: &mut Progress<'_>,
     until: Option<f64>,
 ) -> Result<bool> {
+    let workers = plan.replicas.len();
     let chief = match (&built.targets, updates) {
         (
             Targets::Backup {
@@ -226,6 +236,19 @@ fn coordinate(
                 gate.changed.notify_all();
             }
             None => std::thread::sleep(Duration::from_millis(10)),
+        }
+        let (samples, done) = gate.totals();
+        if progress.bound_reached(clock, samples, done) {
+            // The end's checkpoint follows the last evaluation.
+        } else if progress.checkpoint_due(gate, clock) {
+            gate.pause();
+            let samples = gate.lock().samples.clone();
+            progress.keeper.workers_read(plan, &samples);
+            let kept = progress.kept(built, gate, clock, plan, false);
+            gate.resume();
+            kept?;
+        } else {
+            progress.kept(built, gate, clock, plan, false)?;
         }
         if progress.eval_due(clock) {
             gate.pause();

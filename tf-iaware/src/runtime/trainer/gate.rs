@@ -140,9 +140,10 @@ pub(super) struct Clock {
 }
 
 impl Clock {
-    pub fn new() -> Clock {
+    /// A running clock that starts at `seconds` (a resumed run's training time so far).
+    pub fn resumed(seconds: f64) -> Clock {
         Clock {
-            total: Duration::ZERO,
+            total: Duration::from_secs_f64(seconds.max(0.0)),
             since: Some(Instant::now()),
         }
     }

@@ -28,15 +28,19 @@ mod concurrent;
 mod evaluate;
 mod gate;
 mod job;
+mod keep;
 mod sync;
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cluster::tf_config::TfConfig;
 use crate::cluster::Cluster;
 use crate::config::SessionConfig;
+use crate::data::Sampler;
 use crate::error::{Error, Result};
 use crate::parallel::{
     DataParallelPlan, DataParallelStrategy, InfraAwareOptions, Shares, Updates, VarInfo,
@@ -49,6 +53,33 @@ use build::{build, Built};
 use evaluate::Evaluator;
 use gate::{Clock, Gate};
 pub use job::{Job, Metric};
+use keep::{Carried, Keeper, Snapshot};
+pub use keep::{
+    CheckpointOptions, CheckpointWritten, Resumed, StepProgress, DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_KEEP,
+};
+
+/// A progress callback ([`TrainingOptions::progress`]): called with the run's figures a few times
+/// a second from the thread that coordinates the steps (keep it quick: the steps wait for it).
+#[derive(Clone)]
+pub struct OnProgress(Arc<dyn Fn(&StepProgress) + Send + Sync>);
+
+impl OnProgress {
+    /// Calls `f` with the progress.
+    pub fn new(f: impl Fn(&StepProgress) + Send + Sync + 'static) -> Self {
+        OnProgress(Arc::new(f))
+    }
+
+    pub(crate) fn call(&self, p: &StepProgress) {
+        (self.0)(p);
+    }
+}
+
+impl std::fmt::Debug for OnProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnProgress(..)")
+    }
+}
 
 /// Training seconds of each probe window of [`Updates::Adaptive`].
 pub(crate) const PROBE_S: f64 = 1.5;
@@ -204,6 +235,16 @@ pub struct TrainingOptions {
     /// workers. Synchronous and backup-worker steps always run through `config.target` (the
     /// chief's session, as in TensorFlow's recipes).
     pub own_masters: Option<TfConfig>,
+    /// Checkpoints of the training state in TensorFlow's format (`None`: none). A directory that
+    /// already holds checkpoints resumes the run from the newest whole one: its updates, variables,
+    /// data position, training clock and evaluations carry on, so `steps`, `epochs` and
+    /// `max_seconds` bound the whole job, not this process's part of it.
+    pub checkpoints: Option<CheckpointOptions>,
+    /// A TensorBoard log directory (`None`: no event file): loss, images/s, the held-out metric,
+    /// each worker's share and availability, and re-plans, by update.
+    pub logdir: Option<PathBuf>,
+    /// Called with the progress a few times a second (`None`: nothing is called).
+    pub progress: Option<OnProgress>,
 }
 
 impl Default for TrainingOptions {
@@ -216,6 +257,9 @@ impl Default for TrainingOptions {
             eval_every_s: 5.0,
             seed: 1,
             own_masters: None,
+            checkpoints: None,
+            logdir: None,
+            progress: None,
         }
     }
 }
@@ -266,6 +310,9 @@ impl TrainingOptions {
                 format!("{} s is not in (0, one day]", self.eval_every_s),
             ));
         }
+        if let Some(c) = &self.checkpoints {
+            c.validate()?;
+        }
         Ok(())
     }
 }
@@ -285,7 +332,7 @@ pub fn check_backups(backups: usize, workers: usize) -> Result<()> {
 }
 
 /// One evaluation.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Evaluation {
     /// Training seconds so far (evaluations excluded).
     pub seconds: f64,
@@ -380,6 +427,15 @@ pub struct TrainingReport {
     pub first_plan: DataParallelPlan,
     /// The plan at the end.
     pub plan: DataParallelPlan,
+    /// Seconds from the call to the first step: building and placing the graph, initialising
+    /// the variables and, when resuming, restoring them.
+    pub startup_seconds: f64,
+    /// The checkpoint the run resumed from, if it did.
+    pub resumed_from: Option<Resumed>,
+    /// The checkpoints it wrote.
+    pub checkpoints: Vec<CheckpointWritten>,
+    /// Its TensorBoard event file, if it logged.
+    pub event_file: Option<PathBuf>,
 }
 
 /// Evaluations and the stopping rule, shared by every mode.
@@ -391,6 +447,10 @@ struct Progress<'a> {
     eval_seconds: f64,
     next_eval: f64,
     reached_at: Option<f64>,
+    /// Checkpoints, event log and progress callback.
+    keeper: Keeper,
+    /// Evaluations carried over from the runs a resumed run continues.
+    carried: usize,
 }
 
 impl Progress<'_> {
@@ -435,6 +495,7 @@ impl Progress<'_> {
         });
         let name = self.job.metric().map_or("metric", |m| m.name());
         log::info!("{seconds:.1} s, {updates} updates: held-out {name} {metric:.4}");
+        self.keeper.evaluated(updates, name, metric)?;
         let reached = match (self.job.metric(), self.options.target) {
             (Some(m), Some(t)) => m.reaches(metric, t),
             _ => false,
@@ -446,7 +507,47 @@ impl Progress<'_> {
         Ok(reached)
     }
 
-    /// Evaluates unless the last evaluation was of these same updates.
+    /// Whether a checkpoint is due now.
+    fn checkpoint_due(&self, gate: &Gate, clock: &Clock) -> bool {
+        let (_, updates) = gate.totals();
+        self.keeper.checkpoint_due(updates, clock.seconds())
+    }
+
+    /// After a step: a checkpoint of `built`'s variables when due (or, with `last`, when the
+    /// latest is older than the run's end), a log point, the progress callback. The steps must
+    /// be paused for a checkpoint.
+    fn kept(
+        &mut self,
+        built: &Built,
+        gate: &Gate,
+        clock: &Clock,
+        plan: &DataParallelPlan,
+        last: bool,
+    ) -> Result<()> {
+        let (samples, updates) = gate.totals();
+        let (loss_first, loss_last) = {
+            let s = gate.lock();
+            (s.loss_first, s.loss_last)
+        };
+        let at = Snapshot {
+            updates,
+            samples,
+            seconds: clock.seconds(),
+            plan,
+            evaluations: &self.evaluations,
+            reached_at: self.reached_at,
+            loss_first,
+            loss_last,
+        };
+        let due = self.keeper.checkpoint_due(updates, at.seconds);
+        if due || last && self.keeper.behind(updates) {
+            self.keeper.save(built, &at)?;
+        }
+        self.keeper.stepped(&at)
+    }
+
+    /// Evaluates unless this run's last evaluation was of these same updates (a resumed run
+    /// evaluates its restored variables even when it had nothing left to train).
     fn evaluate_final(
         &mut self,
         session: &PlacedSession,
@@ -455,10 +556,11 @@ impl Progress<'_> {
         samples: u64,
         updates: u64,
     ) -> Result<()> {
-        if self
-            .evaluations
-            .last()
-            .is_some_and(|e| e.updates == updates)
+        if self.evaluations.len() > self.carried
+            && self
+                .evaluations
+                .last()
+                .is_some_and(|e| e.updates == updates)
         {
             return Ok(());
         }
@@ -504,7 +606,9 @@ pub fn train(
             len: job.train.len(),
         });
     }
+    let started = Instant::now();
     let evaluator = Evaluator::new(job)?;
+    let (mut keeper, latest) = Keeper::open(job, contender.strategy.name(), options)?;
     let tag = format!("{}-{}", contender.strategy.name(), std::process::id());
     let built = build(
         job,
@@ -517,16 +621,29 @@ pub fn train(
     )?;
     let init = built.session.op(&job.workload.sidecar.init, "init")?;
     built.session.run(&[], &[init], &[], false)?;
+    let carried = match &latest {
+        Some(loaded) => keeper.restore(loaded, &built, started)?,
+        None => Carried::default(),
+    };
+    let gate = Gate::new(plan.replicas.len());
+    {
+        let mut s = gate.lock();
+        s.updates = carried.updates;
+        s.retired_samples = carried.samples;
+        s.loss_first = carried.loss_first;
+    }
+    keeper.planned(carried.updates, &plan, cluster, false)?;
     let mut progress = Progress {
         job,
         evaluator: evaluator.as_ref(),
         options,
-        evaluations: Vec::new(),
         eval_seconds: 0.0,
-        next_eval: options.eval_every_s,
-        reached_at: None,
+        next_eval: carried.train_seconds + options.eval_every_s,
+        reached_at: carried.reached_at,
+        carried: carried.evaluations.len(),
+        evaluations: carried.evaluations,
+        keeper,
     };
-    let gate = Gate::new(plan.replicas.len());
     let mut run = Run {
         contender,
         job,
@@ -534,13 +651,21 @@ pub fn train(
         config,
         tag: &tag,
         gate: &gate,
-        clock: Clock::new(),
+        clock: Clock::resumed(carried.train_seconds),
+        sampler: Sampler::resumed(job.train.len(), options.seed, carried.position.sync),
         built,
         seed: options.seed,
     };
+    let startup_seconds = started.elapsed().as_secs_f64();
     let first_plan = plan.clone();
     let mut chosen = None;
+    let (samples, updates) = gate.totals();
     let (plan, resized) = match updates_mode {
+        // Resumed from a checkpoint at or past a bound: nothing left to train.
+        _ if progress.bound_reached(&run.clock, samples, updates) => {
+            run.clock.stop();
+            (plan, Vec::new())
+        }
         Updates::Sync => {
             let (plan, resized, _) = run.sync(plan, &mut progress, None)?;
             (plan, resized)
@@ -564,6 +689,12 @@ pub fn train(
         samples,
         updates,
     )?;
+    if updates_mode != Updates::Sync {
+        let samples = gate.lock().samples.clone();
+        progress.keeper.workers_read(&plan, &samples);
+    }
+    progress.kept(&run.built, &gate, &run.clock, &plan, true)?;
+    let keeper = progress.keeper;
     let s = gate.lock();
     let dropped = match updates_mode {
         Updates::Backup { backups } => {
@@ -606,6 +737,10 @@ pub fn train(
         chosen,
         first_plan,
         plan,
+        startup_seconds,
+        event_file: keeper.event_file().map(PathBuf::from),
+        resumed_from: keeper.resumed,
+        checkpoints: keeper.written,
     })
 }
 
@@ -618,6 +753,8 @@ struct Run<'a> {
     tag: &'a str,
     gate: &'a Gate,
     clock: Clock,
+    /// The synchronous steps' sampler (one stream over every synchronous phase).
+    sampler: Sampler,
     built: Built,
     seed: u64,
 }

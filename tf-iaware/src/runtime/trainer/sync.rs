@@ -7,7 +7,6 @@ use tensorflow::SessionRunArgs;
 
 use super::build::{build, run};
 use super::{Feedback, Progress, Run};
-use crate::data::Sampler;
 use crate::error::{Error, Result};
 use crate::parallel::noise::{decide_resize, ResizeDecision};
 use crate::parallel::{DataParallelPlan, Updates};
@@ -24,18 +23,15 @@ impl Run<'_> {
         progress: &mut Progress<'_>,
         until: Option<f64>,
     ) -> Result<(DataParallelPlan, Vec<Vec<usize>>, bool)> {
-        let data = self.job.train.as_ref();
-        let mut sampler = Sampler::new(
-            data.len(),
-            self.seed.wrapping_add(self.clock.seconds().to_bits()),
-        );
+        let job = self.job;
+        let data = job.train.as_ref();
         let mut resized = Vec::new();
         let mut resizer = Resizer::default();
         let mut step = 0usize;
         loop {
             let mut feeds = Vec::new();
             for (k, r) in plan.replicas.iter().enumerate() {
-                let batch = data.rows(&sampler.take(r.batch), &self.job.specs)?;
+                let batch = data.rows(&self.sampler.take(r.batch), &job.specs)?;
                 feeds.extend(self.built.feeds(k, &batch, data.name())?);
             }
             let (train, loss) = (&self.built.sync.0, &self.built.sync.1);
@@ -109,8 +105,13 @@ impl Run<'_> {
                     resized.push(new.replicas.iter().map(|r| r.batch).collect());
                     self.built = next;
                     plan = new;
+                    let (_, updates) = self.gate.totals();
+                    progress
+                        .keeper
+                        .planned(updates, &plan, self.cluster, true)?;
                 }
             }
+            progress.keeper.position.sync = self.sampler.taken;
             let (samples, updates) = self.gate.totals();
             if progress.eval_due(&self.clock) {
                 self.clock.stop();
@@ -127,6 +128,8 @@ impl Run<'_> {
                 self.clock.stop();
                 return Ok((plan, resized, true));
             }
+            // Not at the end, whose checkpoint follows the last evaluation.
+            progress.kept(&self.built, self.gate, &self.clock, &plan, false)?;
             if until.is_some_and(|u| self.clock.seconds() >= u) {
                 return Ok((plan, resized, false));
             }

@@ -1,0 +1,269 @@
+//! Durable training through the library: a run writes TensorFlow-format checkpoints and a
+//! TensorBoard log; the checkpoint restores into a plain session of the user's own single-tower
+//! graph; a second run given the same directory resumes (update count, evaluations, clock) under
+//! another strategy; a third with nothing left to train evaluates the restored variables to the
+//! same held-out accuracy. Real worker processes on 127.0.0.1; structure asserted, never time.
+
+#[allow(dead_code)]
+mod model {
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tf-iaware/examples/own_model/model.rs"
+    ));
+}
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tf_iaware::data::{HostTensor, InMemory};
+use tf_iaware::durable::events::{event_files, read_scalars};
+use tf_iaware::durable::{
+    read_bundle, read_variables, restore_graph, CheckpointDir, HostTensor as DurableTensor,
+    NamedTensor, TrainState,
+};
+use tf_iaware::graph::analyze::analyze_graph;
+use tf_iaware::parallel::{DataParallelStrategy, Updates};
+use tf_iaware::runtime::trainer::{CheckpointOptions, Job, OnProgress, TrainingOptions};
+use tf_iaware::runtime::Sidecar;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
+
+/// `n` rows: 16 features in [-1, 1), the label (int64) the index of the largest of the first
+/// four.
+fn rows(name: &str, n: usize, seed: u64) -> InMemory {
+    let (f, c) = (model::FEATURES as usize, model::CLASSES as usize);
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
+    let mut x = Vec::with_capacity(n * f);
+    let mut labels = Vec::with_capacity(n);
+    for _ in 0..n {
+        let row: Vec<f32> = (0..f)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+            })
+            .collect();
+        let label = (0..c)
+            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+            .unwrap_or(0);
+        x.extend(row);
+        labels.push(label as i64);
+    }
+    InMemory::from_tensors(
+        name,
+        [
+            (
+                "x",
+                HostTensor::new(vec![n as u64, f as u64], x.into()).unwrap(),
+            ),
+            (
+                "labels",
+                HostTensor::new(vec![n as u64], labels.into()).unwrap(),
+            ),
+        ],
+    )
+    .unwrap()
+}
+
+/// The user's job, and their single-tower GraphDef as they would export it.
+fn job() -> (Job, Vec<u8>) {
+    let m = model::build().unwrap();
+    let graph_def = m.scope.graph().graph_def().unwrap();
+    let analyzed = analyze_graph(&m.scope.graph()).unwrap();
+    let sidecar = Sidecar {
+        inputs: BTreeMap::from([
+            ("x".to_string(), vec![-1, model::FEATURES as i64]),
+            ("labels".to_string(), vec![-1]),
+        ]),
+        init: "init".into(),
+        train: m.train.name().unwrap(),
+        loss: "loss".into(),
+        one_hot: Vec::new(),
+        batch: None,
+        logits: Some("logits/Add".into()),
+    };
+    let job = Job::new(
+        "own model",
+        analyzed,
+        sidecar,
+        Box::new(rows("train", 2048, 1)),
+    )
+    .unwrap()
+    .with_held_out(Box::new(rows("held out", 512, 2)))
+    .unwrap();
+    (job, graph_def)
+}
+
+#[test]
+fn a_run_checkpoints_logs_and_resumes_and_its_model_loads_into_the_users_graph() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_tf-iaware"));
+    let scenario = Scenario::parse("workers=0.6,0.3").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let connection = cluster.into_connection().unwrap();
+    let (job, graph_def) = job();
+    let dir = tempfile::tempdir().unwrap();
+    let (ckpt, logdir) = (dir.path().join("ckpt"), dir.path().join("logs"));
+    let options = |steps: u64, strategy: DataParallelStrategy| TrainingOptions {
+        // Updates, not seconds: a busy machine takes longer, not less far.
+        steps: Some(steps),
+        epochs: None,
+        max_seconds: Some(300.0),
+        eval_every_s: 1.0,
+        seed: 3,
+        own_masters: matches!(strategy.updates(), Updates::Async | Updates::Adaptive)
+            .then(|| tf_config.clone()),
+        checkpoints: Some(CheckpointOptions {
+            every_steps: Some(20),
+            every_seconds: None,
+            keep: 2,
+            ..CheckpointOptions::new(&ckpt)
+        }),
+        logdir: Some(logdir.clone()),
+        ..TrainingOptions::default()
+    };
+    let fit = |strategy: DataParallelStrategy, options: &TrainingOptions| {
+        connection
+            .plan_data_parallel(job.workload(), &strategy.to_string(), Some(32))
+            .unwrap()
+            .fit(&job, options)
+            .unwrap()
+    };
+
+    // A first run: 60 updates, a checkpoint every 20, the last two kept.
+    let calls = Arc::new(AtomicU64::new(0));
+    let seen = calls.clone();
+    let first = fit(
+        DataParallelStrategy::ReplicaSetter,
+        &TrainingOptions {
+            progress: Some(OnProgress::new(move |p| {
+                assert!(p.updates <= 60 && p.epochs >= 0.0);
+                seen.fetch_add(1, Ordering::Relaxed);
+            })),
+            ..options(60, DataParallelStrategy::ReplicaSetter)
+        },
+    );
+    assert_eq!(first.updates, 60);
+    assert!(first.resumed_from.is_none());
+    let steps: Vec<u64> = first.checkpoints.iter().map(|c| c.step).collect();
+    assert_eq!(steps, [20, 40, 60]);
+    let on_disk: Vec<u64> = CheckpointDir::open(&ckpt, 2)
+        .unwrap()
+        .list()
+        .unwrap()
+        .iter()
+        .map(|c| c.step)
+        .collect();
+    assert_eq!(on_disk, [60, 40], "the last two kept, newest first");
+    assert!(calls.load(Ordering::Relaxed) > 0 || first.train_seconds < 0.25);
+
+    // The checkpoint restores into a plain session of the user's own graph, every variable
+    // from the file, under the user's names.
+    let prefix = &first.checkpoints[2].prefix;
+    let saved = read_bundle(prefix).unwrap();
+    let mut restored = restore_graph(&graph_def, prefix).unwrap();
+    let names: BTreeSet<String> = saved.iter().map(|t| t.name.clone()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["hidden/b", "hidden/w", "logits/b", "logits/w"].map(String::from))
+    );
+    assert_eq!(
+        read_variables(&mut restored.graph, &restored.session).unwrap(),
+        saved
+    );
+
+    // The same directory again, another strategy, 40 more updates: it carries on from 60.
+    let second = fit(
+        DataParallelStrategy::AsyncPs,
+        &options(100, DataParallelStrategy::AsyncPs),
+    );
+    let from = second.resumed_from.as_ref().expect("resumed");
+    assert_eq!(from.step, 60);
+    assert_eq!(&from.prefix, prefix);
+    assert!(second.updates >= 100, "{}", second.updates);
+    assert!(second.train_seconds >= from.train_seconds);
+    // The first run's evaluations are part of the job's history.
+    assert!(second.evaluations.len() > first.evaluations.len());
+    assert!(second.evaluations[0].updates <= 60);
+    assert_eq!(
+        second.checkpoints.last().map(|c| c.step),
+        Some(second.updates)
+    );
+
+    // Nothing left to train: the restored variables alone give the same held-out accuracy.
+    let third = fit(
+        DataParallelStrategy::ReplicaSetter,
+        &options(100, DataParallelStrategy::ReplicaSetter),
+    );
+    assert_eq!(
+        third.resumed_from.as_ref().map(|r| r.step),
+        Some(second.updates)
+    );
+    assert_eq!(third.updates, second.updates);
+    assert!(
+        third.checkpoints.is_empty(),
+        "no new state, no new checkpoint"
+    );
+    assert_eq!(third.final_metric, second.final_metric);
+
+    // One event file per run, with the trainer's tags at update steps.
+    let files = event_files(&logdir).unwrap();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let points = read_scalars(&files[0]).unwrap();
+    let tags: BTreeSet<&str> = points.iter().map(|p| p.tag.as_str()).collect();
+    for tag in [
+        "held_out/accuracy",
+        "plan/replans",
+        "throughput/images_per_sec",
+    ] {
+        assert!(tags.contains(tag), "{tag} in {tags:?}");
+    }
+    assert!(tags.iter().any(|t| t.starts_with("share/")), "{tags:?}");
+    assert!(points.iter().all(|p| (0..=60).contains(&p.step)));
+    let resumed: Vec<i64> = read_scalars(&files[1])
+        .unwrap()
+        .iter()
+        .map(|p| p.step)
+        .collect();
+    assert!(resumed.iter().all(|&s| s >= 60), "{resumed:?}");
+}
+
+#[test]
+fn a_checkpoint_of_another_graph_is_refused_naming_the_variable() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_tf-iaware"));
+    let scenario = Scenario::parse("workers=0.5").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe).unwrap();
+    let connection = cluster.into_connection().unwrap();
+    let (job, _) = job();
+    let dir = tempfile::tempdir().unwrap();
+    // A checkpoint of every variable, `hidden/w` with another shape.
+    let tensor = |name: &str, dims: &[u64]| {
+        let n = dims.iter().product::<u64>() as usize;
+        NamedTensor::new(name, DurableTensor::float(dims, &vec![0.0; n]).unwrap())
+    };
+    let tensors = [
+        tensor("hidden/b", &[32]),
+        tensor("hidden/w", &[16, 8]),
+        tensor("logits/b", &[4]),
+        tensor("logits/w", &[32, 4]),
+    ];
+    CheckpointDir::open(dir.path(), 1)
+        .unwrap()
+        .save(&TrainState::at_step(7), &tensors)
+        .unwrap();
+    let options = TrainingOptions {
+        steps: Some(5),
+        epochs: None,
+        checkpoints: Some(CheckpointOptions::new(dir.path())),
+        ..TrainingOptions::default()
+    };
+    let e = connection
+        .plan_data_parallel(job.workload(), "replica-setter", Some(32))
+        .unwrap()
+        .fit(&job, &options)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hidden/w") && e.contains("shape"), "{e}");
+}
