@@ -108,11 +108,16 @@ struct TrainCommandReport<'a> {
     held_out: Option<String>,
     cluster: &'a str,
     global_batch: usize,
+    /// Seconds from the command's start to the trainer's: loading the job, connecting to the
+    /// cluster (starting it, if emulated) and planning. With the report's `startup_seconds`, what
+    /// a restart costs before the first step.
+    setup_seconds: f64,
     #[serde(flatten)]
     report: &'a TrainingReport,
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    let began = Instant::now();
     // Everything about the job is checked before a cluster starts.
     let mut job = Job::load(&args.graph, args.meta.as_deref(), &args.data)?;
     if let Some(path) = &args.held_out {
@@ -167,6 +172,7 @@ pub fn run(args: &Args) -> Result<()> {
             .as_ref()
             .map_or(String::new(), |p| format!(", held out {}", p.display()))
     );
+    let setup_seconds = began.elapsed().as_secs_f64();
     let report = planned.fit(&job, &options);
     watch.finish();
     let report = report?;
@@ -194,6 +200,7 @@ pub fn run(args: &Args) -> Result<()> {
             held_out: args.held_out.as_ref().map(|p| p.display().to_string()),
             cluster: &args.cluster,
             global_batch: planned.plan().replicas.iter().map(|r| r.batch).sum(),
+            setup_seconds,
             report: &report,
         });
     }
