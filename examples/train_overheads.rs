@@ -64,9 +64,9 @@ impl Dataset for Fixed {
     fn rows(&self, indices: &[usize], specs: &[InputSpec]) -> tf_iaware::Result<Batch> {
         let k = indices.len();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if !cache.contains_key(&k) {
+        if let std::collections::btree_map::Entry::Vacant(e) = cache.entry(k) {
             let first: Vec<usize> = (0..k).collect();
-            cache.insert(k, self.full.rows(&first, specs)?);
+            e.insert(self.full.rows(&first, specs)?);
         }
         Ok(cache[&k].clone())
     }
