@@ -7,15 +7,17 @@
 #   cargo build --release
 #   benches/results/durable/kill_resume.sh [ROUNDS] [SCENARIO] [TARGET] [INTERVAL]
 #
-# Defaults: 3 rounds on `paper`, held-out accuracy 0.6, a checkpoint every 100 updates.
+# Defaults: 3 rounds on `paper`, held-out accuracy 0.7, a checkpoint every 25 updates, the kill
+# at a uniformly random moment up to KILL_WITHIN (default 2) seconds after the first checkpoint.
 # Prints one JSON line per round. Needs only python3 (standard library) beside the build.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 BIN=target/release/tf-iaware
 ROUNDS=${1:-3}
 SCENARIO=${2:-paper}
-TARGET=${3:-0.6}
-INTERVAL=${4:-100}
+TARGET=${3:-0.7}
+INTERVAL=${4:-25}
+KILL_WITHIN=${KILL_WITHIN:-2}
 STRATEGY=${STRATEGY:-infra-aware}
 work=$(mktemp -d)
 "$BIN" emulate --scenario "$SCENARIO" --tf-config-out "$work/cluster.json" >/dev/null 2>&1 &
@@ -38,13 +40,13 @@ for round in $(seq "$ROUNDS"); do
     seed=$round
     # Uninterrupted.
     t0=$(now); train "$work/whole-$round" >"$work/whole.json" 2>/dev/null; t1=$(now)
-    # Killed at a random moment after its first checkpoint (0–8 s later), then resumed.
+    # Killed at a random moment after its first checkpoint, then resumed.
     dir="$work/killed-$round"
     t2=$(now)
     train "$dir" >/dev/null 2>&1 &
     driver=$!
     while [ -z "$(newest "$dir")" ] && kill -0 $driver 2>/dev/null; do sleep 0.05; done
-    sleep "$(python3 -c "import random; print(random.uniform(0, 8))")"
+    sleep "$(python3 -c "import random; print(random.uniform(0, $KILL_WITHIN))")"
     if ! kill -0 $driver 2>/dev/null; then
         echo "{\"round\": $round, \"note\": \"finished before the kill\"}"; continue
     fi

@@ -93,6 +93,13 @@ fn job(args: &Args) -> Result<Job> {
         );
     }
     let (train_rows, held_out) = if args.data == "digits" {
+        if let Some(p) = &args.held_out_data {
+            bail!(
+                "--held-out-data {}: the built-in digits hold their own rows out (--held-out \
+                 FRACTION)",
+                p.display()
+            );
+        }
         digits_split(&specs, args.held_out, 1)?
     } else {
         let path = Path::new(&args.data);
@@ -104,7 +111,10 @@ fn job(args: &Args) -> Result<Job> {
             );
         }
         let data = tf_iaware::data::open(path, &specs)?;
-        tf_iaware::data::split(&data, args.held_out, 1)?
+        match &args.held_out_data {
+            Some(held_out) => (data, tf_iaware::data::open(held_out, &specs)?),
+            None => tf_iaware::data::split(&data, args.held_out, 1)?,
+        }
     };
     Ok(Job::new(&name, analyzed, sidecar, Box::new(train_rows))?
         .with_held_out(Box::new(held_out))?)

@@ -94,9 +94,14 @@ pub struct Args {
     /// Seconds of training after which a contender gives up (`--data digits`).
     #[arg(long, default_value_t = 300.0)]
     max_train_s: f64,
-    /// Share of each digit held out for evaluation (`--data digits`).
+    /// Share of each digit held out for evaluation (`--data digits`), or of the `--data` file's
+    /// rows when no `--held-out-data` is given.
     #[arg(long, default_value_t = 0.2)]
     held_out: f64,
+    /// A held-out data file of the user's own (same formats as `--data`): evaluated on instead of
+    /// rows split off the training file, which is then trained on whole.
+    #[arg(long, conflicts_with = "held_out")]
+    held_out_data: Option<std::path::PathBuf>,
     /// Backup workers of `sync-backup`: each step aggregates N − k gradients.
     #[arg(long, default_value_t = 1, value_parser = count::<0, { limits::MAX_WORKERS }>)]
     backup_workers: usize,
