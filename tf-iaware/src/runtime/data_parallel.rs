@@ -18,7 +18,7 @@ use crate::apply;
 use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::Cluster;
 use crate::config::SessionConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TfCode};
 use crate::graph::analyze::analyze_graph;
 use crate::graph::{DeviceName, DeviceType};
 use crate::parallel::replicate::BatchData;
@@ -816,8 +816,7 @@ fn run_deadline(
 
 /// Whether `e` is a run that passed its deadline (TensorFlow's DEADLINE_EXCEEDED).
 fn passed_deadline(e: &Error) -> bool {
-    matches!(e, Error::TensorFlow { message, .. }
-        if message.contains("DeadlineExceeded") || message.to_ascii_lowercase().contains("deadline"))
+    e.tf_code() == Some(TfCode::DeadlineExceeded)
 }
 
 /// Sessions of a failed plan being closed beside training (closing a session whose tasks are
