@@ -347,7 +347,10 @@ fn a_hung_worker_that_continues_is_taken_back_into_the_plan() {
     assert_eq!(report.final_plan.replicas.len(), 3, "worker 2 trains again");
     assert_eq!(report.final_plan.global_batch(), 30);
     assert_eq!(report.losses.len(), steps, "every global step once");
-    assert_eq!(report.steps_run, steps, "nothing redone: the ps kept the variables");
+    assert_eq!(
+        report.steps_run, steps,
+        "nothing redone: the ps kept the variables"
+    );
     assert!(report.losses.iter().all(|l| l.is_finite()));
 }
 
@@ -407,7 +410,10 @@ fn training_survives_a_worker_killed_during_a_step_or_a_checkpoint() {
         .iter()
         .find(|r| r.lost.contains(&workers[1]))
         .unwrap_or_else(|| panic!("worker 1 is recovered from: {:?}", report.recoveries));
-    assert!(r.redone_steps <= 1, "at most the checkpoint interval is redone");
+    assert!(
+        r.redone_steps <= 1,
+        "at most the checkpoint interval is redone"
+    );
     assert!(!report
         .final_plan
         .replicas
@@ -640,6 +646,90 @@ fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
     // Timings are reported, not asserted (docs/src/design/architecture.md, "Testing rules"): the runs are bounded by the session
     // deadlines set above, so a stall fails the run itself.
     eprintln!("training with recovery took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_tf_config_task_that_is_not_running_is_left_out_or_named() {
+    let _one = serial();
+    // A `chief` entry every task knows, for a coordinator that never starts.
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let cluster = EmulatedCluster::start_with(&scenario, exe(), true).unwrap();
+    let chief = cluster.chief().unwrap().to_string();
+    let mut doc = cluster.tf_config().clone();
+    doc.cluster.insert("chief".into(), vec![chief.clone()]);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, doc: &tf_iaware::cluster::tf_config::TfConfig| {
+        let path = dir.path().join(name);
+        let json = serde_json::json!({"cluster": doc.cluster, "metrics": doc.metrics});
+        std::fs::write(&path, json.to_string()).unwrap();
+        format!("tf-config:{}", path.display())
+    };
+    // Not needed (neither the master nor a ps): training uses the tasks that answer, with a
+    // warning naming the missing one.
+    let spec = write("chief.json", &doc);
+    let out = common::run(&[
+        "run",
+        "--model",
+        "mlp",
+        "--cluster",
+        &spec,
+        "--strategy",
+        "replica-setter",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+        "--batch",
+        "16",
+        "--checkpoint-every",
+        "1",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("chief:0") && stderr.contains(&chief) && stderr.contains("not running"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["losses"].as_array().map(Vec::len), Some(2));
+    assert_eq!(report["plan"]["replicas"].as_array().map(Vec::len), Some(2));
+    // A ps holds variables: a typed error naming the task and its address.
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = unused.local_addr().unwrap().to_string();
+    drop(unused);
+    let mut with_ps = cluster.tf_config().clone();
+    with_ps.cluster.get_mut("ps").unwrap().push(gone.clone());
+    let spec = write("ps.json", &with_ps);
+    let err = common::fails(&[
+        "run",
+        "--model",
+        "mlp",
+        "--cluster",
+        &spec,
+        "--steps",
+        "2",
+        "--batch",
+        "16",
+    ]);
+    assert!(
+        err.contains("ps:1") && err.contains(&gone) && err.contains("does not answer"),
+        "{err}"
+    );
+    // So is a master the caller named.
+    let master = tf_iaware::cluster::tf_config::TaskId {
+        job: "chief".into(),
+        index: 0,
+    };
+    match tf_iaware::cluster::connect::connect_tf_config_at(&doc, &master) {
+        Err(tf_iaware::Error::TaskDown { task, address, .. }) => {
+            assert_eq!(
+                (task.as_str(), address.as_str()),
+                ("chief:0", chief.as_str())
+            )
+        }
+        other => panic!("a typed error naming the chief: {:?}", other.map(|_| ())),
+    }
 }
 
 #[test]

@@ -288,6 +288,17 @@ pub enum Error {
         /// What is wrong, in words.
         reason: String,
     },
+    /// A task of the cluster that does not answer and cannot be done without (the session
+    /// master named by the caller, a ps that holds variables).
+    #[error("task {task} at {address} does not answer: {reason}")]
+    TaskDown {
+        /// `job:index` of the task.
+        task: String,
+        /// Its `host:port` from TF_CONFIG.
+        address: String,
+        /// Why it is needed, and what to do.
+        reason: String,
+    },
     /// A nonsensical numeric argument (batch 0, steps 0, …).
     #[error("invalid {what}: {reason}")]
     InvalidArgument {
