@@ -10,7 +10,7 @@ step, a good share of the kills land inside a checkpoint fetch or a recovery's o
 Usage: kill_workers.py [--exe target/debug/tf-iaware] [--trials 20] [--steps 300] [--seed 1]
                        [--kill-window 0.2 8] [--out results.jsonl]
 
-Each trial appends one JSON line: the kill (worker, delay), the run's rc and wall time, and, when
+Trials go on until `--trials` of them had a worker killed. Each trial appends one JSON line: the kill (worker, delay), the run's rc and wall time, and, when
 it finished, its recoveries (kind, lost, step, restored_from, redone_steps, detect_ms, recover_ms)
 and steps_run against the global steps.
 """
@@ -151,8 +151,13 @@ def main():
     args.exe = os.path.abspath(args.exe)
     rng = random.Random(args.seed)
     out = sys.stdout if args.out == "-" else open(args.out, "a")
-    for n in range(args.trials):
+    kills, n = 0, 0
+    # Until `--trials` trials had their worker killed (a run that ends before the kill, or
+    # fails before training, is recorded too but not counted).
+    while kills < args.trials:
         record = trial(args, rng, n)
+        n += 1
+        kills += record["killed_at_s"] >= 0
         print(json.dumps(record), file=out, flush=True)
         if out is not sys.stdout:
             print(json.dumps({k: v for k, v in record.items() if k != "recoveries"}),

@@ -417,7 +417,17 @@ where
     fn assess_until_probed(&mut self, mut hung: Vec<String>) -> Result<Option<Box<Assessed>>> {
         let max_retries = self.options().hang.as_ref().map_or(0, |h| h.max_retries);
         let mut retries = 0;
+        // Tasks that answer (workers not hung, every ps), to tell a probe that failed because
+        // more were lost from one that was only slow.
+        let answering = |d: &Self, hung: &[String]| {
+            let tasks: Vec<String> = without(&Self::workers(&d.current), hung)
+                .into_iter()
+                .chain(d.all_ps.iter().cloned())
+                .collect();
+            reachable(&tasks, d.tf_config()).len()
+        };
         loop {
+            let before = answering(self, &hung);
             let error = match self.assess(&hung, retries)? {
                 Assessment::Nothing => return Ok(None),
                 Assessment::Ready(a) => return Ok(Some(a)),
@@ -427,16 +437,12 @@ where
                 return Err(error);
             }
             let silent = if passed_deadline(&error) {
-                self.hung_or_slow(&self.current)
+                self.hung_or_slow(&self.current).unwrap_or_default()
             } else {
-                Some(Vec::new())
+                Vec::new()
             };
-            let workers = Self::workers(&self.current);
-            let lost_more = silent
-                .as_ref()
-                .is_some_and(|s| s.iter().any(|d| !hung.contains(d)))
-                || reachable(&without(&workers, &hung), self.tf_config()).len()
-                    < without(&workers, &hung).len();
+            let lost_more =
+                silent.iter().any(|d| !hung.contains(d)) || answering(self, &hung) < before;
             log::warn!(
                 "step {}: the new session's probe failed ({error}); {}",
                 self.step,
@@ -452,7 +458,7 @@ where
                 }
                 retries += 1;
             }
-            for d in silent.into_iter().flatten() {
+            for d in silent {
                 if !hung.contains(&d) {
                     hung.push(d);
                 }
