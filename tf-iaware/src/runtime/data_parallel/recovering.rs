@@ -166,10 +166,10 @@ enum Assessment {
     ProbeFailed(Error),
 }
 
-/// A recovery ready to resume: the new plan, its session and what happened.
+/// A recovery ready to resume: the new plan (its session is the driver's now) and what
+/// happened.
 struct Assessed {
     plan: DataParallelPlan,
-    run: Prepared,
     target: String,
     damage: Damage,
     action: Action,
@@ -426,9 +426,11 @@ where
                 .collect();
             reachable(&tasks, d.tf_config()).len()
         };
+        // The state as the failed plan placed it, to tell variables a restarted ps lost.
+        let previous = self.run.state.clone();
         loop {
             let before = answering(self, &hung);
-            let error = match self.assess(&hung, retries)? {
+            let error = match self.assess(&hung, &previous, retries)? {
                 Assessment::Nothing => return Ok(None),
                 Assessment::Ready(a) => return Ok(Some(a)),
                 Assessment::ProbeFailed(error) => error,
@@ -507,7 +509,7 @@ where
             }
         }
         self.report.recoveries.push(recovery);
-        self.switch(a.plan, a.run, next);
+        self.switched(a.plan, next);
         self.config.target = a.target;
         self.pending = Some((failed_at, Pending::Recovery));
     }
@@ -524,9 +526,14 @@ where
 
     /// Trains on `plan` with session `run` from now on, after `resume`.
     fn switch(&mut self, plan: DataParallelPlan, run: Prepared, resume: Resume) {
-        self.current = plan;
         let old = std::mem::replace(&mut self.run, run);
         self.closing.close(old);
+        self.switched(plan, resume);
+    }
+
+    /// Trains on `plan` with the session the driver holds now, after `resume`.
+    fn switched(&mut self, plan: DataParallelPlan, resume: Resume) {
+        self.current = plan;
         self.session_steps = 0;
         self.retries = 0;
         self.resume = Some(resume);

@@ -19,7 +19,12 @@ where
     /// that stopped answering), re-plans when tasks are gone, opens a session on a target that
     /// answers and, with a checkpoint to fall back on, probes which variables survived (under
     /// a short deadline, longer after `probe_retries` retries).
-    pub(super) fn assess(&mut self, hung: &[String], probe_retries: u32) -> Result<Assessment> {
+    pub(super) fn assess(
+        &mut self,
+        hung: &[String],
+        previous: &[StateVar],
+        probe_retries: u32,
+    ) -> Result<Assessment> {
         let (tf_config, step) = (self.job.tf_config, self.step);
         let workers = Self::workers(&self.current);
         // A hung worker still accepts TCP: it is lost although its port answers.
@@ -84,26 +89,27 @@ where
             target: target.clone(),
             ..self.config.clone()
         };
-        let mut run = prepare_run(
+        let run = prepare_run(
             &self.job.workload,
             &plan,
             self.job.cluster,
             &session_config,
             self.options().seed,
         )?;
+        // The failed session is closed now, beside training, before the new one's first run
+        // creates it on the master: its steps are cancelled on every task.
+        let old = std::mem::replace(&mut self.run, run);
+        self.closing.close(old);
         // With isolated sessions every variable is new to this one: the probe cannot tell.
         if self.latest.is_some() && !damage.isolated {
             if let Some(h) = &self.options().hang {
                 let expected = self.report.checkpoint_ms.last().copied();
-                run.trainer
-                    .set_run_timeout_ms(ms(h.deadline(expected, probe_retries)));
+                let deadline = ms(h.deadline(expected, probe_retries));
+                self.run.trainer.set_run_timeout_ms(deadline);
             }
-            match checkpoint::initialized(run.trainer.session(), &run.state) {
-                Ok(flags) => damage.emptied = emptied(&run.state, &flags, &self.run.state),
-                Err(e) => {
-                    self.closing.close(run);
-                    return Ok(Assessment::ProbeFailed(e));
-                }
+            match checkpoint::initialized(self.run.trainer.session(), &self.run.state) {
+                Ok(flags) => damage.emptied = emptied(&self.run.state, &flags, previous),
+                Err(e) => return Ok(Assessment::ProbeFailed(e)),
             }
         }
         let Some(action) = decide(&damage, self.latest.is_some()) else {
@@ -111,7 +117,6 @@ where
         };
         Ok(Assessment::Ready(Box::new(Assessed {
             plan,
-            run,
             target,
             damage,
             action,
