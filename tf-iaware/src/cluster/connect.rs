@@ -95,19 +95,28 @@ pub fn connect_tf_config(tf_config: &TfConfig) -> Result<(Cluster, SessionConfig
     connect_tf_config_at(tf_config, &answering_master(tf_config))
 }
 
-/// How long a task's gRPC port has to accept a connection before the task counts as not
-/// running.
+/// How long one try at a task's gRPC port may take.
 const TASK_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1_500);
 
-/// Whether something accepts TCP connections at `address` (`host:port`) within
-/// [`TASK_PROBE_TIMEOUT`].
+/// Tries at a task's gRPC port before the task counts as not running: a loaded machine can
+/// leave one connection unanswered (a full accept backlog), a stopped process does not refuse.
+const TASK_PROBE_TRIES: u32 = 3;
+
+/// Whether something accepts TCP connections at `address` (`host:port`): a refused
+/// connection at once, else up to [`TASK_PROBE_TRIES`] tries of [`TASK_PROBE_TIMEOUT`].
 fn task_answers(address: &str) -> bool {
     use std::net::ToSocketAddrs;
-    address
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .is_some_and(|a| std::net::TcpStream::connect_timeout(&a, TASK_PROBE_TIMEOUT).is_ok())
+    let Some(addr) = address.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return false;
+    };
+    for _ in 0..TASK_PROBE_TRIES {
+        match std::net::TcpStream::connect_timeout(&addr, TASK_PROBE_TIMEOUT) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return false,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
+    false
 }
 
 /// The task a client session should talk to: [`TfConfig::master`] if it answers, else the
