@@ -102,7 +102,7 @@ pub fn train_recovering(
     }
     let mut driver = Driver::start(job, plan, replan, before_step)?;
     while driver.step < steps {
-        driver.readmit()?;
+        driver.readmit();
         let first = driver.resume.is_some() || driver.session_steps == 0;
         let deadline = driver.deadline(first);
         let mut started = Instant::now();
@@ -565,14 +565,29 @@ where
     /// Takes dropped workers that answer again back into the plan: re-plans with them and
     /// opens a session that goes on from the variables on the ps (the checkpoint when they
     /// move, or sessions are isolated).
-    fn readmit(&mut self) -> Result<()> {
+    ///
+    /// A re-plan or session that fails here does not end training: the workers are given up
+    /// (no longer probed) with a warning, and training goes on without them.
+    fn readmit(&mut self) {
         if !self.options().readmit || self.dropped.is_empty() || self.resume.is_some() {
-            return Ok(());
+            return;
         }
         let back = self.answering_again();
         if back.is_empty() {
-            return Ok(());
+            return;
         }
+        if let Err(e) = self.take_back(&back) {
+            log::warn!(
+                "step {}: {back:?} answer again but cannot be taken back ({e}); training goes \
+                 on without them",
+                self.step
+            );
+            self.dropped.retain(|(d, _)| !back.contains(d));
+        }
+    }
+
+    /// Re-plans with `back` and moves to a session of the new plan.
+    fn take_back(&mut self, back: &[String]) -> Result<()> {
         let noticed = Instant::now();
         let mut workers = Self::workers(&self.current);
         workers.extend(back.iter().cloned());
@@ -602,7 +617,7 @@ where
         self.dropped.retain(|(d, _)| !back.contains(d));
         self.report.readmissions.push(Readmission {
             step: self.step,
-            workers: back,
+            workers: back.to_vec(),
             plan: plan.clone(),
             readmit_ms: None,
         });
