@@ -115,16 +115,18 @@ fn training_survives_a_killed_worker() {
     let tf_config = cluster.tf_config().clone();
     let started = std::time::Instant::now();
     let report = data_parallel::train_recovering(
-        "mlp",
-        plan,
-        &devices,
-        &config,
-        &tf_config,
-        6,
-        &RecoveryOptions {
-            max_recoveries: 2,
-            ..RecoveryOptions::default()
+        &data_parallel::Recovering {
+            workload: "mlp".into(),
+            cluster: &devices,
+            config: &config,
+            tf_config: &tf_config,
+            options: RecoveryOptions {
+                max_recoveries: 2,
+                ..RecoveryOptions::default()
+            },
         },
+        plan,
+        6,
         |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 30),
         |step| {
             if step == 3 {
@@ -181,16 +183,18 @@ fn training_survives_a_hung_worker() {
     let mut stopped_at = None;
     let started = std::time::Instant::now();
     let report = data_parallel::train_recovering(
-        "mlp",
-        plan,
-        &devices,
-        &config,
-        &tf_config,
-        steps,
-        &RecoveryOptions {
-            max_recoveries: 2,
-            ..RecoveryOptions::default()
+        &data_parallel::Recovering {
+            workload: "mlp".into(),
+            cluster: &devices,
+            config: &config,
+            tf_config: &tf_config,
+            options: RecoveryOptions {
+                max_recoveries: 2,
+                ..RecoveryOptions::default()
+            },
         },
+        plan,
+        steps,
         |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 30),
         |step| {
             // SIGSTOP: worker 2's gRPC port still completes TCP handshakes; only its silent
@@ -247,6 +251,178 @@ fn training_survives_a_hung_worker() {
     assert!(report.losses.iter().all(|l| l.is_finite()));
 }
 
+/// Whether the metrics agent at `address` answers `GET /healthz` with 200 within 1 s.
+fn agent_answers(address: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(address) else {
+        return false;
+    };
+    let timeout = Some(std::time::Duration::from_secs(1));
+    let _ = (s.set_read_timeout(timeout), s.set_write_timeout(timeout));
+    let mut head = [0u8; 12];
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .is_ok()
+        && s.read_exact(&mut head).is_ok()
+        && head.ends_with(b" 200")
+}
+
+#[test]
+fn a_hung_worker_that_continues_is_taken_back_into_the_plan() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    config.operation_timeout_ms = 15_000;
+    config.run_timeout_ms = 120_000;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let vars = replicated::variables("mlp").unwrap();
+    let plan = parallel::replica_setter(&workers, &ps, &vars, 30).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let agent = tf_config
+        .metrics_address(&tf_iaware::cluster::tf_config::TaskId {
+            job: "worker".into(),
+            index: 2,
+        })
+        .unwrap()
+        .to_string();
+    let (steps, stop_at) = (12, 3);
+    // Steps seen by `before_step`, in order (a failed step is attempted again).
+    let mut seen = Vec::new();
+    let mut continued_before = None;
+    let report = data_parallel::train_recovering(
+        &data_parallel::Recovering {
+            workload: "mlp".into(),
+            cluster: &devices,
+            config: &config,
+            tf_config: &tf_config,
+            options: RecoveryOptions {
+                max_recoveries: 2,
+                ..RecoveryOptions::default()
+            },
+        },
+        plan,
+        steps,
+        |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 30),
+        |step| {
+            seen.push(step);
+            if step == stop_at && !seen[..seen.len() - 1].contains(&stop_at) {
+                cluster.stop_worker(2);
+            }
+            // The step after the stopped one trains without worker 2 (it was dropped): let it
+            // run again, and wait until its agent answers (and the driver's watchdog, which
+            // probes every 500 ms with a 1 s timeout, has seen it).
+            if step == stop_at + 1 && continued_before.is_none() {
+                cluster.continue_worker(2);
+                let waited = std::time::Instant::now();
+                while !agent_answers(&agent) && waited.elapsed().as_secs() < 60 {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2_000));
+                continued_before = Some(step + 1);
+            }
+        },
+    );
+    cluster.continue_worker(2);
+    let report = report.unwrap();
+    eprintln!(
+        "recoveries {}; readmissions {}",
+        serde_json::to_string(&report.recoveries).unwrap(),
+        serde_json::to_string(&report.readmissions).unwrap()
+    );
+    let hung = &report.recoveries[0];
+    assert_eq!((hung.kind, hung.step), (FaultKind::Hung, stop_at));
+    assert_eq!(hung.lost, vec![workers[2].clone()]);
+    assert_eq!(hung.plan.replicas.len(), 2, "dropped while stopped");
+    assert_eq!(report.readmissions.len(), 1, "{:?}", report.readmissions);
+    let back = &report.readmissions[0];
+    assert_eq!(back.workers, vec![workers[2].clone()]);
+    let continued = continued_before.unwrap();
+    eprintln!(
+        "taken back before step {} (its agent answered before step {continued}), {:?} ms",
+        back.step, back.readmit_ms
+    );
+    assert!(back.step >= continued, "not before it answered");
+    assert!(back.readmit_ms.is_some(), "the new session resumed");
+    assert_eq!(back.plan.replicas.len(), 3);
+    assert_eq!(report.final_plan.replicas.len(), 3, "worker 2 trains again");
+    assert_eq!(report.final_plan.global_batch(), 30);
+    assert_eq!(report.losses.len(), steps, "every global step once");
+    assert_eq!(
+        report.steps_run, steps,
+        "nothing redone: the ps kept the variables"
+    );
+    assert!(report.losses.iter().all(|l| l.is_finite()));
+}
+
+#[test]
+fn training_survives_a_worker_killed_during_a_step_or_a_checkpoint() {
+    let _one = serial();
+    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
+    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let (devices, mut config) = cluster.connect().unwrap();
+    config.operation_timeout_ms = 15_000;
+    config.run_timeout_ms = 120_000;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let vars = replicated::variables("mlp").unwrap();
+    let plan = parallel::replica_setter(&workers, &ps, &vars, 30).unwrap();
+    let tf_config = cluster.tf_config().clone();
+    let cluster = std::sync::Mutex::new(cluster);
+    let steps = 16;
+    // A checkpoint after every step: a kill a few ms into step 4 lands in its run, its
+    // checkpoint fetch or the next step — whichever, training must go on.
+    let report = std::thread::scope(|scope| {
+        data_parallel::train_recovering(
+            &data_parallel::Recovering {
+                workload: "mlp".into(),
+                cluster: &devices,
+                config: &config,
+                tf_config: &tf_config,
+                options: RecoveryOptions {
+                    checkpoint_every: 1,
+                    ..RecoveryOptions::default()
+                },
+            },
+            plan,
+            steps,
+            |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 30),
+            |step| {
+                if step == 4 {
+                    let cluster = &cluster;
+                    scope.spawn(move || {
+                        std::thread::sleep(std::time::Duration::from_millis(15));
+                        cluster
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .kill_worker(1);
+                    });
+                }
+            },
+        )
+    })
+    .unwrap();
+    eprintln!(
+        "recoveries {}",
+        serde_json::to_string(&report.recoveries).unwrap()
+    );
+    assert_eq!(report.losses.len(), steps, "no run lost");
+    let r = report
+        .recoveries
+        .iter()
+        .find(|r| r.lost.contains(&workers[1]))
+        .unwrap_or_else(|| panic!("worker 1 is recovered from: {:?}", report.recoveries));
+    assert!(
+        r.redone_steps <= 1,
+        "at most the checkpoint interval is redone"
+    );
+    assert!(!report
+        .final_plan
+        .replicas
+        .iter()
+        .any(|x| x.device == workers[1]));
+    assert_eq!(report.final_plan.global_batch(), 30);
+    assert!(report.losses.iter().all(|l| l.is_finite()));
+}
+
 #[test]
 fn a_run_past_its_deadline_with_every_worker_alive_is_retried_not_dropped() {
     let _one = serial();
@@ -267,16 +443,18 @@ fn a_run_past_its_deadline_with_every_worker_alive_is_retried_not_dropped() {
         ..HangDetection::default()
     };
     let report = data_parallel::train_recovering(
-        "mlp",
-        plan,
-        &devices,
-        &config,
-        cluster.tf_config(),
-        4,
-        &RecoveryOptions {
-            hang: Some(hang),
-            ..RecoveryOptions::default()
+        &data_parallel::Recovering {
+            workload: "mlp".into(),
+            cluster: &devices,
+            config: &config,
+            tf_config: cluster.tf_config(),
+            options: RecoveryOptions {
+                hang: Some(hang),
+                ..RecoveryOptions::default()
+            },
         },
+        plan,
+        4,
         |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 20),
         |_| {},
     )
@@ -328,13 +506,15 @@ fn training_restores_the_checkpoint_after_losing_the_ps() {
     let mut killed = false;
     let started = std::time::Instant::now();
     let report = data_parallel::train_recovering(
-        "mlp",
+        &data_parallel::Recovering {
+            workload: "mlp".into(),
+            cluster: &devices,
+            config: &config,
+            tf_config: &tf_config,
+            options: options.clone(),
+        },
         plan,
-        &devices,
-        &config,
-        &tf_config,
         6,
-        &options,
         |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 32),
         |step| {
             // The ps (it also masters the session) dies and a cluster manager restarts it at
@@ -415,13 +595,15 @@ fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
     let mut alive_ps_seen = Vec::new();
     let started = std::time::Instant::now();
     let report = data_parallel::train_recovering(
-        "mlp",
+        &data_parallel::Recovering {
+            workload: "mlp".into(),
+            cluster: &devices,
+            config: &config,
+            tf_config: &tf_config,
+            options: options.clone(),
+        },
         plan,
-        &devices,
-        &config,
-        &tf_config,
         5,
-        &options,
         |alive, alive_ps| {
             alive_ps_seen = alive_ps.to_vec();
             parallel::replica_setter(alive, alive_ps, &vars, 32)
@@ -464,6 +646,90 @@ fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
     // Timings are reported, not asserted (docs/src/design/architecture.md, "Testing rules"): the runs are bounded by the session
     // deadlines set above, so a stall fails the run itself.
     eprintln!("training with recovery took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_tf_config_task_that_is_not_running_is_left_out_or_named() {
+    let _one = serial();
+    // A `chief` entry every task knows, for a coordinator that never starts.
+    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
+    let cluster = EmulatedCluster::start_with(&scenario, exe(), true).unwrap();
+    let chief = cluster.chief().unwrap().to_string();
+    let mut doc = cluster.tf_config().clone();
+    doc.cluster.insert("chief".into(), vec![chief.clone()]);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, doc: &tf_iaware::cluster::tf_config::TfConfig| {
+        let path = dir.path().join(name);
+        let json = serde_json::json!({"cluster": doc.cluster, "metrics": doc.metrics});
+        std::fs::write(&path, json.to_string()).unwrap();
+        format!("tf-config:{}", path.display())
+    };
+    // Not needed (neither the master nor a ps): training uses the tasks that answer, with a
+    // warning naming the missing one.
+    let spec = write("chief.json", &doc);
+    let out = common::run(&[
+        "run",
+        "--model",
+        "mlp",
+        "--cluster",
+        &spec,
+        "--strategy",
+        "replica-setter",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+        "--batch",
+        "16",
+        "--checkpoint-every",
+        "1",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("chief:0") && stderr.contains(&chief) && stderr.contains("not running"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["losses"].as_array().map(Vec::len), Some(2));
+    assert_eq!(report["plan"]["replicas"].as_array().map(Vec::len), Some(2));
+    // A ps holds variables: a typed error naming the task and its address.
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = unused.local_addr().unwrap().to_string();
+    drop(unused);
+    let mut with_ps = cluster.tf_config().clone();
+    with_ps.cluster.get_mut("ps").unwrap().push(gone.clone());
+    let spec = write("ps.json", &with_ps);
+    let err = common::fails(&[
+        "run",
+        "--model",
+        "mlp",
+        "--cluster",
+        &spec,
+        "--steps",
+        "2",
+        "--batch",
+        "16",
+    ]);
+    assert!(
+        err.contains("ps:1") && err.contains(&gone) && err.contains("does not answer"),
+        "{err}"
+    );
+    // So is a master the caller named.
+    let master = tf_iaware::cluster::tf_config::TaskId {
+        job: "chief".into(),
+        index: 0,
+    };
+    match tf_iaware::cluster::connect::connect_tf_config_at(&doc, &master) {
+        Err(tf_iaware::Error::TaskDown { task, address, .. }) => {
+            assert_eq!(
+                (task.as_str(), address.as_str()),
+                ("chief:0", chief.as_str())
+            )
+        }
+        other => panic!("a typed error naming the chief: {:?}", other.map(|_| ())),
+    }
 }
 
 #[test]

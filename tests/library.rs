@@ -197,13 +197,15 @@ fn a_python_graph_restores_every_variable_and_slot_after_losing_the_ps() {
     };
     let mut killed = false;
     let report = data_parallel::train_recovering(
-        &workload,
+        &data_parallel::Recovering {
+            workload: workload.clone(),
+            cluster: &devices,
+            config: &config,
+            tf_config: &tf_config,
+            options: options.clone(),
+        },
         plan,
-        &devices,
-        &config,
-        &tf_config,
         6,
-        &options,
         |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 16),
         |step| {
             if step == 3 && !killed {
@@ -358,16 +360,18 @@ fn a_python_graph_is_replanned_around_a_lost_worker() {
     let plan = parallel::replica_setter(&workers, &ps, &vars, 24).unwrap();
     let tf_config = cluster.tf_config().clone();
     let report = data_parallel::train_recovering(
-        &workload,
-        plan,
-        &devices,
-        &config,
-        &tf_config,
-        6,
-        &RecoveryOptions {
-            max_recoveries: 2,
-            ..RecoveryOptions::default()
+        &data_parallel::Recovering {
+            workload: workload.clone(),
+            cluster: &devices,
+            config: &config,
+            tf_config: &tf_config,
+            options: RecoveryOptions {
+                max_recoveries: 2,
+                ..RecoveryOptions::default()
+            },
         },
+        plan,
+        6,
         |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 24),
         |step| {
             if step == 3 {

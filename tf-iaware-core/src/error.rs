@@ -194,10 +194,13 @@ pub enum Error {
 
     // ----- TensorFlow and running ---------------------------------------------------------------
     /// A TensorFlow C API call failed.
-    #[error("TensorFlow {call} failed: {message}")]
+    #[error("TensorFlow {call} failed: {code}: {message}")]
     TensorFlow {
         /// The C API function that was called.
         call: String,
+        /// TensorFlow's status code: what kind of failure (a deadline passed, a task
+        /// unavailable, …), to act on; never the message text.
+        code: TfCode,
         /// TensorFlow's status message.
         message: String,
     },
@@ -283,6 +286,17 @@ pub enum Error {
         /// The tasks that were lost.
         lost: String,
         /// What is wrong, in words.
+        reason: String,
+    },
+    /// A task of the cluster that does not answer and cannot be done without (the session
+    /// master named by the caller, a ps that holds variables).
+    #[error("task {task} at {address} does not answer: {reason}")]
+    TaskDown {
+        /// `job:index` of the task.
+        task: String,
+        /// Its `host:port` from TF_CONFIG.
+        address: String,
+        /// Why it is needed, and what to do.
         reason: String,
     },
     /// A nonsensical numeric argument (batch 0, steps 0, …).
@@ -497,12 +511,129 @@ impl Error {
         }
     }
 
-    /// Wraps a failed TensorFlow call.
-    pub fn tf(call: impl Into<String>, status: impl std::fmt::Display) -> Self {
+    /// Wraps a failed TensorFlow call: `call` names it, `code` and `message` are its status's.
+    pub fn tf(call: impl Into<String>, code: TfCode, message: impl Into<String>) -> Self {
         Error::TensorFlow {
             call: call.into(),
-            message: status.to_string(),
+            code,
+            message: message.into(),
         }
+    }
+
+    /// TensorFlow's status code, for a failed TensorFlow call ([`Error::TensorFlow`]).
+    pub fn tf_code(&self) -> Option<TfCode> {
+        match self {
+            Error::TensorFlow { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// TensorFlow's status codes (`TF_Code` of the C API, `error_codes.proto`), all 17: what kind of
+/// failure a TensorFlow call reports. Displayed as TensorFlow names them (`DEADLINE_EXCEEDED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TfCode {
+    /// Not an error (0).
+    Ok,
+    /// The operation was cancelled, typically by the caller (1).
+    Cancelled,
+    /// An error of an unknown kind, or a code this build does not know (2).
+    Unknown,
+    /// The caller gave an invalid argument, whatever the state of the system (3).
+    InvalidArgument,
+    /// The deadline passed before the operation completed (4): a run's `timeout_in_ms`, an
+    /// operation timeout.
+    DeadlineExceeded,
+    /// Some requested entity (a file, a session, an op) was not found (5).
+    NotFound,
+    /// An entity to create already exists (6).
+    AlreadyExists,
+    /// The caller may not run the operation (7).
+    PermissionDenied,
+    /// A resource (memory, disk, a quota) is exhausted (8).
+    ResourceExhausted,
+    /// The system is not in the state the operation needs, e.g. an uninitialised variable (9).
+    FailedPrecondition,
+    /// The operation was aborted, typically by a concurrency conflict (10).
+    Aborted,
+    /// Iterating past the valid range (11).
+    OutOfRange,
+    /// Not implemented or not enabled (12).
+    Unimplemented,
+    /// A broken invariant inside TensorFlow (13).
+    Internal,
+    /// The service (a task, a connection) is unavailable, most likely for a while (14).
+    Unavailable,
+    /// Unrecoverable data loss or corruption (15).
+    DataLoss,
+    /// The request has no valid credentials (16).
+    Unauthenticated,
+}
+
+impl TfCode {
+    /// Every code, in the order of their numbers.
+    pub const ALL: [TfCode; 17] = [
+        TfCode::Ok,
+        TfCode::Cancelled,
+        TfCode::Unknown,
+        TfCode::InvalidArgument,
+        TfCode::DeadlineExceeded,
+        TfCode::NotFound,
+        TfCode::AlreadyExists,
+        TfCode::PermissionDenied,
+        TfCode::ResourceExhausted,
+        TfCode::FailedPrecondition,
+        TfCode::Aborted,
+        TfCode::OutOfRange,
+        TfCode::Unimplemented,
+        TfCode::Internal,
+        TfCode::Unavailable,
+        TfCode::DataLoss,
+        TfCode::Unauthenticated,
+    ];
+
+    /// The code numbered `n` (`TF_Code`'s value); a number TensorFlow does not define is
+    /// [`TfCode::Unknown`], as TensorFlow treats one from another error space.
+    pub fn from_number(n: u32) -> TfCode {
+        usize::try_from(n)
+            .ok()
+            .and_then(|i| TfCode::ALL.get(i).copied())
+            .unwrap_or(TfCode::Unknown)
+    }
+
+    /// `TF_Code`'s value of the code.
+    pub fn number(self) -> u32 {
+        self as u32
+    }
+
+    /// TensorFlow's name of the code (`error_codes.proto`): `DEADLINE_EXCEEDED`, ….
+    pub fn name(self) -> &'static str {
+        match self {
+            TfCode::Ok => "OK",
+            TfCode::Cancelled => "CANCELLED",
+            TfCode::Unknown => "UNKNOWN",
+            TfCode::InvalidArgument => "INVALID_ARGUMENT",
+            TfCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            TfCode::NotFound => "NOT_FOUND",
+            TfCode::AlreadyExists => "ALREADY_EXISTS",
+            TfCode::PermissionDenied => "PERMISSION_DENIED",
+            TfCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            TfCode::FailedPrecondition => "FAILED_PRECONDITION",
+            TfCode::Aborted => "ABORTED",
+            TfCode::OutOfRange => "OUT_OF_RANGE",
+            TfCode::Unimplemented => "UNIMPLEMENTED",
+            TfCode::Internal => "INTERNAL",
+            TfCode::Unavailable => "UNAVAILABLE",
+            TfCode::DataLoss => "DATA_LOSS",
+            TfCode::Unauthenticated => "UNAUTHENTICATED",
+        }
+    }
+}
+
+impl std::fmt::Display for TfCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -527,5 +658,54 @@ impl std::fmt::Display for RecordPart {
             RecordPart::Data => "data",
             RecordPart::DataCrc => "data CRC",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_its_number_and_tensorflows_name() {
+        for (n, code) in TfCode::ALL.iter().enumerate() {
+            assert_eq!(code.number() as usize, n);
+            assert_eq!(TfCode::from_number(n as u32), *code);
+        }
+        assert_eq!(TfCode::DeadlineExceeded.number(), 4);
+        assert_eq!(TfCode::Unavailable.number(), 14);
+        assert_eq!(TfCode::Unauthenticated.number(), 16);
+        assert_eq!(TfCode::DeadlineExceeded.to_string(), "DEADLINE_EXCEEDED");
+        assert_eq!(
+            TfCode::FailedPrecondition.to_string(),
+            "FAILED_PRECONDITION"
+        );
+        let names: std::collections::BTreeSet<&str> =
+            TfCode::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(names.len(), 17, "distinct names");
+    }
+
+    #[test]
+    fn a_number_tensorflow_does_not_define_is_unknown() {
+        assert_eq!(TfCode::from_number(17), TfCode::Unknown);
+        assert_eq!(TfCode::from_number(u32::MAX), TfCode::Unknown);
+    }
+
+    #[test]
+    fn a_tensorflow_error_keeps_its_code_and_names_it() {
+        let e = Error::tf("Session::run(loss)", TfCode::DeadlineExceeded, "Timed out");
+        assert_eq!(e.tf_code(), Some(TfCode::DeadlineExceeded));
+        assert_eq!(
+            e.to_string(),
+            "TensorFlow Session::run(loss) failed: DEADLINE_EXCEEDED: Timed out"
+        );
+        assert_eq!(
+            serde_json::to_string(&TfCode::DeadlineExceeded).unwrap(),
+            "\"DEADLINE_EXCEEDED\""
+        );
+        let other = Error::InvalidArgument {
+            what: "x".into(),
+            reason: "y".into(),
+        };
+        assert_eq!(other.tf_code(), None);
     }
 }

@@ -8,7 +8,7 @@ use prost::Message;
 use tensorflow::{Graph, ImportGraphDefOptions};
 
 use crate::cluster::Cluster;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::graph::{DeviceName, OpGraph};
 use crate::placer::resolve::{check_kernel, split_colocation};
 use crate::placer::Placement;
@@ -98,7 +98,9 @@ pub fn import(def: &GraphDef, what: &str) -> Result<Graph> {
     let mut tf_graph = Graph::new();
     tf_graph
         .import_graph_def(&def.encode_to_vec(), &ImportGraphDefOptions::new())
-        .map_err(|e| Error::tf(format!("importing the placed GraphDef ({what})"), e))?;
+        .map_err(|e| {
+            crate::tf::status::error(format!("importing the placed GraphDef ({what})"), &e)
+        })?;
     Ok(tf_graph)
 }
 

@@ -22,6 +22,9 @@ pub struct LiveConnection {
     pub metrics: MetricsFeed,
     /// Tasks whose metrics could not be read on connecting (their devices are marked).
     pub warnings: Vec<LiveWarning>,
+    /// Tasks of TF_CONFIG that were not running on connecting (neither the master nor a ps):
+    /// left out of the cluster and of every session (`device_filters`).
+    pub not_running: Vec<TaskId>,
 }
 
 /// Devices of the cluster `spec` names, with live availability, free memory and co-tenant load
@@ -51,7 +54,8 @@ pub fn connect_live(spec: &ClusterSpec, options: &LiveOptions) -> Result<LiveCon
                 Some(p) => TfConfig::from_file(p)?,
                 None => TfConfig::from_env()?,
             };
-            return connect_tf_config_live(&tf_config, &tf_config.master(), options);
+            let master = answering_master(&tf_config);
+            return connect_tf_config_live(&tf_config, &master, options);
         }
         ClusterSpec::Synthetic(text) => {
             let drawn = super::SyntheticSpec::parse(text)?.build();
@@ -60,6 +64,7 @@ pub fn connect_live(spec: &ClusterSpec, options: &LiveOptions) -> Result<LiveCon
                 config: SessionConfig::default(),
                 metrics: MetricsFeed::off(),
                 warnings: Vec::new(),
+                not_running: Vec::new(),
             });
         }
         ClusterSpec::Emulated(_) => {
@@ -77,6 +82,7 @@ pub fn connect_live(spec: &ClusterSpec, options: &LiveOptions) -> Result<LiveCon
         config,
         metrics,
         warnings,
+        not_running: Vec::new(),
     })
 }
 
@@ -86,7 +92,100 @@ pub fn connect_live(spec: &ClusterSpec, options: &LiveOptions) -> Result<LiveCon
 /// # Errors
 /// [`Error::TensorFlow`] if the master cannot be reached or listed.
 pub fn connect_tf_config(tf_config: &TfConfig) -> Result<(Cluster, SessionConfig)> {
-    connect_tf_config_at(tf_config, &tf_config.master())
+    connect_tf_config_at(tf_config, &answering_master(tf_config))
+}
+
+/// How long one try at a task's gRPC port may take.
+const TASK_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1_500);
+
+/// Tries at a task's gRPC port before the task counts as not running: a loaded machine can
+/// leave one connection unanswered (a full accept backlog), a stopped process does not refuse.
+const TASK_PROBE_TRIES: u32 = 3;
+
+/// Whether something accepts TCP connections at `address` (`host:port`): a refused
+/// connection at once, else up to [`TASK_PROBE_TRIES`] tries of [`TASK_PROBE_TIMEOUT`].
+fn task_answers(address: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    let Some(addr) = address.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return false;
+    };
+    for _ in 0..TASK_PROBE_TRIES {
+        match std::net::TcpStream::connect_timeout(&addr, TASK_PROBE_TIMEOUT) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return false,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
+    false
+}
+
+/// The task a client session should talk to: [`TfConfig::master`] if it answers, else the
+/// first task that does in the same order of preference (chief, master, workers, then the
+/// rest) — a `chief` entry for a coordinator that is not up does not stop the others being
+/// used. [`TfConfig::master`] when none answers (connecting then names it).
+pub(crate) fn answering_master(tf_config: &TfConfig) -> TaskId {
+    let preferred = tf_config.master();
+    let rank = |t: &TaskId| match t.job.as_str() {
+        "chief" => 0,
+        "master" => 1,
+        "worker" => 2,
+        "ps" => 4,
+        _ => 3,
+    };
+    let mut tasks = tf_config.tasks();
+    tasks.sort_by_key(|t| (t != &preferred, rank(t), t.index));
+    tasks
+        .into_iter()
+        .find(|t| tf_config.address(t).is_some_and(task_answers))
+        .unwrap_or(preferred)
+}
+
+/// The tasks of `tf_config` that are not running (their gRPC port does not accept connections),
+/// probed at once; an error for one the cluster cannot do without — `master`, or a ps (it holds
+/// variables).
+///
+/// # Errors
+/// [`Error::TaskDown`] naming the task and its address.
+pub(crate) fn tasks_not_running(
+    tf_config: &TfConfig,
+    master: &TaskId,
+) -> Result<Vec<(TaskId, String)>> {
+    let tasks: Vec<(TaskId, String)> = tf_config
+        .tasks()
+        .into_iter()
+        .filter_map(|t| Some((t.clone(), tf_config.address(&t)?.to_string())))
+        .collect();
+    let answers: Vec<bool> = std::thread::scope(|scope| {
+        let probes: Vec<_> = tasks
+            .iter()
+            .map(|(_, a)| scope.spawn(move || task_answers(a)))
+            .collect();
+        probes
+            .into_iter()
+            .map(|p| p.join().unwrap_or(false))
+            .collect()
+    });
+    let down: Vec<(TaskId, String)> = tasks
+        .into_iter()
+        .zip(answers)
+        .filter(|(_, ok)| !ok)
+        .map(|(t, _)| t)
+        .collect();
+    for (task, address) in &down {
+        let reason = if task == master {
+            "it is the session master; start it, or connect through another task"
+        } else if task.job == "ps" {
+            "a ps holds variables; start it, or leave it out of TF_CONFIG"
+        } else {
+            continue;
+        };
+        return Err(Error::TaskDown {
+            task: format!("{}:{}", task.job, task.index),
+            address: address.clone(),
+            reason: reason.into(),
+        });
+    }
+    Ok(down)
 }
 
 /// As [`connect_tf_config`], with sessions mastered by `master` (e.g. an unthrottled ps task,
@@ -121,10 +220,31 @@ pub fn connect_tf_config_live(
             master.job, master.index
         ),
     })?;
+    let down = tasks_not_running(tf_config, master)?;
+    // Tasks that are not running are left out of every session: the master would otherwise
+    // wait for them (listing devices, creating sessions) until its timeout.
+    let device_filters = if down.is_empty() {
+        Vec::new()
+    } else {
+        for (task, address) in &down {
+            log::warn!(
+                "task {}:{} at {address} is not running: training uses the tasks that answer",
+                task.job,
+                task.index
+            );
+        }
+        tf_config
+            .tasks()
+            .into_iter()
+            .filter(|t| !down.iter().any(|(d, _)| d == t))
+            .map(|t| t.device_prefix())
+            .collect()
+    };
     let config = SessionConfig {
         target: format!("grpc://{address}"),
         operation_timeout_ms: 60_000,
         run_timeout_ms: 120_000,
+        device_filters,
         ..SessionConfig::default()
     };
     let mut cluster = local::discover(&config)?;
@@ -152,5 +272,6 @@ pub fn connect_tf_config_live(
         config,
         metrics,
         warnings,
+        not_running: down.into_iter().map(|(t, _)| t).collect(),
     })
 }

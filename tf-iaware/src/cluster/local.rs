@@ -4,7 +4,7 @@ use tensorflow::{Graph, Session};
 
 use super::model::{Cluster, Device};
 use crate::config::SessionConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::graph::DeviceType;
 
 /// Lists the devices a session with `config` sees, as a [`Cluster`].
@@ -20,10 +20,10 @@ pub(crate) fn discover(config: &SessionConfig) -> Result<Cluster> {
     crate::tf::ensure_supported_version()?;
     let graph = Graph::new();
     let session = Session::new(&config.session_options()?, &graph)
-        .map_err(|e| Error::tf("creating a session", e))?;
+        .map_err(|e| crate::tf::status::error("creating a session", &e))?;
     let devices = session
         .device_list()
-        .map_err(|e| Error::tf("listing devices", e))?;
+        .map_err(|e| crate::tf::status::error("listing devices", &e))?;
     let inter_op = match config.inter_op_threads {
         n if n > 0 => n as u32,
         _ => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),

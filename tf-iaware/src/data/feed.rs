@@ -37,9 +37,9 @@ impl FeedTensor {
             dims: &[u64],
             v: &[T],
         ) -> Result<Tensor<T>> {
-            Tensor::new(dims)
-                .with_values(v)
-                .map_err(|e| Error::tf(format!("making the tensor of input `{input}`"), e))
+            Tensor::new(dims).with_values(v).map_err(|e| {
+                crate::tf::status::error(format!("making the tensor of input `{input}`"), &e)
+            })
         }
         let d = &t.shape;
         Ok(match &t.values {

@@ -23,9 +23,11 @@ pub(crate) fn build_op(
     name: &str,
     f: impl FnOnce(&mut tensorflow::OperationDescription<'_>) -> AttrResult,
 ) -> Result<Operation> {
-    let fail = |e: &dyn std::fmt::Display| Error::tf(format!("building {op_type} `{name}`"), e);
+    let fail = |e: &(dyn std::error::Error + 'static)| {
+        crate::tf::status::error(format!("building {op_type} `{name}`"), e)
+    };
     let mut d = graph.new_operation(op_type, name).map_err(|e| fail(&e))?;
-    f(&mut d).map_err(|e| fail(&e))?;
+    f(&mut d).map_err(|e| fail(&*e))?;
     d.finish().map_err(|e| fail(&e))
 }
 
@@ -33,7 +35,7 @@ pub(crate) fn build_op(
 pub(crate) fn string_const(graph: &mut Graph, name: &str, values: &[String]) -> Result<Operation> {
     let t = Tensor::<String>::new(&[values.len() as u64])
         .with_values(values)
-        .map_err(|e| Error::tf(format!("building `{name}`"), e))?;
+        .map_err(|e| crate::tf::status::error(format!("building `{name}`"), &e))?;
     build_op(graph, "Const", name, |d| {
         d.set_attr_type("dtype", DataType::String)?;
         Ok(d.set_attr_tensor("value", t)?)
@@ -44,7 +46,7 @@ pub(crate) fn string_const(graph: &mut Graph, name: &str, values: &[String]) -> 
 pub(crate) fn string_scalar(graph: &mut Graph, name: &str, value: &str) -> Result<Operation> {
     let t = Tensor::<String>::new(&[])
         .with_values(&[value.to_string()])
-        .map_err(|e| Error::tf(format!("building `{name}`"), e))?;
+        .map_err(|e| crate::tf::status::error(format!("building `{name}`"), &e))?;
     build_op(graph, "Const", name, |d| {
         d.set_attr_type("dtype", DataType::String)?;
         Ok(d.set_attr_tensor("value", t)?)
@@ -183,7 +185,7 @@ impl BundleWriter {
             Ok(d.set_attr_type_list("dtypes", &dtypes)?)
         })?;
         let session = Session::new(&SessionOptions::new(), &graph)
-            .map_err(|e| Error::tf("TF_NewSession (checkpoint save)", e))?;
+            .map_err(|e| crate::tf::status::error("TF_NewSession (checkpoint save)", &e))?;
         Ok(BundleWriter {
             key,
             _graph: graph,
@@ -218,7 +220,7 @@ impl BundleWriter {
         }
         let prefix_value = Tensor::<String>::new(&[])
             .with_values(&[prefix_text.to_string()])
-            .map_err(|e| Error::tf("building the checkpoint prefix", e))?;
+            .map_err(|e| crate::tf::status::error("building the checkpoint prefix", &e))?;
         let mut args = SessionRunArgs::new();
         args.add_feed(&self.prefix, 0, &prefix_value);
         for (placeholder, t) in self.values.iter().zip(tensors) {
@@ -227,7 +229,7 @@ impl BundleWriter {
         args.add_target(&self.save);
         self.session
             .run(&mut args)
-            .map_err(|e| Error::tf(format!("SaveV2 to {}", prefix.display()), e))
+            .map_err(|e| crate::tf::status::error(format!("SaveV2 to {}", prefix.display()), &e))
     }
 }
 
@@ -276,7 +278,7 @@ pub fn read_entries(prefix: &Path, entries: &[CheckpointEntry]) -> Result<Vec<Na
     let list: Vec<(String, DataType)> = entries.iter().map(|e| (e.name.clone(), e.dtype)).collect();
     let restore = restore_op(&mut graph, "restore", prefix_text, &list)?;
     let mut session = Session::new(&SessionOptions::new(), &graph)
-        .map_err(|e| Error::tf("TF_NewSession (checkpoint read)", e))?;
+        .map_err(|e| crate::tf::status::error("TF_NewSession (checkpoint read)", &e))?;
     let mut args = SessionRunArgs::new();
     let tokens: Vec<_> = (0..entries.len())
         .map(|i| args.request_fetch(&restore, i as i32))
@@ -306,6 +308,6 @@ pub fn read_entries(prefix: &Path, entries: &[CheckpointEntry]) -> Result<Vec<Na
     }
     session
         .close()
-        .map_err(|e| Error::tf("TF_CloseSession (checkpoint read)", e))?;
+        .map_err(|e| crate::tf::status::error("TF_CloseSession (checkpoint read)", &e))?;
     Ok(out)
 }

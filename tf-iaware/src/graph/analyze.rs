@@ -40,7 +40,7 @@ pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
     let mut graph = Graph::new();
     graph
         .import_graph_def(bytes, &ImportGraphDefOptions::new())
-        .map_err(|e| Error::tf(format!("importing GraphDef {what}"), e))?;
+        .map_err(|e| crate::tf::status::error(format!("importing GraphDef {what}"), &e))?;
     let op_graph = build(&graph, &graph_def)?;
     let signatures = op_defs::signatures(&graph, graph_def.node.iter().map(|n| n.op.as_str()))?;
     Ok(Analyzed {
@@ -58,7 +58,7 @@ pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
 pub fn analyze_graph(graph: &Graph) -> Result<Analyzed> {
     let bytes = graph
         .graph_def()
-        .map_err(|e| Error::tf("exporting GraphDef", e))?;
+        .map_err(|e| crate::tf::status::error("exporting GraphDef", &e))?;
     analyze_bytes(&bytes, "in-process graph")
 }
 

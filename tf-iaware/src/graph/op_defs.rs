@@ -7,7 +7,7 @@ use tensorflow::Graph;
 
 use tf_iaware_core::graph::OpSignature;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Signatures of every op type in `types`, from the registry `graph` sees (op types of the
 /// graph's function library included).
@@ -25,7 +25,7 @@ pub(crate) fn signatures<'a>(
         }
         let bytes = graph
             .get_op_def(op)
-            .map_err(|e| Error::tf(format!("looking up the OpDef of {op}"), e))?;
+            .map_err(|e| crate::tf::status::error(format!("looking up the OpDef of {op}"), &e))?;
         out.insert(op.to_string(), OpSignature::from_op_def(&bytes, op)?);
     }
     Ok(out)

@@ -68,8 +68,8 @@ enum Inputs<'a> {
 /// What attribute setters return: TensorFlow and C-string errors alike.
 pub(crate) type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
-fn tf_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::tf(format!("building {what}"), e)
+fn tf_err(what: &str, e: impl Into<Box<dyn std::error::Error>>) -> Error {
+    crate::tf::status::error(format!("building {what}"), &*e.into())
 }
 
 impl Net {
@@ -623,7 +623,7 @@ impl Net {
             let grads = self
                 .graph
                 .add_gradients(Some(&prefix), std::slice::from_ref(&t.loss), &reads, None)
-                .map_err(|e| Error::tf("TF_AddGradients", e))?;
+                .map_err(|e| crate::tf::status::error("TF_AddGradients", &e))?;
             tower_grads.push(grads);
         }
         let lr = self.scalar("SGD/learning_rate", learning_rate)?;

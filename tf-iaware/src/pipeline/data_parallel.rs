@@ -433,14 +433,17 @@ impl DataParallel<'_> {
             seed: options.seed,
             ..RecoveryOptions::default()
         };
-        let r = data_parallel::train_recovering(
-            &self.workload,
-            self.plan.clone(),
+        let job = data_parallel::Recovering {
+            workload: self.workload.clone(),
             cluster,
             config,
             tf_config,
+            options: recovery,
+        };
+        let r = data_parallel::train_recovering(
+            &job,
+            self.plan.clone(),
             options.warmup + options.steps,
-            &recovery,
             |alive, alive_ps| self.replan(alive, alive_ps),
             |_| {},
         )?;

@@ -155,6 +155,12 @@ impl Watchdog {
         }
     }
 
+    /// When the agent of `device` last answered; `None` for a device without an agent or
+    /// whose agent never answered.
+    pub(crate) fn last_answer(&self, device: &str) -> Option<Instant> {
+        self.seen.lock().ok()?.get(device)?.1
+    }
+
     /// Of `devices`, those whose agent answered once and has been silent for the silence
     /// period since. A device without an agent, or whose agent never answered, is never
     /// called hung (nothing tells it from a slow one).

@@ -40,9 +40,9 @@ impl PlacedSession {
     pub fn new(graph: Graph, config: &SessionConfig) -> Result<Self> {
         crate::tf::ensure_supported_version()?;
         let session = Session::new(&config.session_options()?, &graph).map_err(|e| {
-            Error::tf(
+            crate::tf::status::error(
                 format!("creating a session (target `{}`)", config.target),
-                e,
+                &e,
             )
         })?;
         Ok(PlacedSession {
@@ -62,9 +62,9 @@ impl PlacedSession {
     /// [`Error::TensorFlow`] if TensorFlow cannot create it (bad target, bad config).
     pub(crate) fn open_sibling(&mut self, config: &SessionConfig) -> Result<usize> {
         let session = Session::new(&config.session_options()?, &self.graph).map_err(|e| {
-            Error::tf(
+            crate::tf::status::error(
                 format!("creating a session (target `{}`)", config.target),
-                e,
+                &e,
             )
         })?;
         self.siblings.push(session);
@@ -83,7 +83,7 @@ impl PlacedSession {
     pub fn devices(&self) -> Result<Vec<tensorflow::Device>> {
         self.session
             .device_list()
-            .map_err(|e| Error::tf("listing devices", e))
+            .map_err(|e| crate::tf::status::error("listing devices", &e))
     }
 
     /// The operation called `name`.
@@ -132,10 +132,9 @@ impl PlacedSession {
         let (wall, step_stats) = self.run_args(&mut args, trace, &describe())?;
         let mut fetched = Vec::with_capacity(tokens.len());
         for t in tokens {
-            fetched.push(
-                args.fetch::<f32>(t)
-                    .map_err(|e| Error::tf(format!("fetching from {}", describe()), e))?,
-            );
+            fetched.push(args.fetch::<f32>(t).map_err(|e| {
+                crate::tf::status::error(format!("fetching from {}", describe()), &e)
+            })?);
         }
         Ok(RunOutcome {
             fetched,
@@ -190,7 +189,9 @@ impl PlacedSession {
         // session in this process take turns.
         let _one_trace = trace.then(|| TRACED_RUN.lock());
         let start = Instant::now();
-        session.run(args).map_err(|e| Error::tf(describe, e))?;
+        session
+            .run(args)
+            .map_err(|e| crate::tf::status::error(describe, &e))?;
         let wall = start.elapsed();
         let step_stats = if trace {
             let bytes = args.get_metadata().unwrap_or_default();

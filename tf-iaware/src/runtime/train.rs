@@ -234,7 +234,7 @@ impl Trainer {
         let (wall, step_stats) = self.session.run_args(&mut args, trace, "training step")?;
         let fetched = args
             .fetch::<f32>(token)
-            .map_err(|e| Error::tf("fetching the loss", e))?;
+            .map_err(|e| crate::tf::status::error("fetching the loss", &e))?;
         let fetched = Some(&fetched);
         if let Some(t) = fetched.filter(|t| t.len() != 1) {
             return Err(Error::InvalidArgument {

@@ -61,7 +61,11 @@ pub fn list_checkpoint(prefix: &str) -> Result<Vec<CheckpointEntry>> {
     let raw = unsafe { sys::TF_NewCheckpointReader(c_prefix.as_ptr(), status.as_ptr()) };
     status.check("TF_NewCheckpointReader")?;
     if raw.is_null() {
-        return Err(Error::tf("TF_NewCheckpointReader", "returned no reader"));
+        return Err(Error::tf(
+            "TF_NewCheckpointReader",
+            crate::error::TfCode::Unknown,
+            "returned no reader",
+        ));
     }
     let reader = Reader(raw);
     // SAFETY: `reader.0` is a live reader.

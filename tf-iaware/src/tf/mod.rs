@@ -4,7 +4,7 @@
 mod checkpoint_reader;
 mod kernels;
 mod server;
-mod status;
+pub(crate) mod status;
 
 use std::ffi::CStr;
 use std::sync::OnceLock;

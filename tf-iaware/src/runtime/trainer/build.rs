@@ -227,7 +227,9 @@ pub(super) fn run(
         .map(|t| {
             args.fetch::<f32>(t)
                 .map(|v| v.first().copied().unwrap_or(f32::NAN))
-                .map_err(|e| Error::tf(format!("fetching the loss of {describe}"), e))
+                .map_err(|e| {
+                    crate::tf::status::error(format!("fetching the loss of {describe}"), &e)
+                })
         })
         .transpose()
 }

@@ -129,7 +129,7 @@ impl Evaluator {
             self.session.run_args(&mut args, false, "evaluation")?;
             let out = args
                 .fetch::<f32>(token)
-                .map_err(|e| Error::tf("fetching the evaluated tensor", e))?;
+                .map_err(|e| crate::tf::status::error("fetching the evaluated tensor", &e))?;
             match &self.metric {
                 Metric::Accuracy { label, .. } => {
                     let labels = match batch.tensors.get(label) {

@@ -54,7 +54,7 @@ impl Run<'_> {
                     .run_args(&mut args, true, "traced train")?;
                 let value = args
                     .fetch::<f32>(token)
-                    .map_err(|e| Error::tf("fetching the loss", e))?
+                    .map_err(|e| crate::tf::status::error("fetching the loss", &e))?
                     .first()
                     .copied()
                     .unwrap_or(f32::NAN);
