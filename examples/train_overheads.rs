@@ -8,7 +8,8 @@
 //! - `ckpt-default`: `rows` plus checkpoints at the default interval (60 s) and at the end;
 //! - `ckpt-10s`: `rows` plus a checkpoint every 10 s (the per-checkpoint cost, six times as often).
 //!
-//! Each run trains for `--seconds` of training time; the figure is samples per second of wall
+//! The order of the variants turns from round to round. Each run trains for `--seconds` of
+//! training time; the figure is samples per second of wall
 //! time from the first step to the end (the final checkpoint included), and of training time.
 //!
 //! `cargo run --release --example train_overheads -- [--scenario paper] [--model resnet20]
@@ -25,6 +26,8 @@ use tf_iaware::data::{input_specs, Batch, Columns, Dataset, InMemory, InputSpec,
 use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::runtime::trainer::{CheckpointOptions, Job, TrainingOptions};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
+
+const VARIANTS: [&str; 4] = ["fixed", "rows", "ckpt-default", "ckpt-10s"];
 
 #[derive(Parser)]
 struct Args {
@@ -135,7 +138,10 @@ fn main() -> Result<()> {
     let scratch = tempfile::tempdir()?;
     let mut figures = Vec::new();
     for round in 0..args.rounds {
-        for variant in ["fixed", "rows", "ckpt-default", "ckpt-10s"] {
+        // The order turns each round, so no variant always runs first or last.
+        let mut order = VARIANTS;
+        order.rotate_left(round % VARIANTS.len());
+        for variant in order {
             let dir = scratch.path().join(format!("{variant}-{round}"));
             let checkpoints = match variant {
                 "ckpt-default" => Some(CheckpointOptions::new(&dir)),

@@ -7,8 +7,9 @@
 #   cargo build --release
 #   benches/results/durable/kill_resume.sh [ROUNDS] [SCENARIO] [TARGET] [INTERVAL]
 #
-# Defaults: 3 rounds on `paper`, held-out accuracy 0.7, a checkpoint every 25 updates, the kill
-# at a uniformly random moment up to KILL_WITHIN (default 2) seconds after the first checkpoint.
+# Defaults: 3 rounds on `paper`, `replica-setter` (STRATEGY), held-out accuracy 0.7, a checkpoint
+# every 10 updates, the kill at a uniformly random moment up to KILL_WITHIN (default 1.5) seconds
+# after the first checkpoint.
 # Prints one JSON line per round. Needs only python3 (standard library) beside the build.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -16,22 +17,22 @@ BIN=target/release/tf-iaware
 ROUNDS=${1:-3}
 SCENARIO=${2:-paper}
 TARGET=${3:-0.7}
-INTERVAL=${4:-25}
-KILL_WITHIN=${KILL_WITHIN:-2}
-STRATEGY=${STRATEGY:-infra-aware}
+INTERVAL=${4:-10}
+KILL_WITHIN=${KILL_WITHIN:-1.5}
+STRATEGY=${STRATEGY:-replica-setter}
 work=$(mktemp -d)
 "$BIN" emulate --scenario "$SCENARIO" --tf-config-out "$work/cluster.json" >/dev/null 2>&1 &
 emulate=$!
 trap 'kill -INT $emulate 2>/dev/null; wait $emulate 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 600); do [ -s "$work/cluster.json" ] && break; sleep 0.2; done
 
-train() { # train DIR → JSON on stdout
-    "$BIN" train --graph tests/fixtures/tf1_mlp_sparse.pb \
-        --data tests/fixtures/tf1_mlp_sparse_train.npz \
-        --held-out tests/fixtures/tf1_mlp_sparse_held_out.npz \
-        --cluster "tf-config:$work/cluster.json" --strategy "$STRATEGY" --batch 64 \
-        --target-accuracy "$TARGET" --max-seconds 600 --eval-every 1 --seed "$seed" \
-        --checkpoint-dir "$1/ckpt" --checkpoint-steps "$INTERVAL" --logdir "$1/logs" --json
+train_args() { # the command line of a run writing to DIR
+    args=(train --graph tests/fixtures/tf1_mlp_sparse.pb
+        --data tests/fixtures/tf1_mlp_sparse_train.npz
+        --held-out tests/fixtures/tf1_mlp_sparse_held_out.npz
+        --cluster "tf-config:$work/cluster.json" --strategy "$STRATEGY" --batch 64
+        --target-accuracy "$TARGET" --max-seconds 600 --eval-every 1 --seed "$seed"
+        --checkpoint-dir "$1/ckpt" --checkpoint-steps "$INTERVAL" --logdir "$1/logs" --json)
 }
 newest() { ls "$1/ckpt" 2>/dev/null | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -1; }
 now() { date +%s.%N; }
@@ -39,11 +40,13 @@ now() { date +%s.%N; }
 for round in $(seq "$ROUNDS"); do
     seed=$round
     # Uninterrupted.
-    t0=$(now); train "$work/whole-$round" >"$work/whole.json" 2>/dev/null; t1=$(now)
+    train_args "$work/whole-$round"
+    t0=$(now); "$BIN" "${args[@]}" >"$work/whole.json" 2>/dev/null; t1=$(now)
     # Killed at a random moment after its first checkpoint, then resumed.
     dir="$work/killed-$round"
+    train_args "$dir"
     t2=$(now)
-    train "$dir" >/dev/null 2>&1 &
+    "$BIN" "${args[@]}" >/dev/null 2>&1 &
     driver=$!
     while [ -z "$(newest "$dir")" ] && kill -0 $driver 2>/dev/null; do sleep 0.05; done
     sleep "$(python3 -c "import random; print(random.uniform(0, $KILL_WITHIN))")"
@@ -53,7 +56,7 @@ for round in $(seq "$ROUNDS"); do
     kill -KILL $driver; wait $driver 2>/dev/null || true
     t3=$(now)
     killed_at=$(newest "$dir")
-    train "$dir" >"$work/resumed.json" 2>/dev/null; t4=$(now)
+    "$BIN" "${args[@]}" >"$work/resumed.json" 2>/dev/null; t4=$(now)
     python3 - "$work/whole.json" "$work/resumed.json" "$t0" "$t1" "$t2" "$t3" "$t4" \
         "$killed_at" "$round" "$INTERVAL" <<'PY'
 import json, sys

@@ -344,7 +344,8 @@ pub struct Evaluation {
     pub metric: f64,
 }
 
-/// What one worker did.
+/// What one worker did in this run (a resumed run counts from its restart; the report's totals
+/// carry the earlier runs' over).
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkerCount {
     /// Worker device.
