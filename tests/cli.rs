@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, ok};
+use common::{fails, fails_usage, ok};
 
 #[test]
 fn resnet20_trains_on_four_cpu_devices_with_finite_losses() {
@@ -341,6 +341,9 @@ fn bench_runs_data_parallel_and_model_parallel_strategies_side_by_side() {
     assert!(!results[2]["ops_per_device"].as_array().unwrap().is_empty());
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     // An unknown strategy names itself and the known ones.
-    let err = fails(&["bench", "--strategies", "replica-setter,fastest"]);
-    assert!(err.contains("fastest"), "{err}");
+    let err = fails_usage(&["bench", "--strategies", "replica-setter,fastest"]);
+    assert!(
+        err.contains("fastest") && err.contains("round-robin"),
+        "{err}"
+    );
 }

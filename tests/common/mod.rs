@@ -52,6 +52,16 @@ pub fn fails(args: &[&str]) -> String {
     stderr
 }
 
+/// Runs and asserts a usage error (exit 2, as clap gives for a bad flag value), returning
+/// stderr.
+pub fn fails_usage(args: &[&str]) -> String {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "tf-iaware {args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
 /// Writes zoo model `name` (batch `batch`) into `dir`, returning the GraphDef path.
 pub fn model(dir: &Path, name: &str, batch: usize) -> PathBuf {
     let path = dir.join(format!("{name}.pb"));
