@@ -64,6 +64,8 @@ pub use tensorflow;
 pub use error::{Error, Result};
 pub use parallel::DataParallelStrategy;
 pub use pipeline::{
-    connect, Connection, Fetched, Plan, PlanOptions, Run, Session, Step, Verification,
+    connect, CalibrationPolicy, Connection, ConnectionBuilder, DataParallel, Fetched, Plan,
+    PlanOptions, Run, Session, Step, TrainOptions, Verification,
 };
+pub use runtime::replicated::Workload;
 pub use runtime::trainer::{Job, Metric, TrainingOptions, TrainingReport};

@@ -258,3 +258,106 @@ fn graphdef_bytes_place_like_the_graph_they_came_from() {
         .expect("garbage bytes fail");
     assert!(matches!(e, Error::GraphDecode { .. }), "{e}");
 }
+
+#[test]
+fn the_connection_builder_sets_live_options_calibration_and_deadlines() {
+    use std::time::Duration;
+    use tf_iaware::{CalibrationPolicy, Connection};
+
+    let m = model::build().unwrap();
+    let (xs, ys) = model::batch(2);
+    let cluster = Connection::builder("local:cpu=2")
+        .live_metrics(false)
+        .calibration(CalibrationPolicy::Nominal)
+        .run_deadline(Duration::from_secs(90))
+        .operation_deadline(Duration::from_secs(20))
+        .connect()
+        .unwrap();
+    let config = cluster.session_config();
+    assert_eq!(
+        (config.run_timeout_ms, config.operation_timeout_ms),
+        (90_000, 20_000)
+    );
+    assert!(config.session_options().is_ok());
+    // No live reading and no calibration: every device at its nominal figures.
+    assert!(cluster
+        .cluster()
+        .devices
+        .iter()
+        .all(|d| !d.live.has_reading()));
+    let status = cluster.calibration_status();
+    assert!(!status.hit && cluster.calibration().is_none());
+    assert!(
+        status.reason.as_deref().unwrap_or("").contains("Nominal"),
+        "{status:?}"
+    );
+    // The settings reach the sessions it opens.
+    let step = Step::new().target(&m.train).fetch(&m.loss);
+    let plan = cluster
+        .place(
+            &*m.scope.graph(),
+            &step,
+            tf_iaware::placer::OpPlacementStrategy::RoundRobin,
+        )
+        .unwrap();
+    let session = plan.session().unwrap();
+    session.run(Run::new().target(&m.init)).unwrap();
+    let run = Run::of(&step).feed(&m.x, &xs).feed(&m.labels, &ys);
+    assert!(session
+        .run(run)
+        .unwrap()
+        .scalar::<f32>(&m.loss)
+        .unwrap()
+        .is_finite());
+
+    // `connect` is the builder at its defaults: live readings, the session's own deadlines.
+    let short = connect("local:cpu=2").unwrap();
+    let defaults = Connection::builder("local:cpu=2").connect().unwrap();
+    assert!(short.cluster().devices.iter().any(|d| d.live.has_reading()));
+    for c in [&short, &defaults] {
+        let config = c.session_config();
+        let default = tf_iaware::runtime::SessionConfig::default();
+        assert_eq!(config.run_timeout_ms, default.run_timeout_ms);
+        assert_eq!(config.operation_timeout_ms, default.operation_timeout_ms);
+    }
+}
+
+#[test]
+fn the_connection_builder_refuses_bad_settings_by_name() {
+    use std::time::Duration;
+    use tf_iaware::{CalibrationPolicy, Connection};
+
+    let invalid = |b: tf_iaware::ConnectionBuilder, name: &str| match b.connect() {
+        Err(Error::InvalidArgument { what, reason }) => {
+            assert!(what.contains(name), "{what}: {reason}");
+        }
+        Err(other) => panic!("{name}: {other}"),
+        Ok(_) => panic!("{name}: connected"),
+    };
+    let local = || Connection::builder("local");
+    invalid(local().run_deadline(Duration::ZERO), "run deadline");
+    invalid(
+        local().run_deadline(Duration::from_secs(u64::MAX)),
+        "run deadline",
+    );
+    invalid(
+        local().operation_deadline(Duration::from_micros(10)),
+        "operation deadline",
+    );
+    invalid(local().scrape_timeout(Duration::ZERO), "scrape timeout");
+    invalid(
+        Connection::builder("synthetic:workers=4").calibration(CalibrationPolicy::Recalibrate),
+        "calibration policy",
+    );
+    // Without live metrics a scrape timeout is not used, so not checked.
+    assert!(local()
+        .live_metrics(false)
+        .scrape_timeout(Duration::ZERO)
+        .connect()
+        .is_ok());
+    let e = Connection::builder("nonsense:spec")
+        .connect()
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("nonsense"), "{e}");
+}
