@@ -303,12 +303,19 @@ fn the_connection_builder_sets_live_options_calibration_and_deadlines() {
     let session = plan.session().unwrap();
     session.run(Run::new().target(&m.init)).unwrap();
     let run = Run::of(&step).feed(&m.x, &xs).feed(&m.labels, &ys);
-    assert!(session
-        .run(run)
-        .unwrap()
-        .scalar::<f32>(&m.loss)
-        .unwrap()
-        .is_finite());
+    // Every public type prints for debugging, TensorFlow handles left out.
+    let printed = format!("{cluster:?} {plan:?} {session:?} {run:?}");
+    for part in [
+        "local:cpu=2",
+        "run_timeout_ms: 90000",
+        "predicted_step_ms",
+        "placed_ops",
+    ] {
+        assert!(printed.contains(part), "{part}: {printed}");
+    }
+    let mut fetched = session.run(run).unwrap();
+    assert!(format!("{fetched:?}").contains("wall"));
+    assert!(fetched.scalar::<f32>(&m.loss).unwrap().is_finite());
 
     // `connect` is the builder at its defaults: live readings, the session's own deadlines.
     let short = connect("local:cpu=2").unwrap();

@@ -30,6 +30,19 @@ pub struct Connection {
     _owner: Option<Box<dyn Any + Send>>,
 }
 
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("spec", &self.spec)
+            .field("devices", &self.cluster.devices.len())
+            .field("config", &self.config)
+            .field("calibration", &self.cache)
+            .field("warnings", &self.warnings)
+            .field("owns_processes", &self._owner.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Connects to the cluster `spec` names (`local`, `local:cpu=N`, `tf-config`,
 /// `tf-config:PATH`, `synthetic:…` — drawn for planning and simulation only; docs/src/guide/cluster-specs.md): lists its devices, reads their live metrics (an in-process
 /// sampler for local devices, each task's agent for TF_CONFIG clusters; an agent that does not

@@ -172,6 +172,17 @@ pub struct Plan {
     config: SessionConfig,
 }
 
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("analyzed", &self.analyzed)
+            .field("step", &self.step)
+            .field("report", &self.report)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Connection {
     /// Places `graph` for `step` with `strategy` and default [`PlanOptions`].
     ///
