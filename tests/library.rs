@@ -18,8 +18,7 @@ fn data_parallel_plans_and_training_come_through_the_connection() {
 
     let e = connection
         .plan_data_parallel("mlp", "heft", Some(32))
-        .err()
-        .expect("heft is not a data-parallel strategy");
+        .expect_err("heft is not a data-parallel strategy");
     assert!(matches!(e, Error::UnknownStrategy { .. }), "{e}");
     assert!(e.to_string().contains("replica-setter"), "{e}");
     assert!(matches!(

@@ -89,8 +89,7 @@ fn every_handle_of_the_user_graph_resolves_in_the_placed_graph() {
     assert!(e.to_string().contains("not_in_the_model"), "{e}");
     let e = session
         .run(Run::new().target(&stranger))
-        .err()
-        .expect("a run with a foreign op fails");
+        .expect_err("a run with a foreign op fails");
     assert!(e.to_string().contains("not_in_the_model"), "{e}");
 }
 
@@ -157,20 +156,17 @@ fn bad_feeds_and_handles_are_typed_errors_not_crashes() {
     let wrong = Tensor::<f32>::new(&[model::BATCH]);
     let e = session
         .run(Run::of(&step).feed(&m.x, &xs).feed(&m.labels, &wrong))
-        .err()
-        .expect("a float feed of an int64 placeholder fails");
+        .expect_err("a float feed of an int64 placeholder fails");
     assert!(e.to_string().contains("labels"), "{e}");
     // An output index beyond the op's outputs.
     let e = session
         .run(Run::new().fetch(TensorRef::new("top2", 7)))
-        .err()
-        .expect("fetching output 7 of a two-output op fails");
+        .expect_err("fetching output 7 of a two-output op fails");
     assert!(e.to_string().contains("top2:7"), "{e}");
     // A malformed tensor name.
     let e = session
         .run(Run::new().fetch("top2:x"))
-        .err()
-        .expect("a malformed tensor name fails");
+        .expect_err("a malformed tensor name fails");
     assert!(e.to_string().contains("top2:x"), "{e}");
     // A missing feed is TensorFlow's error, reported, not a crash.
     assert!(matches!(
@@ -180,14 +176,12 @@ fn bad_feeds_and_handles_are_typed_errors_not_crashes() {
     // A step naming an op the graph lacks is refused when placing.
     let e = cluster
         .place(&*m.scope.graph(), &Step::new().target("no_such_op"), "heft")
-        .err()
-        .expect("an unknown step target fails");
+        .expect_err("an unknown step target fails");
     assert!(e.to_string().contains("no_such_op"), "{e}");
     // An unknown strategy names the known ones.
     let e = cluster
         .place(&*m.scope.graph(), &step, "fastest-please")
-        .err()
-        .expect("an unknown strategy fails");
+        .expect_err("an unknown strategy fails");
     assert!(e.to_string().contains("heft"), "{e}");
 }
 
@@ -254,8 +248,7 @@ fn graphdef_bytes_place_like_the_graph_they_came_from() {
     // Broken bytes are a decode error, not a crash inside TensorFlow.
     let e = cluster
         .place(&b"\xff\xff\xff not a graph"[..], &step, "heft")
-        .err()
-        .expect("garbage bytes fail");
+        .expect_err("garbage bytes fail");
     assert!(matches!(e, Error::GraphDecode { .. }), "{e}");
 }
 

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use super::Connection;
 use crate::cluster::{ClusterSpec, LiveOptions};
 use crate::error::{Error, Result};
 
@@ -30,7 +29,8 @@ impl CalibrationPolicy {
     }
 }
 
-/// Builds a [`Connection`]: `Connection::builder(spec)`, any of the settings, `.connect()`.
+/// Builds a [`Connection`](super::Connection): `Connection::builder(spec)`, any of the settings,
+/// [`connect`](Self::connect).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -104,15 +104,18 @@ impl ConnectionBuilder {
         self
     }
 
-    /// Connects with these settings.
+    /// The spec as given.
+    pub(super) fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    /// Checks the settings against the parsed `spec`; returns the run and operation deadlines
+    /// to set, ms.
     ///
     /// # Errors
-    /// As [`connect`](super::connect); [`Error::InvalidArgument`] for a zero or absurd
-    /// deadline or scrape timeout, or a policy that calibrates on a `synthetic:` cluster;
-    /// calibration errors with [`CalibrationPolicy::CalibrateIfMissing`] and
-    /// [`CalibrationPolicy::Recalibrate`].
-    pub fn connect(self) -> Result<Connection> {
-        let spec = ClusterSpec::parse(&self.spec)?;
+    /// [`Error::InvalidArgument`] for a zero or absurd deadline or scrape timeout, or a policy
+    /// that calibrates on a `synthetic:` cluster.
+    pub(super) fn checked(&self, spec: &ClusterSpec) -> Result<(Option<i64>, Option<i64>)> {
         if self.live.enabled {
             positive_ms("scrape timeout", self.live.timeout)?;
         }
@@ -130,15 +133,7 @@ impl ConnectionBuilder {
             .operation_deadline
             .map(|d| positive_ms("operation deadline", d))
             .transpose()?;
-        let mut connection = Connection::open_with(&spec, &self)?;
-        let config = connection.session_config_mut();
-        if let Some(ms) = run {
-            config.run_timeout_ms = ms;
-        }
-        if let Some(ms) = operation {
-            config.operation_timeout_ms = ms;
-        }
-        Ok(connection)
+        Ok((run, operation))
     }
 }
 

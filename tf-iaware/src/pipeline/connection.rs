@@ -70,6 +70,28 @@ pub fn connect(spec: &str) -> Result<Connection> {
     Connection::builder(spec).connect()
 }
 
+impl ConnectionBuilder {
+    /// Connects with these settings.
+    ///
+    /// # Errors
+    /// As [`connect`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or
+    /// absurd deadline or scrape timeout, or a policy that calibrates on a `synthetic:` cluster;
+    /// calibration errors with [`CalibrationPolicy::CalibrateIfMissing`] and
+    /// [`CalibrationPolicy::Recalibrate`].
+    pub fn connect(self) -> Result<Connection> {
+        let spec = ClusterSpec::parse(self.spec())?;
+        let (run, operation) = self.checked(&spec)?;
+        let mut connection = Connection::open_with(&spec, &self)?;
+        if let Some(ms) = run {
+            connection.config.run_timeout_ms = ms;
+        }
+        if let Some(ms) = operation {
+            connection.config.operation_timeout_ms = ms;
+        }
+        Ok(connection)
+    }
+}
+
 impl Connection {
     /// Settings for connecting to the cluster `spec` names — live options, calibration policy,
     /// deadlines — then [`ConnectionBuilder::connect`].
@@ -87,10 +109,7 @@ impl Connection {
 
     /// As [`Connection::open`], with `settings`' live options and calibration policy (the
     /// caller applies the rest).
-    pub(super) fn open_with(
-        spec: &ClusterSpec,
-        settings: &ConnectionBuilder,
-    ) -> Result<Connection> {
+    fn open_with(spec: &ClusterSpec, settings: &ConnectionBuilder) -> Result<Connection> {
         if let ClusterSpec::Synthetic(_) = spec {
             // Drawn, not discovered: no metrics to read, no calibration that could describe it.
             let live = connect_live(spec, &settings.live)?;
