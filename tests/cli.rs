@@ -116,16 +116,17 @@ fn bad_inputs_fail_cleanly_and_name_the_culprit() {
     let gp = graph.to_str().unwrap();
     assert!(fails(&["place", "--graph", gp, "--cluster", "local:cpu=0"]).contains("cpu=0"));
     assert!(fails(&["place", "--graph", gp, "--cluster", "moon:base"]).contains("moon:base"));
-    assert!(fails(&[
+    // An unknown strategy is a usage error naming itself and the known ones.
+    let e = fails_usage(&[
         "place",
         "--graph",
         gp,
         "--cluster",
         "local",
         "--strategy",
-        "psychic"
-    ])
-    .contains("psychic"));
+        "psychic",
+    ]);
+    assert!(e.contains("psychic") && e.contains("heft"), "{e}");
     assert!(fails(&[
         "place",
         "--graph",

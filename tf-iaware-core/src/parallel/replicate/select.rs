@@ -142,15 +142,15 @@ pub(super) fn edges(def: &GraphDef, index: &HashMap<&str, usize>) -> Result<Vec<
         .collect()
 }
 
-/// Marks every node reachable from `start` through `next`.
-fn reach(n: usize, start: Vec<usize>, next: impl Fn(usize) -> Vec<usize>) -> Vec<bool> {
+/// Marks every node reachable from `start`; `next(i, stack)` pushes the nodes one step from `i`.
+fn reach(n: usize, start: Vec<usize>, next: impl Fn(usize, &mut Vec<usize>)) -> Vec<bool> {
     let mut seen = vec![false; n];
     let mut stack = start;
     while let Some(i) = stack.pop() {
         if std::mem::replace(&mut seen[i], true) {
             continue;
         }
-        stack.extend(next(i));
+        next(i, &mut stack);
     }
     seen
 }
@@ -198,8 +198,8 @@ pub(super) fn select<'a>(
         }
         inputs.insert(i, name.clone());
     }
-    let batch_dep = reach(n, inputs.keys().copied().collect(), |i| {
-        consumers[i].clone()
+    let batch_dep = reach(n, inputs.keys().copied().collect(), |i, stack| {
+        stack.extend(consumers[i].iter().copied())
     });
     let loss = require(&sidecar.loss, "loss")?;
     require(&sidecar.train, "train")?;
@@ -207,7 +207,9 @@ pub(super) fn select<'a>(
     let updates = optimizer_updates(def, signatures, &edges, &batch_dep, &sidecar.train)?;
     let mut start: Vec<usize> = updates.iter().map(|u| u.grad_src).collect();
     start.push(loss);
-    let needed = reach(n, start, |i| edges[i].iter().map(|e| e.src).collect());
+    let needed = reach(n, start, |i, stack| {
+        stack.extend(edges[i].iter().map(|e| e.src))
+    });
     let mut selection = Selection {
         index,
         edges,
