@@ -50,7 +50,7 @@ pub struct PlaceFlags {
     pub cluster: String,
     /// Placement strategy (tf-default keeps the graph's devices and lets TensorFlow decide the
     /// rest).
-    #[arg(long, default_value = "tf-default")]
+    #[arg(long, default_value = "tf-default", value_parser = strategy_name)]
     pub strategy: String,
     /// Sidecar JSON (default: the graph's path with extension .json, if it exists): how to
     /// train the graph; predictions cover the step it trains (its `train` and `loss` ops and what
@@ -107,6 +107,15 @@ impl PlaceFlags {
         let step = sidecar.map(Step::from_sidecar).unwrap_or_default();
         Ok(connection.place_with(analyzed, &step, &self.strategy, &options)?)
     }
+}
+
+/// A clap value parser for a strategy name: one of the library's tables (data-parallel
+/// [`tf_iaware::parallel::DataParallelStrategy`], per-op [`tf_iaware::placer::OpPlacementStrategy`]);
+/// a typo is a usage error that lists both.
+pub fn strategy_name(s: &str) -> std::result::Result<String, String> {
+    s.parse::<tf_iaware::scale::Planner>()
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// A clap value parser for a count flag within `MIN..=MAX` (the bounds of

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::fails;
+use common::{fails, fails_usage};
 
 #[test]
 fn absurd_numbers_and_files_are_clean_errors() {
@@ -109,13 +109,4 @@ fn absurd_numbers_and_files_are_clean_errors() {
     assert!(e.contains("interval-ms"), "{e}");
     let e = fails_usage(&["monitor", "--once", "--pid", "0"]);
     assert!(e.contains("pid"), "{e}");
-}
-
-/// Runs and asserts a clean usage error (clap's exit 2, no panic), returning stderr.
-fn fails_usage(args: &[&str]) -> String {
-    let out = common::run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "tf-iaware {args:?}: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    stderr
 }

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{fails, ok};
+use common::{fails, fails_usage, ok};
 
 #[test]
 fn resnet20_trains_on_four_cpu_devices_with_finite_losses() {
@@ -116,16 +116,17 @@ fn bad_inputs_fail_cleanly_and_name_the_culprit() {
     let gp = graph.to_str().unwrap();
     assert!(fails(&["place", "--graph", gp, "--cluster", "local:cpu=0"]).contains("cpu=0"));
     assert!(fails(&["place", "--graph", gp, "--cluster", "moon:base"]).contains("moon:base"));
-    assert!(fails(&[
+    // An unknown strategy is a usage error naming itself and the known ones.
+    let e = fails_usage(&[
         "place",
         "--graph",
         gp,
         "--cluster",
         "local",
         "--strategy",
-        "psychic"
-    ])
-    .contains("psychic"));
+        "psychic",
+    ]);
+    assert!(e.contains("psychic") && e.contains("heft"), "{e}");
     assert!(fails(&[
         "place",
         "--graph",
@@ -341,6 +342,9 @@ fn bench_runs_data_parallel_and_model_parallel_strategies_side_by_side() {
     assert!(!results[2]["ops_per_device"].as_array().unwrap().is_empty());
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     // An unknown strategy names itself and the known ones.
-    let err = fails(&["bench", "--strategies", "replica-setter,fastest"]);
-    assert!(err.contains("fastest"), "{err}");
+    let err = fails_usage(&["bench", "--strategies", "replica-setter,fastest"]);
+    assert!(
+        err.contains("fastest") && err.contains("round-robin"),
+        "{err}"
+    );
 }

@@ -4,25 +4,12 @@
 
 mod common;
 
-use std::path::Path;
-
+use common::cluster::{serial, Fixture};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions};
 use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
 use tf_iaware::runtime::liveness::HangDetection;
 use tf_iaware::runtime::stats::executed_nodes;
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
-
-/// Cluster tests start several TensorFlow processes each: one at a time on a 2-core machine.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_tf-iaware"))
-}
 
 fn alive(pid: u32) -> bool {
     // A zombie counts as gone: it holds no resources but its table entry.
@@ -41,13 +28,16 @@ fn alive(pid: u32) -> bool {
 fn two_workers_one_ps_train_synchronously_with_variables_on_the_ps() {
     let _one = serial();
     // Worker 1 gets a quarter of worker 0's CPU (where cgroups are writable).
-    let scenario = Scenario::parse("workers=0.6,0.15").unwrap();
-    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let Fixture {
+        cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.6,0.15");
     if let Some(why) = &cluster.quota_warning {
         eprintln!("note: {why}");
     }
-    let (devices, config) = cluster.connect().unwrap();
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
     assert_eq!((workers.len(), ps.len()), (2, 1));
     let vars = replicated::variables("mlp").unwrap();
 
@@ -103,13 +93,14 @@ fn two_workers_one_ps_train_synchronously_with_variables_on_the_ps() {
 #[test]
 fn training_survives_a_killed_worker() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
     // A lost task is noticed within the operation timeout.
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 30_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        mut cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.5,0.5,0.5").deadlines(15_000, 30_000);
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 30).unwrap();
     let tf_config = cluster.tf_config().clone();
@@ -169,12 +160,13 @@ fn training_survives_a_killed_worker() {
 #[test]
 fn training_survives_a_hung_worker() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 120_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        mut cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.5,0.5,0.5").deadlines(15_000, 120_000);
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 30).unwrap();
     let tf_config = cluster.tf_config().clone();
@@ -426,12 +418,13 @@ fn training_survives_a_worker_killed_during_a_step_or_a_checkpoint() {
 #[test]
 fn a_run_past_its_deadline_with_every_worker_alive_is_retried_not_dropped() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
-    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 120_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.5,0.5").deadlines(15_000, 120_000);
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 20).unwrap();
     // Deadlines far below any step (a loaded machine, seen from the driver): every first try
@@ -485,12 +478,13 @@ fn a_run_past_its_deadline_with_every_worker_alive_is_retried_not_dropped() {
 #[test]
 fn training_restores_the_checkpoint_after_losing_the_ps() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 30_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        mut cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.5,0.5").deadlines(15_000, 30_000);
     assert_eq!(ps.len(), 1);
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
@@ -573,13 +567,14 @@ fn training_restores_the_checkpoint_after_losing_the_ps() {
 #[test]
 fn training_moves_to_the_other_ps_when_the_master_ps_does_not_come_back() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.5,0.5:ps=2").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
     // A dead master is retried until the run deadline: keep it short.
-    config.operation_timeout_ms = 10_000;
-    config.run_timeout_ms = 10_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        mut cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.5,0.5:ps=2").deadlines(10_000, 10_000);
     assert_eq!(ps.len(), 2);
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
@@ -735,8 +730,8 @@ fn a_tf_config_task_that_is_not_running_is_left_out_or_named() {
 #[test]
 fn teardown_leaves_no_process_or_cgroup() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.3,0.3:busy=0,0.5").unwrap();
-    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let scenario = tf_iaware_emulate::Scenario::parse("workers=0.3,0.3:busy=0,0.5").unwrap();
+    let cluster = tf_iaware_emulate::EmulatedCluster::start(&scenario, &common::exe()).unwrap();
     let pids = cluster.process_ids();
     let groups = cluster.cgroup_paths();
     let dir = cluster.dir().to_path_buf();

@@ -4,32 +4,21 @@
 
 mod common;
 
+use common::cluster::{connection, serial, Fixture};
 use tf_iaware::pipeline::TrainOptions;
 use tf_iaware::{Error, Run, Step};
-use tf_iaware_emulate::{EmulatedCluster, Scenario};
-
-/// Cluster tests start several TensorFlow processes each: one at a time on a 2-core machine.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
+use tf_iaware_emulate::EmulatedCluster;
 
 #[test]
 fn data_parallel_plans_and_training_come_through_the_connection() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=1,1").unwrap();
-    let connection = EmulatedCluster::start(&scenario, &common::exe())
-        .unwrap()
-        .into_connection()
-        .unwrap();
+    let connection = connection("workers=1,1");
     assert!(connection.tf_config().is_some());
     assert!(connection.spec().starts_with("emulated:"));
 
     let e = connection
         .plan_data_parallel("mlp", "heft", Some(32))
-        .err()
-        .expect("heft is not a data-parallel strategy");
+        .expect_err("heft is not a data-parallel strategy");
     assert!(matches!(e, Error::UnknownStrategy { .. }), "{e}");
     assert!(e.to_string().contains("replica-setter"), "{e}");
     assert!(matches!(
@@ -76,11 +65,7 @@ fn checkpoints_need_a_tf_config_cluster() {
 #[test]
 fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=1,1").unwrap();
-    let connection = EmulatedCluster::start(&scenario, &common::exe())
-        .unwrap()
-        .into_connection()
-        .unwrap();
+    let connection = connection("workers=1,1");
     let dir = tempfile::tempdir().unwrap();
     let path = common::model(dir.path(), "mlp", 16);
     let analyzed = tf_iaware::pipeline::load_graph(&path).unwrap();
@@ -151,12 +136,13 @@ struct Faults {
 
 fn faults(workers: &str) -> Faults {
     let workload = python_workload("tf1_mlp_momentum");
-    let cluster =
-        EmulatedCluster::start(&Scenario::parse(workers).unwrap(), &common::exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 30_000;
-    let (workers, ps) = tf_iaware::runtime::data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start(workers).deadlines(15_000, 30_000);
     let vars = workload.variables().unwrap();
     Faults {
         workload,
@@ -244,11 +230,7 @@ fn a_python_graph_restores_every_variable_and_slot_after_losing_the_ps() {
 #[test]
 fn a_python_graph_trains_data_parallel_through_the_connection() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=1,0.3").unwrap();
-    let connection = EmulatedCluster::start(&scenario, &common::exe())
-        .unwrap()
-        .into_connection()
-        .unwrap();
+    let connection = connection("workers=1,0.3");
     let planned = connection
         .plan_data_parallel(python_workload("tf1_cnn_adam"), "replica-setter", None)
         .unwrap();
@@ -449,11 +431,7 @@ fn bench_compares_strategies_on_a_python_graph() {
 #[test]
 fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=1,0.5").unwrap();
-    let mut connection = EmulatedCluster::start(&scenario, &common::exe())
-        .unwrap()
-        .into_connection()
-        .unwrap();
+    let mut connection = connection("workers=1,0.5");
     // Live figures are read on connecting and again on refresh.
     assert!(connection
         .cluster()

@@ -9,6 +9,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::cluster::serial;
 use serde_json::Value;
 use tf_iaware::cluster::tf_config::TfConfig;
 use tf_iaware::cluster::{self, DeviceType, LiveOptions, LiveSource};
@@ -16,12 +17,6 @@ use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions, WorkerCapacity};
 use tf_iaware::runtime::data_parallel;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
-
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_tf-iaware"))

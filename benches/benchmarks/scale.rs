@@ -8,6 +8,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use tf_iaware::cluster::SyntheticSpec;
 use tf_iaware::cost::CostModel;
+use tf_iaware::parallel::DataParallelStrategy;
 use tf_iaware::placer::{etf_schedule, heft_schedule};
 use tf_iaware::sim::data_parallel::{self, DpWorkload};
 use tf_iaware::sim::synthetic::LayeredDag;
@@ -31,7 +32,7 @@ fn data_parallel_planning(c: &mut Criterion) {
         let caps = data_parallel::worker_capacities(&cluster, &workload);
         let batch = 32 * workers;
         group.throughput(Throughput::Elements(workers as u64));
-        for planner in data_parallel::DP_PLANNERS {
+        for planner in DataParallelStrategy::all() {
             let (peak, _) = peak_during(|| {
                 data_parallel::plan(planner, &cluster, &caps, &workload, batch).expect("plans")
             });
@@ -41,7 +42,7 @@ fn data_parallel_planning(c: &mut Criterion) {
                 peak as f64 / workers as f64
             );
             group.bench_with_input(
-                BenchmarkId::new(*planner, format!("{workers}-workers")),
+                BenchmarkId::new(planner.name(), format!("{workers}-workers")),
                 &workers,
                 |b, _| {
                     b.iter(|| {

@@ -1,6 +1,8 @@
 //! Shared helpers of the end-to-end tests.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -49,6 +51,16 @@ pub fn fails(args: &[&str]) -> String {
         !stderr.contains("panicked"),
         "tf-iaware {args:?} panicked: {stderr}"
     );
+    stderr
+}
+
+/// Runs and asserts a usage error (exit 2, as clap gives for a bad flag value), returning
+/// stderr.
+pub fn fails_usage(args: &[&str]) -> String {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "tf-iaware {args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
     stderr
 }
 

@@ -15,7 +15,7 @@
 //! The `tf-iaware` crate adds TensorFlow and the OS at the edges: importing a real graph, writing
 //! device strings onto it, sessions, the live sources, the agent and the scraper.
 
-#![warn(missing_docs, unreachable_pub)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 pub mod cluster;
 pub mod cost;

@@ -1,7 +1,7 @@
 //! The scale study: how the planners' cost and quality grow with the cluster and the graph, by
 //! simulation only (synthetic clusters, synthetic layered DAGs; no TensorFlow, no workers).
 //!
-//! - Data-parallel planners ([`DP_PLANNERS`](crate::sim::data_parallel::DP_PLANNERS)) over
+//! - Data-parallel strategies ([`DataParallelStrategy`]) over
 //!   synthetic clusters of each worker count: time to plan, the simulated step in the
 //!   planner's [`DpMode`](crate::sim::data_parallel::DpMode) (synchronous, backup workers, or asynchronous — there the time to
 //!   process one global batch of samples), its lower bound under that mode, the images per
@@ -13,6 +13,8 @@
 //!
 //! `growth` fits `time ∝ size^e` to each planner's sweep (least squares on logs).
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -20,9 +22,66 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::{SyntheticCluster, SyntheticSpec};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
-use crate::placer::{self, resolve};
-use crate::sim::data_parallel::{self, DpWorkload};
+use crate::parallel::DataParallelStrategy;
+use crate::placer::{resolve, OpPlacementStrategy, PlaceOptions};
+use crate::sim::data_parallel::{self, DpMode, DpWorkload};
 use crate::sim::synthetic::LayeredDag;
+
+/// A strategy [`compare`] runs: a data-parallel one or a per-op one.
+///
+/// Parsed from either table's names, the data-parallel one first: `infra-aware` is the
+/// data-parallel strategy here (as in `bench`); the per-op IA-TF placer is reached as
+/// [`OpPlacementStrategy::InfraAware`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Planner {
+    /// Replicas with shares of the batch ([`DataParallelStrategy`]).
+    DataParallel(DataParallelStrategy),
+    /// A device for every op of one graph ([`OpPlacementStrategy`]).
+    PerOp(OpPlacementStrategy),
+}
+
+impl Planner {
+    /// Both tables' names: `data-parallel: …; per-op: …` (for messages and help).
+    pub fn known() -> String {
+        format!(
+            "data-parallel: {}; per-op: {}",
+            DataParallelStrategy::known(),
+            OpPlacementStrategy::known()
+        )
+    }
+}
+
+impl fmt::Display for Planner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Planner::DataParallel(s) => s.fmt(f),
+            Planner::PerOp(s) => s.fmt(f),
+        }
+    }
+}
+
+impl FromStr for Planner {
+    type Err = Error;
+
+    /// A data-parallel strategy's name (`sync-backup:K` included), else a per-op one's.
+    ///
+    /// # Errors
+    /// [`Error::UnknownStrategy`] listing both tables; [`Error::InvalidArgument`] for a bad
+    /// `sync-backup:K`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.parse::<DataParallelStrategy>() {
+            Ok(d) => Ok(Planner::DataParallel(d)),
+            Err(Error::UnknownStrategy { .. }) => match s.parse::<OpPlacementStrategy>() {
+                Ok(p) => Ok(Planner::PerOp(p)),
+                Err(_) => Err(Error::UnknownStrategy {
+                    name: s.into(),
+                    known: Self::known(),
+                }),
+            },
+            Err(e) => Err(e),
+        }
+    }
+}
 
 /// What the study sweeps.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,9 +91,9 @@ pub struct StudyOptions {
     /// Op counts of the per-op graph sweep.
     pub ops: Vec<usize>,
     /// Data-parallel planners.
-    pub dp_planners: Vec<String>,
+    pub dp_planners: Vec<DataParallelStrategy>,
     /// Per-op strategies.
-    pub per_op: Vec<String>,
+    pub per_op: Vec<OpPlacementStrategy>,
     /// Devices of the per-op graph sweep.
     pub per_op_devices: usize,
     /// Ops of the graph of the per-op device sweep.
@@ -61,18 +120,15 @@ fn default_backups() -> usize {
 
 impl Default for StudyOptions {
     /// Workers 4 → 1,000 and ops 1k → 100k; every data-parallel planner
-    /// ([`DP_PLANNERS`](data_parallel::DP_PLANNERS), one backup worker); HEFT and ETF on 64
+    /// ([`DataParallelStrategy::all`], one backup worker); HEFT and ETF on 64
     /// devices and on 10k ops; `avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us`, 64
     /// workers per ps, 32 samples per worker, ResNet-20, best of 3.
     fn default() -> Self {
         StudyOptions {
             workers: vec![4, 16, 64, 256, 1000],
             ops: vec![1_000, 3_000, 10_000, 30_000, 100_000],
-            dp_planners: data_parallel::DP_PLANNERS
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            per_op: vec!["heft".into(), "etf".into()],
+            dp_planners: DataParallelStrategy::all().collect(),
+            per_op: vec![OpPlacementStrategy::Heft, OpPlacementStrategy::Etf],
             per_op_devices: 64,
             per_op_ops: 10_000,
             base: SyntheticSpec::parse(
@@ -191,20 +247,24 @@ pub(crate) fn cluster_of(base: &SyntheticSpec, workers: usize, ps: usize) -> Syn
 /// (`backups`: the k of `sync-backup`).
 ///
 /// # Errors
-/// As [`data_parallel::plan`], [`data_parallel::mode`] and `data_parallel::simulate`.
+/// As [`data_parallel::plan`] and `data_parallel::simulate`.
 pub(crate) fn dp_row(
-    planner: &str,
+    strategy: DataParallelStrategy,
     cluster: &SyntheticCluster,
     workload: &DpWorkload,
     global_batch: usize,
     backups: usize,
     repeats: usize,
 ) -> Result<StudyRow> {
-    let mode = data_parallel::mode(planner, backups)?;
+    let strategy = match strategy {
+        DataParallelStrategy::SyncBackup { .. } => DataParallelStrategy::SyncBackup { backups },
+        other => other,
+    };
+    let mode = DpMode::of(strategy);
     let caps = data_parallel::worker_capacities(cluster, workload);
     let net = data_parallel::ps_network(cluster);
     let (plan_ms, plan) = timed(repeats, || {
-        data_parallel::plan(planner, cluster, &caps, workload, global_batch)
+        data_parallel::plan(strategy, cluster, &caps, workload, global_batch)
     })?;
     let step = data_parallel::simulate(&plan, mode, &caps, &workload.variables, &cluster.ps, &net)?;
     let bound = data_parallel::lower_bound_for(
@@ -216,7 +276,7 @@ pub(crate) fn dp_row(
     );
     let workers = cluster.workers.len();
     Ok(StudyRow {
-        planner: planner.into(),
+        planner: strategy.name().into(),
         kind: "data-parallel".into(),
         sweep: "workers".into(),
         workers,
@@ -239,9 +299,9 @@ pub(crate) fn dp_row(
 /// `cluster` (workers and ps), simulated.
 ///
 /// # Errors
-/// [`Error::UnknownStrategy`](crate::Error::UnknownStrategy) and the strategy's own errors.
+/// The strategy's own errors.
 pub(crate) fn per_op_row(
-    strategy: &str,
+    strategy: OpPlacementStrategy,
     cluster: &SyntheticCluster,
     ops: usize,
     sweep: &str,
@@ -251,7 +311,7 @@ pub(crate) fn per_op_row(
     let graph = LayeredDag::new(ops, width).build()?;
     let c = &cluster.cluster;
     let cost = CostModel::new(&graph, c)?;
-    let s = placer::by_name(strategy)?;
+    let s = strategy.build(&PlaceOptions::default())?;
     let (plan_ms, placement) = timed(repeats, || s.place_with_cost(&graph, c, &cost))?;
     let assignment = resolve::assignment(&graph, c, &placement)?;
     let sim = crate::sim::simulate(&cost, &assignment)?;
@@ -263,7 +323,7 @@ pub(crate) fn per_op_row(
     }
     let workers_used = used.iter().filter(|&&u| u).count();
     Ok(StudyRow {
-        planner: strategy.into(),
+        planner: strategy.name().into(),
         kind: "per-op".into(),
         sweep: sweep.into(),
         workers: devices,
@@ -283,7 +343,7 @@ pub(crate) fn per_op_row(
 }
 
 /// Every strategy of `strategies` on one synthetic cluster: the data-parallel planners
-/// ([`DP_PLANNERS`](data_parallel::DP_PLANNERS)) for `global_batch` samples of `workload`
+/// ([`Planner::DataParallel`]) for `global_batch` samples of `workload`
 /// (`backups` backup workers for `sync-backup`), the others as per-op strategies placing a
 /// layered DAG of `ops` ops on all its devices — what `tf-iaware bench --simulate` prints.
 ///
@@ -291,7 +351,7 @@ pub(crate) fn per_op_row(
 /// As `dp_row` and `per_op_row`.
 pub fn compare(
     cluster: &SyntheticCluster,
-    strategies: &[String],
+    strategies: &[Planner],
     workload: &DpWorkload,
     global_batch: usize,
     backups: usize,
@@ -302,12 +362,11 @@ pub fn compare(
     crate::limits::check("repeats", repeats, 1, crate::limits::MAX_REPEATS)?;
     strategies
         .iter()
-        .map(|s| {
-            if data_parallel::DP_PLANNERS.contains(&s.as_str()) {
+        .map(|s| match *s {
+            Planner::DataParallel(s) => {
                 dp_row(s, cluster, workload, global_batch, backups, repeats)
-            } else {
-                per_op_row(s, cluster, ops, "ops", repeats)
             }
+            Planner::PerOp(s) => per_op_row(s, cluster, ops, "ops", repeats),
         })
         .collect()
 }
@@ -359,7 +418,7 @@ pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Resul
     };
     for &w in &options.workers {
         let cluster = cluster_of(&options.base, w, ps_for(w));
-        for p in &options.dp_planners {
+        for &p in &options.dp_planners {
             let row = dp_row(
                 p,
                 &cluster,
@@ -374,7 +433,7 @@ pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Resul
     if !options.per_op.is_empty() {
         let fixed = cluster_of(&options.base, options.per_op_devices, 1);
         for &ops in &options.ops {
-            for s in &options.per_op {
+            for &s in &options.per_op {
                 push(
                     per_op_row(s, &fixed, ops, "ops", options.repeats)?,
                     &mut rows,
@@ -383,7 +442,7 @@ pub fn run(options: &StudyOptions, progress: &mut dyn FnMut(&StudyRow)) -> Resul
         }
         for &w in &options.workers {
             let cluster = cluster_of(&options.base, w, 1);
-            for s in &options.per_op {
+            for &s in &options.per_op {
                 let row = per_op_row(s, &cluster, options.per_op_ops, "devices", options.repeats)?;
                 push(row, &mut rows);
             }
@@ -499,6 +558,39 @@ mod tests {
             &mut |_| {}
         )
         .is_err());
+    }
+
+    #[test]
+    fn planners_parse_from_either_table_and_a_typo_lists_both() {
+        let p = |s: &str| s.parse::<Planner>();
+        assert_eq!(
+            p("infra-aware").unwrap(),
+            Planner::DataParallel(DataParallelStrategy::InfraAware)
+        );
+        assert_eq!(
+            p("sync-backup:2").unwrap(),
+            Planner::DataParallel(DataParallelStrategy::SyncBackup { backups: 2 })
+        );
+        assert_eq!(
+            p("heft").unwrap(),
+            Planner::PerOp(OpPlacementStrategy::Heft)
+        );
+        for s in DataParallelStrategy::all()
+            .map(Planner::DataParallel)
+            .chain(OpPlacementStrategy::all().map(Planner::PerOp))
+            .filter(|s| *s != Planner::PerOp(OpPlacementStrategy::InfraAware))
+        {
+            assert_eq!(p(&s.to_string()).unwrap(), s);
+        }
+        let msg = p("hetf").unwrap_err().to_string();
+        assert!(
+            msg.contains("hetf") && msg.contains("async-ps") && msg.contains("round-robin"),
+            "{msg}"
+        );
+        assert!(matches!(
+            p("sync-backup:0"),
+            Err(Error::InvalidArgument { .. })
+        ));
     }
 
     #[test]

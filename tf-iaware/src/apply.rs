@@ -22,6 +22,14 @@ pub struct Placed {
     pub graph: Graph,
 }
 
+impl std::fmt::Debug for Placed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placed")
+            .field("nodes", &self.graph_def.node.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Placed {
     /// The placed GraphDef, serialized.
     pub fn to_bytes(&self) -> Vec<u8> {

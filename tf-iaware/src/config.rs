@@ -92,7 +92,7 @@ impl SessionConfig {
     ///
     /// # Errors
     /// [`Error::TensorFlow`] if TensorFlow rejects the config or the target.
-    pub(crate) fn session_options(&self) -> Result<SessionOptions> {
+    pub fn session_options(&self) -> Result<SessionOptions> {
         use prost::Message;
         let mut opts = SessionOptions::new();
         opts.set_config(&self.config_proto().encode_to_vec())

@@ -89,8 +89,7 @@ fn every_handle_of_the_user_graph_resolves_in_the_placed_graph() {
     assert!(e.to_string().contains("not_in_the_model"), "{e}");
     let e = session
         .run(Run::new().target(&stranger))
-        .err()
-        .expect("a run with a foreign op fails");
+        .expect_err("a run with a foreign op fails");
     assert!(e.to_string().contains("not_in_the_model"), "{e}");
 }
 
@@ -157,20 +156,17 @@ fn bad_feeds_and_handles_are_typed_errors_not_crashes() {
     let wrong = Tensor::<f32>::new(&[model::BATCH]);
     let e = session
         .run(Run::of(&step).feed(&m.x, &xs).feed(&m.labels, &wrong))
-        .err()
-        .expect("a float feed of an int64 placeholder fails");
+        .expect_err("a float feed of an int64 placeholder fails");
     assert!(e.to_string().contains("labels"), "{e}");
     // An output index beyond the op's outputs.
     let e = session
         .run(Run::new().fetch(TensorRef::new("top2", 7)))
-        .err()
-        .expect("fetching output 7 of a two-output op fails");
+        .expect_err("fetching output 7 of a two-output op fails");
     assert!(e.to_string().contains("top2:7"), "{e}");
     // A malformed tensor name.
     let e = session
         .run(Run::new().fetch("top2:x"))
-        .err()
-        .expect("a malformed tensor name fails");
+        .expect_err("a malformed tensor name fails");
     assert!(e.to_string().contains("top2:x"), "{e}");
     // A missing feed is TensorFlow's error, reported, not a crash.
     assert!(matches!(
@@ -180,14 +176,12 @@ fn bad_feeds_and_handles_are_typed_errors_not_crashes() {
     // A step naming an op the graph lacks is refused when placing.
     let e = cluster
         .place(&*m.scope.graph(), &Step::new().target("no_such_op"), "heft")
-        .err()
-        .expect("an unknown step target fails");
+        .expect_err("an unknown step target fails");
     assert!(e.to_string().contains("no_such_op"), "{e}");
     // An unknown strategy names the known ones.
     let e = cluster
         .place(&*m.scope.graph(), &step, "fastest-please")
-        .err()
-        .expect("an unknown strategy fails");
+        .expect_err("an unknown strategy fails");
     assert!(e.to_string().contains("heft"), "{e}");
 }
 
@@ -254,7 +248,116 @@ fn graphdef_bytes_place_like_the_graph_they_came_from() {
     // Broken bytes are a decode error, not a crash inside TensorFlow.
     let e = cluster
         .place(&b"\xff\xff\xff not a graph"[..], &step, "heft")
-        .err()
-        .expect("garbage bytes fail");
+        .expect_err("garbage bytes fail");
     assert!(matches!(e, Error::GraphDecode { .. }), "{e}");
+}
+
+#[test]
+fn the_connection_builder_sets_live_options_calibration_and_deadlines() {
+    use std::time::Duration;
+    use tf_iaware::{CalibrationPolicy, Connection};
+
+    let m = model::build().unwrap();
+    let (xs, ys) = model::batch(2);
+    let cluster = Connection::builder("local:cpu=2")
+        .live_metrics(false)
+        .calibration(CalibrationPolicy::Nominal)
+        .run_deadline(Duration::from_secs(90))
+        .operation_deadline(Duration::from_secs(20))
+        .connect()
+        .unwrap();
+    let config = cluster.session_config();
+    assert_eq!(
+        (config.run_timeout_ms, config.operation_timeout_ms),
+        (90_000, 20_000)
+    );
+    assert!(config.session_options().is_ok());
+    // No live reading and no calibration: every device at its nominal figures.
+    assert!(cluster
+        .cluster()
+        .devices
+        .iter()
+        .all(|d| !d.live.has_reading()));
+    let status = cluster.calibration_status();
+    assert!(!status.hit && cluster.calibration().is_none());
+    assert!(
+        status.reason.as_deref().unwrap_or("").contains("Nominal"),
+        "{status:?}"
+    );
+    // The settings reach the sessions it opens.
+    let step = Step::new().target(&m.train).fetch(&m.loss);
+    let plan = cluster
+        .place(
+            &*m.scope.graph(),
+            &step,
+            tf_iaware::placer::OpPlacementStrategy::RoundRobin,
+        )
+        .unwrap();
+    let session = plan.session().unwrap();
+    session.run(Run::new().target(&m.init)).unwrap();
+    let run = Run::of(&step).feed(&m.x, &xs).feed(&m.labels, &ys);
+    // Every public type prints for debugging, TensorFlow handles left out.
+    let printed = format!("{cluster:?} {plan:?} {session:?} {run:?}");
+    for part in [
+        "local:cpu=2",
+        "run_timeout_ms: 90000",
+        "predicted_step_ms",
+        "placed_ops",
+    ] {
+        assert!(printed.contains(part), "{part}: {printed}");
+    }
+    let mut fetched = session.run(run).unwrap();
+    assert!(format!("{fetched:?}").contains("wall"));
+    assert!(fetched.scalar::<f32>(&m.loss).unwrap().is_finite());
+
+    // `connect` is the builder at its defaults: live readings, the session's own deadlines.
+    let short = connect("local:cpu=2").unwrap();
+    let defaults = Connection::builder("local:cpu=2").connect().unwrap();
+    assert!(short.cluster().devices.iter().any(|d| d.live.has_reading()));
+    for c in [&short, &defaults] {
+        let config = c.session_config();
+        let default = tf_iaware::runtime::SessionConfig::default();
+        assert_eq!(config.run_timeout_ms, default.run_timeout_ms);
+        assert_eq!(config.operation_timeout_ms, default.operation_timeout_ms);
+    }
+}
+
+#[test]
+fn the_connection_builder_refuses_bad_settings_by_name() {
+    use std::time::Duration;
+    use tf_iaware::{CalibrationPolicy, Connection};
+
+    let invalid = |b: tf_iaware::ConnectionBuilder, name: &str| match b.connect() {
+        Err(Error::InvalidArgument { what, reason }) => {
+            assert!(what.contains(name), "{what}: {reason}");
+        }
+        Err(other) => panic!("{name}: {other}"),
+        Ok(_) => panic!("{name}: connected"),
+    };
+    let local = || Connection::builder("local");
+    invalid(local().run_deadline(Duration::ZERO), "run deadline");
+    invalid(
+        local().run_deadline(Duration::from_secs(u64::MAX)),
+        "run deadline",
+    );
+    invalid(
+        local().operation_deadline(Duration::from_micros(10)),
+        "operation deadline",
+    );
+    invalid(local().scrape_timeout(Duration::ZERO), "scrape timeout");
+    invalid(
+        Connection::builder("synthetic:workers=4").calibration(CalibrationPolicy::Recalibrate),
+        "calibration policy",
+    );
+    // Without live metrics a scrape timeout is not used, so not checked.
+    assert!(local()
+        .live_metrics(false)
+        .scrape_timeout(Duration::ZERO)
+        .connect()
+        .is_ok());
+    let e = Connection::builder("nonsense:spec")
+        .connect()
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("nonsense"), "{e}");
 }

@@ -525,9 +525,7 @@ fn sparse_updates_and_a_batch_fixed_elsewhere_are_refused_naming_the_op() {
     else {
         unreachable!()
     };
-    let e = replicated::build(&g, &p)
-        .err()
-        .expect("the fixed [256] cannot hold 5 rows");
+    let e = replicated::build(&g, &p).expect_err("the fixed [256] cannot hold 5 rows");
     assert!(
         matches!(&e, Error::Replication { op, .. } if op.contains("flat")),
         "{e}"

@@ -52,7 +52,8 @@ pub struct Args {
     #[arg(
         long,
         default_value = "replica-setter,infra-aware,heft",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = crate::common::strategy_name
     )]
     strategies: Vec<String>,
     /// Timed steps per strategy (split over the repeats).

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 use tf_iaware::cluster::{ClusterSpec, SyntheticSpec};
 use tf_iaware::limits;
-use tf_iaware::scale::{self, Growth, StudyOptions, StudyRow};
+use tf_iaware::scale::{self, Growth, Planner, StudyOptions, StudyRow};
 use tf_iaware::sim::data_parallel::DpWorkload;
 
 use super::svg::{escape, COLORS};
@@ -92,11 +92,13 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
     let workload = DpWorkload::resnet20();
     let repeats = args.repeats.max(1);
     if flags.scale_study {
-        let (dp, per_op): (Vec<String>, Vec<String>) = args
-            .strategies
-            .iter()
-            .cloned()
-            .partition(|s| tf_iaware::sim::data_parallel::DP_PLANNERS.contains(&s.as_str()));
+        let (mut dp, mut per_op) = (Vec::new(), Vec::new());
+        for s in planners(&args.strategies)? {
+            match s {
+                Planner::DataParallel(s) => dp.push(s),
+                Planner::PerOp(s) => per_op.push(s),
+            }
+        }
         let options = StudyOptions {
             workers: flags.study_workers.clone(),
             ops: flags.study_ops.clone(),
@@ -146,7 +148,7 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
     );
     let rows = scale::compare(
         &cluster,
-        &args.strategies,
+        &planners(&args.strategies)?,
         &workload,
         batch,
         args.backup_workers,
@@ -167,6 +169,15 @@ pub fn run(args: &Args, flags: &SimFlags) -> Result<()> {
         crate::common::write_file(path, &(serde_json::to_string_pretty(&report)? + "\n"))?;
     }
     Ok(())
+}
+
+/// `--strategies` as the library's planners (their names were checked when the flags were
+/// parsed).
+fn planners(names: &[String]) -> Result<Vec<Planner>> {
+    Ok(names
+        .iter()
+        .map(|s| s.parse())
+        .collect::<std::result::Result<_, _>>()?)
 }
 
 /// Column heads; `step ms` of an asynchronous plan (mode `async`) is the time the cluster takes

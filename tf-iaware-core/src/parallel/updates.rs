@@ -16,13 +16,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::error::{Error, Result};
+use crate::proto::attr::{
+    self, dtype as type_attr, node as new_node, DT_FLOAT, DT_INT32, DT_INT64,
+};
 use crate::proto::{AttrValue, GraphDef, NodeDef, TensorShapeProto};
 
-use super::replicate::{new_node, replica_name, type_attr, Replication, Role};
-
-const DT_FLOAT: i32 = 1;
-const DT_INT32: i32 = 3;
-const DT_INT64: i32 = 9;
+use super::replicate::{replica_name, Replication, Role};
 
 /// Each replica's asynchronous train target and loss.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -285,32 +284,16 @@ pub fn isolate_resources(graph_def: &mut GraphDef, container: &str) -> Result<us
         };
         if current.is_empty() {
             node.attr
-                .insert("container".to_string(), string_attr(container));
+                .insert("container".to_string(), attr::string(container));
             changed += 1;
         }
     }
     Ok(changed)
 }
 
-fn string_attr(s: &str) -> Vec<u8> {
-    prost::Message::encode_to_vec(&AttrValue {
-        s: Some(s.as_bytes().to_vec()),
-        ..AttrValue::default()
-    })
-}
-
-fn shape_attr(shape: TensorShapeProto) -> Vec<u8> {
-    prost::Message::encode_to_vec(&AttrValue {
-        shape: Some(shape),
-        ..AttrValue::default()
-    })
-}
-
 /// The float type (`T`) of an update op.
 fn update_type(node: &NodeDef) -> i32 {
-    node.attr
-        .get("T")
-        .and_then(|v| <AttrValue as prost::Message>::decode(v.as_slice()).ok())
+    attr::get(node, "T")
         .and_then(|a| a.r#type)
         .unwrap_or(DT_FLOAT)
 }
@@ -329,7 +312,7 @@ pub fn add_backup_accumulators(
     let scalar = |dtype: i32| {
         vec![
             ("dtype", type_attr(dtype)),
-            ("shape", shape_attr(TensorShapeProto::default())),
+            ("shape", attr::shape(TensorShapeProto::default())),
         ]
     };
     let num_required = format!("{BACKUP_PREFIX}/num_required");
@@ -364,16 +347,16 @@ pub fn add_backup_accumulators(
                     ("dtype", type_attr(dtype)),
                     (
                         "shape",
-                        shape_attr(TensorShapeProto {
+                        attr::shape(TensorShapeProto {
                             dim: vec![],
                             unknown_rank: true,
                         }),
                     ),
                     (
                         "shared_name",
-                        string_attr(&format!("{shared_prefix}/{acc}")),
+                        attr::string(&format!("{shared_prefix}/{acc}")),
                     ),
-                    ("reduction_type", string_attr("MEAN")),
+                    ("reduction_type", attr::string("MEAN")),
                 ],
             ),
             role(),
@@ -445,7 +428,7 @@ mod tests {
 
     #[test]
     fn resources_go_into_the_container_unless_they_name_one() {
-        let attr = |s: &str| vec![("container", string_attr(s))];
+        let attr = |s: &str| vec![("container", attr::string(s))];
         let mut g = GraphDef {
             node: vec![
                 new_node("w", "VarHandleOp", vec![], vec![]),

@@ -35,6 +35,7 @@
 //! ```
 
 mod basic;
+mod choice;
 mod etf;
 mod heft;
 mod infra;
@@ -54,6 +55,7 @@ use crate::error::{Error, Result};
 use crate::graph::{GroupId, OpGraph};
 
 pub(crate) use basic::{RoundRobin, TfDefault};
+pub use choice::OpPlacementStrategy;
 pub use etf::etf_schedule;
 pub(crate) use etf::Etf;
 pub use heft::heft_schedule;
@@ -163,17 +165,6 @@ pub trait Strategy: Send + Sync {
     ) -> Result<Placement>;
 }
 
-/// Names of every strategy [`by_name`] knows.
-pub const STRATEGIES: &[&str] = &[
-    "tf-default",
-    "round-robin",
-    "random",
-    "single-fastest",
-    "infra-aware",
-    "etf",
-    "heft",
-];
-
 /// Knobs of the strategies that have any.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PlaceOptions {
@@ -207,28 +198,11 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>> {
 /// [`Error::UnknownStrategy`] listing the known names; [`Error::InvalidArgument`] for an
 /// `infra_threshold` outside 0–1.
 pub fn by_name_with(name: &str, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
-    if !(0.0..=1.0).contains(&options.infra_threshold) {
-        return Err(Error::InvalidArgument {
-            what: "infra-aware threshold".into(),
-            reason: format!("{} is not within 0–1", options.infra_threshold),
-        });
-    }
-    match name {
-        "tf-default" => Ok(Box::new(TfDefault)),
-        "round-robin" => Ok(Box::new(RoundRobin)),
-        "random" => Ok(Box::new(Random { seed: options.seed })),
-        "single-fastest" => Ok(Box::new(SingleFastest)),
-        "infra-aware" => Ok(Box::new(InfraAware {
-            threshold: options.infra_threshold,
-        })),
-        "etf" => Ok(Box::new(Etf)),
-        "heft" => Ok(Box::new(Heft)),
-        other => Err(Error::UnknownStrategy {
-            name: other.into(),
-            known: STRATEGIES.join(", "),
-        }),
-    }
+    name.parse::<OpPlacementStrategy>()?.build(options)
 }
+
+/// What an out-of-range [`PlaceOptions::infra_threshold`] is called in errors.
+const ERROR_THRESHOLD: &str = "infra-aware threshold";
 
 /// Devices of `cluster` on which every member of group `g` has a kernel.
 pub(crate) fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<DeviceId> {

@@ -28,7 +28,7 @@ fn devices_of(g: &OpGraph, c: &Cluster, p: &Placement) -> Vec<DeviceId> {
 
 #[test]
 fn every_name_resolves_and_unknown_names_list_them() {
-    for &name in STRATEGIES {
+    for name in OpPlacementStrategy::names() {
         assert_eq!(by_name(name).unwrap().name(), name);
     }
     let err = by_name("magic").err().unwrap().to_string();
@@ -226,7 +226,7 @@ fn colocation_groups_are_never_split() {
     let c = synthetic::cluster(6, 2, 3);
     for graph in [&g, &big] {
         let m = CostModel::new(graph, &c).unwrap();
-        for &name in STRATEGIES {
+        for name in OpPlacementStrategy::names() {
             let p = strategy(name).place_with_cost(graph, &c, &m).unwrap();
             // resolve::assignment rejects split groups; check again directly.
             let d = devices_of(graph, &c, &p);
@@ -284,7 +284,7 @@ fn a_device_without_the_kernel_is_never_chosen() {
         "localhost",
     ));
     let m = CostModel::new(&g, &c).unwrap();
-    for &name in STRATEGIES {
+    for name in OpPlacementStrategy::names() {
         let p = strategy(name).place_with_cost(&g, &c, &m).unwrap();
         let d = resolve::assignment(&g, &c, &p).unwrap();
         for i in 0..8 {
@@ -315,7 +315,7 @@ fn predictions_respect_the_lower_bound_and_heft_beats_naive_placements() {
     let m = CostModel::new(&g, &c).unwrap();
     let lb = lower_bound(&m).value();
     let mut predicted = std::collections::BTreeMap::new();
-    for &name in STRATEGIES {
+    for name in OpPlacementStrategy::names() {
         let (p, r) = strategy(name).place_with_report(&g, &c, &m).unwrap();
         assert!(
             r.predicted_step_ms + 1e-9 >= r.lower_bound_ms,

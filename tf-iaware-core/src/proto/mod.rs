@@ -5,6 +5,7 @@
 //! GraphDef loses nothing: attribute values, the function library, versions and debug info survive
 //! untouched.
 
+pub(crate) mod attr;
 pub mod cluster;
 pub(crate) mod config;
 pub mod event;

@@ -35,8 +35,8 @@
 //! throughput (and at least one transfer of the variables over all ps links together). No plan
 //! under its model beats its bound.
 //!
-//! The planners that run here are listed in [`DP_PLANNERS`]; [`plan`] is the one place that maps
-//! a name to a planner, [`mode`] the one that maps it to its [`DpMode`].
+//! Every [`DataParallelStrategy`] runs here: [`plan`] is the one place that maps a strategy to a
+//! planner, [`DpMode::of`] the one that maps it to how its gradients are combined.
 
 use std::collections::HashMap;
 
@@ -45,8 +45,8 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::SyntheticCluster;
 use crate::error::{Error, Result};
 use crate::parallel::{
-    self, DataParallelPlan, InfraAwareOptions, PsNetwork, ReplicaMemory, Sharding, VarInfo,
-    WorkerCapacity,
+    self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, PsNetwork, ReplicaMemory,
+    Sharding, Shares, Updates, VarInfo, WorkerCapacity,
 };
 
 /// What one replica of a data-parallel model needs: its variables, its compute per sample and
@@ -149,20 +149,6 @@ pub(crate) fn ps_network(cluster: &SyntheticCluster) -> PsNetwork {
     }
 }
 
-/// Data-parallel planners [`plan`] knows: TensorFlow's stock `replica-setter` (equal shares,
-/// variables round-robin), `infra-aware` (shares by capability × availability within memory,
-/// as many replicas as pay for their ps traffic, variables sharded evenly over the ps),
-/// `sync-backup` (SyncReplicasOptimizer: equal shares, each step aggregating the first N − k
-/// gradients), `async-ps` (ParameterServerStrategy: equal shares, asynchronous) and
-/// `infra-aware-async` (`infra-aware`'s shares and workers, asynchronous).
-pub const DP_PLANNERS: &[&str] = &[
-    "replica-setter",
-    "infra-aware",
-    "sync-backup",
-    "async-ps",
-    "infra-aware-async",
-];
-
 /// Backup workers of `sync-backup` unless told otherwise (as `bench --backup-workers`).
 pub(crate) const DEFAULT_BACKUPS: usize = 1;
 
@@ -182,6 +168,16 @@ pub enum DpMode {
 }
 
 impl DpMode {
+    /// How `strategy` combines gradients in the simulator: an adaptive one
+    /// (`infra-aware-async`) as asynchronous, the mode it takes where asynchrony pays.
+    pub fn of(strategy: DataParallelStrategy) -> DpMode {
+        match strategy.updates() {
+            Updates::Sync => DpMode::Sync,
+            Updates::Backup { backups } => DpMode::Backup { backups },
+            Updates::Async | Updates::Adaptive => DpMode::Async,
+        }
+    }
+
     /// `sync`, `backup` or `async`.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -192,48 +188,30 @@ impl DpMode {
     }
 }
 
-fn unknown_planner(name: &str) -> Error {
-    Error::InvalidArgument {
-        what: format!("data-parallel planner `{name}`"),
-        reason: format!("the simulator knows {}", DP_PLANNERS.join(", ")),
-    }
-}
-
-/// How planner `name` (one of [`DP_PLANNERS`]) combines gradients; `backups` is the k of
-/// `sync-backup`.
+/// The plan of `strategy` for `global_batch` samples on `cluster` (the shares and variables;
+/// [`DpMode::of`] says how its gradients are combined): TensorFlow's stock recipes
+/// (`replica-setter`, `sync-backup`, `async-ps`) give equal shares and deal the variables
+/// round-robin; the infra-aware ones (`infra-aware`, `infra-aware-async`) size shares by
+/// capability × availability within memory, as many replicas as pay for their ps traffic, and
+/// shard the variables evenly over the ps.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for a name not in [`DP_PLANNERS`].
-pub fn mode(name: &str, backups: usize) -> Result<DpMode> {
-    match name {
-        "replica-setter" | "infra-aware" => Ok(DpMode::Sync),
-        "sync-backup" => Ok(DpMode::Backup { backups }),
-        "async-ps" | "infra-aware-async" => Ok(DpMode::Async),
-        other => Err(unknown_planner(other)),
-    }
-}
-
-/// The plan of data-parallel planner `name` for `global_batch` samples on `cluster` (the
-/// shares and variables; [`mode`] says how its gradients are combined).
-///
-/// # Errors
-/// [`Error::InvalidArgument`] for a name not in [`DP_PLANNERS`]; the planner's own errors
-/// (a batch that does not fit, …).
+/// The planner's own errors (a batch that does not fit, …).
 pub fn plan(
-    name: &str,
+    strategy: DataParallelStrategy,
     cluster: &SyntheticCluster,
     capacity: &[WorkerCapacity],
     workload: &DpWorkload,
     global_batch: usize,
 ) -> Result<DataParallelPlan> {
-    let mut plan = match name {
-        "replica-setter" | "sync-backup" | "async-ps" => parallel::replica_setter(
+    let mut plan = match strategy.shares() {
+        Shares::Equal => parallel::replica_setter(
             &cluster.workers,
             &cluster.ps,
             &workload.variables,
             global_batch,
         )?,
-        "infra-aware" | "infra-aware-async" => parallel::infra_aware_networked(
+        Shares::Calibrated => parallel::infra_aware_networked(
             capacity,
             &cluster.ps,
             &workload.variables,
@@ -242,10 +220,9 @@ pub fn plan(
             &ps_network(cluster),
             Sharding::Balanced,
         )?,
-        other => return Err(unknown_planner(other)),
     };
-    plan.strategy = name.into();
-    if name == "infra-aware-async" {
+    plan.strategy = strategy.name().into();
+    if strategy.updates() == Updates::Adaptive {
         // Its prediction is the synchronous step's; the asynchronous one is the simulator's.
         plan.predicted_step_ms = None;
     }
@@ -634,10 +611,11 @@ mod tests {
         let by_device: HashMap<&str, &WorkerCapacity> =
             caps.iter().map(|c| (c.device.as_str(), c)).collect();
         let mut steps = HashMap::new();
-        for name in DP_PLANNERS {
-            let p = plan(name, &c, &caps, &w, batch).unwrap();
+        for strategy in DataParallelStrategy::all() {
+            let name = strategy.name();
+            let p = plan(strategy, &c, &caps, &w, batch).unwrap();
             assert_eq!(p.global_batch(), batch, "{name}");
-            let m = mode(name, DEFAULT_BACKUPS).unwrap();
+            let m = DpMode::of(strategy);
             let step = simulate(&p, m, &caps, &w.variables, &c.ps, &net).unwrap();
             let bound = lower_bound_for(m, step.samples_per_step, &caps, &net, w.variable_bytes());
             assert!(
@@ -649,8 +627,8 @@ mod tests {
                 w.variable_bytes(),
                 "{name}"
             );
-            steps.insert(*name, step.clone());
-            if *name == "infra-aware" {
+            steps.insert(name, step.clone());
+            if name == "infra-aware" {
                 // Every share within the worker's memory (2 GiB: 396 samples).
                 for r in &p.replicas {
                     let cap = by_device[r.device.as_str()].cap();
@@ -670,8 +648,14 @@ mod tests {
         assert!(steps["sync-backup"].step_ms <= steps["replica-setter"].step_ms);
         // Asynchronous equal shares do not wait on the slowest worker.
         assert!(steps["async-ps"].step_ms < steps["replica-setter"].step_ms);
-        assert!(plan("nope", &c, &caps, &w, batch).is_err());
-        assert!(mode("nope", 1).is_err());
+        assert_eq!(
+            DpMode::of(DataParallelStrategy::SyncBackup { backups: 3 }),
+            DpMode::Backup { backups: 3 }
+        );
+        assert_eq!(
+            DpMode::of(DataParallelStrategy::InfraAwareAsync),
+            DpMode::Async
+        );
     }
 
     /// Four workers of 100, 50, 25 and 10 samples/s with 1 ms of fixed cost, 20 samples each.
@@ -865,11 +849,11 @@ mod tests {
         let w = DpWorkload::resnet20();
         let caps = worker_capacities(&c, &w);
         let net = ps_network(&c);
-        let mut p = plan("replica-setter", &c, &caps, &w, 8).unwrap();
+        let mut p = plan(DataParallelStrategy::ReplicaSetter, &c, &caps, &w, 8).unwrap();
         p.variable_devices.insert("nope".into(), c.ps[0].clone());
         let err = simulate_step(&p, &caps, &w.variables, &c.ps, &net).unwrap_err();
         assert!(err.to_string().contains("nope"), "{err}");
-        let mut p = plan("replica-setter", &c, &caps, &w, 8).unwrap();
+        let mut p = plan(DataParallelStrategy::ReplicaSetter, &c, &caps, &w, 8).unwrap();
         p.replicas[0].device = "/job:worker/task:99".into();
         let err = simulate_step(&p, &caps, &w.variables, &c.ps, &net).unwrap_err();
         assert!(err.to_string().contains("task:99"), "{err}");

@@ -29,6 +29,16 @@ pub struct Analyzed {
     pub signatures: BTreeMap<String, OpSignature>,
 }
 
+impl std::fmt::Debug for Analyzed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Analyzed")
+            .field("nodes", &self.graph_def.node.len())
+            .field("ops", &self.op_graph.len())
+            .field("signatures", &self.signatures.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Imports serialized GraphDef bytes into TensorFlow and analyses them.
 ///
 /// # Errors

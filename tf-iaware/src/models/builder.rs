@@ -59,6 +59,18 @@ pub struct Net {
     default_device: Option<String>,
 }
 
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Net")
+            .field("scope", &self.scope)
+            .field("variables", &self.vars.len())
+            .field("slots", &self.slots.len())
+            .field("seed", &self.seed)
+            .field("tower", &self.tower)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How inputs are attached: one argument each, or one list argument.
 enum Inputs<'a> {
     Each(&'a [Output]),

@@ -11,6 +11,7 @@ use crate::graph::Sidecar;
 pub const MODELS: &[&str] = &["mlp", "lenet", "resnet20", "mobilenet", "inception"];
 
 /// A built model: the graph and how to train it.
+#[derive(Debug)]
 pub struct Model {
     /// Name in [`MODELS`].
     pub name: String,

@@ -5,9 +5,10 @@
 
 use std::any::Any;
 
+use super::builder::{CalibrationPolicy, ConnectionBuilder};
 use crate::cluster::connect::{connect_live, connect_tf_config_live};
 use crate::cluster::tf_config::{TaskId, TfConfig};
-use crate::cluster::{Cluster, ClusterSpec, LiveOptions, LiveWarning, MetricsFeed};
+use crate::cluster::{Cluster, ClusterSpec, LiveWarning, MetricsFeed};
 use crate::error::Result;
 use crate::runtime::calibrate::{self, CacheStatus, CalibrateOptions, CalibrationOutcome};
 use crate::runtime::SessionConfig;
@@ -29,6 +30,19 @@ pub struct Connection {
     _owner: Option<Box<dyn Any + Send>>,
 }
 
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("spec", &self.spec)
+            .field("devices", &self.cluster.devices.len())
+            .field("config", &self.config)
+            .field("calibration", &self.cache)
+            .field("warnings", &self.warnings)
+            .field("owns_processes", &self._owner.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Connects to the cluster `spec` names (`local`, `local:cpu=N`, `tf-config`,
 /// `tf-config:PATH`, `synthetic:…` — drawn for planning and simulation only; docs/src/guide/cluster-specs.md): lists its devices, reads their live metrics (an in-process
 /// sampler for local devices, each task's agent for TF_CONFIG clusters; an agent that does not
@@ -42,6 +56,9 @@ pub struct Connection {
 /// # Ok::<(), tf_iaware::Error>(())
 /// ```
 ///
+/// The short form of [`Connection::builder`]`(spec).connect()`: default live options, the cached
+/// calibration, the session configuration's deadlines.
+///
 /// # Errors
 /// [`Error::ClusterSpec`](crate::Error::ClusterSpec) for a spec that does not parse or names an
 /// emulated cluster (start it with `tf_iaware_emulate::EmulatedCluster::start` and use its
@@ -50,18 +67,52 @@ pub struct Connection {
 /// (an unreachable master, say); [`Error::Json`](crate::Error::Json) for a corrupt calibration
 /// cache file.
 pub fn connect(spec: &str) -> Result<Connection> {
-    Connection::open(&ClusterSpec::parse(spec)?)
+    Connection::builder(spec).connect()
+}
+
+impl ConnectionBuilder {
+    /// Connects with these settings.
+    ///
+    /// # Errors
+    /// As [`connect`]; [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a zero or
+    /// absurd deadline or scrape timeout, or a policy that calibrates on a `synthetic:` cluster;
+    /// calibration errors with [`CalibrationPolicy::CalibrateIfMissing`] and
+    /// [`CalibrationPolicy::Recalibrate`].
+    pub fn connect(self) -> Result<Connection> {
+        let spec = ClusterSpec::parse(self.spec())?;
+        let (run, operation) = self.checked(&spec)?;
+        let mut connection = Connection::open_with(&spec, &self)?;
+        if let Some(ms) = run {
+            connection.config.run_timeout_ms = ms;
+        }
+        if let Some(ms) = operation {
+            connection.config.operation_timeout_ms = ms;
+        }
+        Ok(connection)
+    }
 }
 
 impl Connection {
+    /// Settings for connecting to the cluster `spec` names — live options, calibration policy,
+    /// deadlines — then [`ConnectionBuilder::connect`].
+    pub fn builder(spec: &str) -> ConnectionBuilder {
+        ConnectionBuilder::new(spec)
+    }
+
     /// As [`connect`], from a parsed spec.
     ///
     /// # Errors
     /// As [`connect`].
     pub fn open(spec: &ClusterSpec) -> Result<Connection> {
+        Connection::open_with(spec, &Connection::builder(""))
+    }
+
+    /// As [`Connection::open`], with `settings`' live options and calibration policy (the
+    /// caller applies the rest).
+    fn open_with(spec: &ClusterSpec, settings: &ConnectionBuilder) -> Result<Connection> {
         if let ClusterSpec::Synthetic(_) = spec {
             // Drawn, not discovered: no metrics to read, no calibration that could describe it.
-            let live = connect_live(spec, &LiveOptions::default())?;
+            let live = connect_live(spec, &settings.live)?;
             return Ok(Connection {
                 spec: spec.to_string(),
                 cluster: live.cluster,
@@ -78,13 +129,14 @@ impl Connection {
                 _owner: None,
             });
         }
-        let live = connect_live(spec, &LiveOptions::default())?;
+        let live = connect_live(spec, &settings.live)?;
         let tf_config = match spec {
             ClusterSpec::TfConfig(Some(path)) => Some(TfConfig::from_file(path)?),
             ClusterSpec::TfConfig(None) => Some(TfConfig::from_env()?),
             _ => None,
         };
-        Connection::finish(spec.to_string(), live, tf_config, None)
+        let connection = Connection::finish(spec.to_string(), live, tf_config, None, settings)?;
+        connection.calibrate_as(settings.calibration)
     }
 
     /// Connects to a TF_CONFIG cluster that is already running, through task `master`, and
@@ -101,8 +153,15 @@ impl Connection {
         master: &TaskId,
         owner: Box<dyn Any + Send>,
     ) -> Result<Connection> {
-        let live = connect_tf_config_live(&tf_config, master, &LiveOptions::default())?;
-        Connection::finish(name.to_string(), live, Some(tf_config), Some(owner))
+        let settings = Connection::builder(name);
+        let live = connect_tf_config_live(&tf_config, master, &settings.live)?;
+        Connection::finish(
+            name.to_string(),
+            live,
+            Some(tf_config),
+            Some(owner),
+            &settings,
+        )
     }
 
     fn finish(
@@ -110,9 +169,18 @@ impl Connection {
         live: crate::cluster::LiveConnection,
         tf_config: Option<TfConfig>,
         owner: Option<Box<dyn Any + Send>>,
+        settings: &ConnectionBuilder,
     ) -> Result<Connection> {
         let mut cluster = live.cluster;
-        let cache = calibrate::apply_cached_status(&mut cluster)?;
+        let cache = match settings.calibration {
+            CalibrationPolicy::Nominal => CacheStatus {
+                hit: false,
+                path: std::path::PathBuf::new(),
+                reason: Some("calibration policy Nominal: the cache is not read".into()),
+                created_unix_s: None,
+            },
+            _ => calibrate::apply_cached_status(&mut cluster)?,
+        };
         match &cache.reason {
             None => log::debug!("calibration cache hit: {}", cache.path.display()),
             Some(r) => log::debug!("calibration cache miss ({r}): {}", cache.path.display()),
@@ -130,6 +198,27 @@ impl Connection {
             warnings: live.warnings,
             _owner: owner,
         })
+    }
+
+    /// Calibrates now where `policy` says so (a miss with
+    /// [`CalibrationPolicy::CalibrateIfMissing`], always with
+    /// [`CalibrationPolicy::Recalibrate`], after dropping the cached profile).
+    fn calibrate_as(mut self, policy: CalibrationPolicy) -> Result<Connection> {
+        let now = match policy {
+            CalibrationPolicy::Cached | CalibrationPolicy::Nominal => false,
+            CalibrationPolicy::CalibrateIfMissing => !self.cache.hit,
+            CalibrationPolicy::Recalibrate => {
+                self.forget_calibration()?;
+                true
+            }
+        };
+        if now {
+            let outcome = self.calibrate()?;
+            if let Some(w) = &outcome.warning {
+                log::warn!("calibration not cached: {w}");
+            }
+        }
+        Ok(self)
     }
 
     /// Calibrates every device through TensorFlow now (micro-benchmarks, the calibration
@@ -199,7 +288,7 @@ impl Connection {
     }
 
     /// How sessions on this cluster are created (target, threads, deadlines).
-    pub(crate) fn session_config(&self) -> &SessionConfig {
+    pub fn session_config(&self) -> &SessionConfig {
         &self.config
     }
 

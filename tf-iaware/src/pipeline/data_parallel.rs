@@ -44,6 +44,18 @@ pub struct DataParallel<'c> {
     calibration: Option<Vec<WorkerCapacity>>,
 }
 
+impl std::fmt::Debug for DataParallel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataParallel")
+            .field("connection", &self.connection.spec())
+            .field("strategy", &self.strategy)
+            .field("workload", &self.workload)
+            .field("global_batch", &self.global_batch)
+            .field("plan", &self.plan)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How [`DataParallel::train`] trains.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainOptions {

@@ -10,6 +10,7 @@
 //!
 //! See the crate-level example for a whole training loop.
 
+mod builder;
 mod connection;
 mod data_parallel;
 mod handle;
@@ -17,6 +18,7 @@ mod plan;
 mod session;
 mod step;
 
+pub use builder::{CalibrationPolicy, ConnectionBuilder};
 pub use connection::{connect, Connection};
 pub use data_parallel::{
     AdaptiveReport, DataParallel, DataParallelReport, TrainOptions, RESIZE_EVERY,

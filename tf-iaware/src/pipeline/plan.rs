@@ -12,7 +12,7 @@ use crate::cost::{CostModel, Measurements};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use crate::graph::OpGraph;
-use crate::placer::{self, PlaceOptions, Placement, Strategy};
+use crate::placer::{self, OpPlacementStrategy, PlaceOptions, Placement, Strategy};
 use crate::proto::GraphDef;
 use crate::report::{PlaceWithReport, PlacementReport};
 use crate::runtime::{PlacedSession, SessionConfig, Sidecar};
@@ -91,7 +91,8 @@ impl GraphSource for Analyzed {
     }
 }
 
-/// A strategy by name (`"heft"`, `"infra-aware"`, … — [`placer::STRATEGIES`]) or as a value.
+/// A strategy by name (`"heft"`, `"infra-aware"`, … — [`OpPlacementStrategy`]'s table), as an
+/// [`OpPlacementStrategy`], or as a value.
 pub trait StrategyChoice {
     /// The strategy, built with `options`.
     ///
@@ -109,6 +110,12 @@ impl StrategyChoice for &str {
 impl StrategyChoice for &String {
     fn strategy(self, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
         placer::by_name_with(self, options)
+    }
+}
+
+impl StrategyChoice for OpPlacementStrategy {
+    fn strategy(self, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
+        self.build(options)
     }
 }
 
@@ -163,6 +170,17 @@ pub struct Plan {
     cost: CostModel,
     placed: GraphDef,
     config: SessionConfig,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("analyzed", &self.analyzed)
+            .field("step", &self.step)
+            .field("report", &self.report)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Connection {

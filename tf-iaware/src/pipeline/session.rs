@@ -51,6 +51,17 @@ pub struct Run<'l> {
     trace: bool,
 }
 
+impl std::fmt::Debug for Run<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let feeds: Vec<&TensorRef> = self.feeds.iter().map(|(r, _)| r).collect();
+        f.debug_struct("Run")
+            .field("feeds", &feeds)
+            .field("step", &self.ops)
+            .field("traced", &self.trace)
+            .finish()
+    }
+}
+
 impl<'l> Run<'l> {
     /// A run with nothing in it.
     pub fn new() -> Self {
@@ -116,6 +127,17 @@ pub struct Fetched<'l> {
     pub wall: Duration,
     /// Step stats, when the run was [`Run::traced`].
     pub step_stats: Option<StepStats>,
+}
+
+impl std::fmt::Debug for Fetched<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fetched: Vec<&TensorRef> = self.tokens.iter().map(|(r, _)| r).collect();
+        f.debug_struct("Fetched")
+            .field("fetched", &fetched)
+            .field("wall", &self.wall)
+            .field("traced", &self.step_stats.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Fetched<'_> {
@@ -208,6 +230,15 @@ pub struct Session {
     inner: PlacedSession,
     placement: Placement,
     graph: OpGraph,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("session", &self.inner)
+            .field("placed_ops", &self.placement.devices.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Session {

@@ -407,6 +407,18 @@ pub struct AdaptiveTrainer {
     steps_since_plan: usize,
 }
 
+impl std::fmt::Debug for AdaptiveTrainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdaptiveTrainer")
+            .field("workload", &self.workload)
+            .field("plan", &self.plan)
+            .field("trainer", &self.trainer)
+            .field("replans", &self.records.len())
+            .field("steps_since_plan", &self.steps_since_plan)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Availability of every calibrated worker that has a live reading — all of them, not only the
 /// plan's replicas, so a worker left out while busy is taken back when it recovers.
 fn baseline(cluster: &Cluster, workers: &[WorkerCapacity]) -> Vec<(String, f64)> {

@@ -38,7 +38,7 @@ pub fn replica_memory(name: &str) -> Result<crate::parallel::ReplicaMemory> {
 }
 
 /// What data-parallel training trains: a zoo model by name, or a graph of the user's own.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub enum Workload {
     /// A model of the built-in zoo (`models::zoo`), built anew per plan.
     Zoo(String),
@@ -165,6 +165,7 @@ impl Workload {
 }
 
 /// A single-tower training graph and its sidecar.
+#[derive(Debug)]
 pub struct GraphWorkload {
     /// Its name in reports.
     pub name: String,
@@ -219,6 +220,7 @@ pub fn variables(graph: &OpGraph) -> Vec<VarInfo> {
 }
 
 /// A graph replicated for a plan, analysed by TensorFlow, with a device for every op.
+#[derive(Debug)]
 pub struct ReplicatedGraph {
     /// The replicated graph as TensorFlow analysed it.
     pub analyzed: Analyzed,

@@ -32,6 +32,15 @@ pub struct PlacedSession {
     pub run_timeout_ms: i64,
 }
 
+impl std::fmt::Debug for PlacedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlacedSession")
+            .field("siblings", &self.siblings.len())
+            .field("run_timeout_ms", &self.run_timeout_ms)
+            .finish_non_exhaustive()
+    }
+}
+
 impl PlacedSession {
     /// Creates a session over `graph` with `config`.
     ///

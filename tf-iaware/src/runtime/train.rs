@@ -110,6 +110,16 @@ pub struct Trainer {
     batch: usize,
 }
 
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("session", &self.session)
+            .field("feeds", &self.feeds.len())
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Trainer {
     /// Prepares feeds (a fixed synthetic batch, seeded) for `sidecar`'s inputs, each of its
     /// placeholder's element type (float noise or one-hot rows; integer classes; bools); a

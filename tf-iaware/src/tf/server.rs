@@ -20,6 +20,14 @@ pub struct Server {
     target: String,
 }
 
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What a started server exposes, in words: TensorFlow 2.21's gRPC server listens on
 /// `0.0.0.0:PORT` (`GrpcServer::Init` builds the listening address from the port alone; a
 /// `ServerDef` has no field for the host to bind), whatever host TF_CONFIG names, and its worker

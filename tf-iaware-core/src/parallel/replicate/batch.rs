@@ -1,0 +1,331 @@
+//! Where each replica's share of the batch comes from: fed placeholders sized to the share, or a
+//! synthetic batch that lives on the replica's worker; and the sidecar of the replicated graph.
+
+use std::collections::BTreeMap;
+
+use super::{refuse, replica_name, Output, Role};
+use crate::error::Result;
+use crate::graph::Sidecar;
+use crate::parallel::plan::Replica;
+use crate::proto::attr::{self, DT_FLOAT, DT_INT32};
+use crate::proto::{NodeDef, TensorShapeProto};
+
+/// Where each replica's share of the batch comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchData {
+    /// Fed at every step: replica `k`'s placeholders are `replica_k/<input>`, listed with their
+    /// shapes in [`Replication::sidecar`](super::Replication::sidecar) (real data, or synthetic
+    /// batches sent by the driver).
+    Feed,
+    /// A fixed synthetic batch that lives on the replica's worker (uniform noise in [-1, 1), or
+    /// one-hot rows for label inputs), drawn with `seed` when `init` or `init_data` runs: nothing
+    /// crosses the network per step, as in a benchmark of the model rather than of the input
+    /// pipeline.
+    Synthetic {
+        /// Seed of the random batch.
+        seed: i64,
+    },
+}
+
+/// Name of the op that initialises only the replicas' synthetic batches (after a re-plan, when
+/// the variables on the ps survived). Present in every replicated graph (a no-op for fed ones).
+const INIT_DATA_OP: &str = "init_data";
+
+/// Sets the leading dimension of a placeholder's `shape` attribute to `batch`.
+///
+/// # Errors
+/// [`Error::Replication`](crate::Error::Replication) for a placeholder of unknown rank or a
+/// scalar one.
+pub(super) fn set_batch(node: &mut NodeDef, batch: i64) -> Result<()> {
+    let mut value = attr::get(node, "shape").unwrap_or_default();
+    let shape = value.shape.get_or_insert_with(TensorShapeProto::default);
+    if shape.unknown_rank {
+        return Err(refuse(
+            &node.name,
+            "a sidecar input needs a placeholder of known rank (its leading dimension is the batch)",
+        ));
+    }
+    match shape.dim.first_mut() {
+        Some(d) => d.size = batch,
+        None => {
+            return Err(refuse(
+                &node.name,
+                "a scalar placeholder has no batch dimension",
+            ))
+        }
+    }
+    node.attr
+        .insert("shape".into(), prost::Message::encode_to_vec(&value));
+    Ok(())
+}
+
+/// Adds [`INIT_DATA_OP`], and with [`BatchData::Synthetic`] turns every replica's placeholders
+/// into reads of a variable on its worker, initialised by `init` and by [`INIT_DATA_OP`].
+///
+/// # Errors
+/// [`Error::Replication`](crate::Error::Replication) when the graph has an op named
+/// [`INIT_DATA_OP`] that is not a `NoOp`, or a synthetic input of unknown shape.
+pub(super) fn add_batch_data(
+    out: &mut Output,
+    sidecar: &Sidecar,
+    replicas: &[Replica],
+    data: BatchData,
+) -> Result<()> {
+    let nodes = &out.graph_def.node;
+    let existing = nodes.iter().position(|n| n.name == INIT_DATA_OP);
+    if existing.is_some_and(|i| nodes[i].op != "NoOp") {
+        return Err(refuse(
+            INIT_DATA_OP,
+            "the graph already has an op of the name tf-iaware's data initialiser takes",
+        ));
+    }
+    let mut assigns = Vec::new();
+    if let BatchData::Synthetic { seed } = data {
+        let mut added = Vec::new();
+        for (k, r) in replicas.iter().enumerate() {
+            for (i, (name, shape)) in sidecar.inputs.iter().enumerate() {
+                let read = replica_name(k, name);
+                let Some(at) = out.graph_def.node.iter().position(|n| n.name == read) else {
+                    continue;
+                };
+                let mut dims = shape.clone();
+                if let Some(d) = dims.first_mut() {
+                    *d = r.batch as i64;
+                }
+                if dims.is_empty() || dims.iter().any(|&d| d < 0) {
+                    return Err(refuse(
+                        name,
+                        format!("a synthetic batch needs a known shape, not {dims:?}"),
+                    ));
+                }
+                let input = SyntheticInput {
+                    base: format!("tf_iaware_data/r{k}_b{}/{name}", r.batch),
+                    dims,
+                    seed: seed.wrapping_mul(1000).wrapping_add((k * 100 + i) as i64),
+                    one_hot: sidecar.one_hot.contains(name),
+                };
+                let (handle, assign) = input.variable(&mut added);
+                assigns.push(format!("^{assign}"));
+                // The placeholder becomes a read of the variable, under the same name.
+                out.graph_def.node[at] = attr::node(
+                    &read,
+                    "ReadVariableOp",
+                    vec![handle],
+                    vec![("dtype", attr::dtype(DT_FLOAT))],
+                );
+                for n in &added {
+                    out.roles.entry(n.name.clone()).or_insert(Role::Replica(k));
+                }
+            }
+        }
+        out.graph_def.node.extend(added);
+        let init = out
+            .graph_def
+            .node
+            .iter_mut()
+            .find(|n| n.name == sidecar.init);
+        if let Some(init) = init {
+            init.input.extend(assigns.iter().cloned());
+        }
+    }
+    // A graph that has its own (the zoo's) gets the assigns added to it.
+    match existing {
+        Some(i) => out.graph_def.node[i].input.extend(assigns),
+        None => out
+            .graph_def
+            .node
+            .push(attr::node(INIT_DATA_OP, "NoOp", assigns, vec![])),
+    }
+    out.roles.insert(INIT_DATA_OP.into(), Role::Shared);
+    Ok(())
+}
+
+/// One replica's synthetic batch of one input: a float variable of shape `dims` under `base`,
+/// assigned uniform noise in [-1, 1) or one-hot rows.
+struct SyntheticInput {
+    base: String,
+    dims: Vec<i64>,
+    /// The random ops' `seed`.
+    seed: i64,
+    one_hot: bool,
+}
+
+impl SyntheticInput {
+    /// Adds the variable, its value and its assignment to `added`; returns the variable's
+    /// handle and the assignment's name.
+    fn variable(&self, added: &mut Vec<NodeDef>) -> (String, String) {
+        let base = &self.base;
+        let float = attr::dtype(DT_FLOAT);
+        let handle = format!("{base}/handle");
+        added.push(attr::node(
+            &handle,
+            "VarHandleOp",
+            vec![],
+            vec![
+                ("dtype", float.clone()),
+                ("shape", attr::shape(attr::shape_of(&self.dims))),
+                ("shared_name", attr::string(&handle)),
+            ],
+        ));
+        let value = if self.one_hot {
+            self.one_hot_rows(added)
+        } else {
+            self.uniform(added)
+        };
+        let assign = format!("{base}/assign");
+        added.push(attr::node(
+            &assign,
+            "AssignVariableOp",
+            vec![handle.clone(), value],
+            vec![("dtype", float)],
+        ));
+        (handle, assign)
+    }
+
+    /// One-hot rows of random classes (the last dimension is the number of classes).
+    fn one_hot_rows(&self, added: &mut Vec<NodeDef>) -> String {
+        let (base, dims) = (&self.base, &self.dims);
+        let float = attr::dtype(DT_FLOAT);
+        let int32 = attr::dtype(DT_INT32);
+        let classes = *dims.last().unwrap_or(&1);
+        let constant = |name: &str, dtype: &Vec<u8>, value: Vec<u8>| {
+            attr::node(
+                &format!("{base}/{name}"),
+                "Const",
+                vec![],
+                vec![("dtype", dtype.clone()), ("value", value)],
+            )
+        };
+        let rows = &dims[..dims.len() - 1];
+        added.push(constant("rows", &int32, attr::int32_vector(rows)));
+        added.push(constant("zero", &int32, attr::int32_scalar(0)));
+        added.push(constant("classes", &int32, attr::int32_scalar(classes)));
+        added.push(attr::node(
+            &format!("{base}/labels"),
+            "RandomUniformInt",
+            vec![
+                format!("{base}/rows"),
+                format!("{base}/zero"),
+                format!("{base}/classes"),
+            ],
+            vec![
+                ("T", int32.clone()),
+                ("Tout", int32.clone()),
+                ("seed", attr::int(self.seed)),
+                ("seed2", attr::int(7)),
+            ],
+        ));
+        added.push(constant("on", &float, attr::float_scalar(DT_FLOAT, 1.0)));
+        added.push(constant("off", &float, attr::float_scalar(DT_FLOAT, 0.0)));
+        let value = format!("{base}/value");
+        added.push(attr::node(
+            &value,
+            "OneHot",
+            vec![
+                format!("{base}/labels"),
+                format!("{base}/classes"),
+                format!("{base}/on"),
+                format!("{base}/off"),
+            ],
+            vec![("T", float), ("TI", int32), ("axis", attr::int(-1))],
+        ));
+        value
+    }
+
+    /// Uniform noise in [-1, 1).
+    fn uniform(&self, added: &mut Vec<NodeDef>) -> String {
+        let base = &self.base;
+        let float = attr::dtype(DT_FLOAT);
+        let int32 = attr::dtype(DT_INT32);
+        added.push(attr::node(
+            &format!("{base}/shape"),
+            "Const",
+            vec![],
+            vec![
+                ("dtype", int32.clone()),
+                ("value", attr::int32_vector(&self.dims)),
+            ],
+        ));
+        added.push(attr::node(
+            &format!("{base}/uniform"),
+            "RandomUniform",
+            vec![format!("{base}/shape")],
+            vec![
+                ("T", int32),
+                ("dtype", float.clone()),
+                ("seed", attr::int(self.seed)),
+                ("seed2", attr::int(7)),
+            ],
+        ));
+        for (name, v) in [("two", 2.0), ("one", 1.0)] {
+            added.push(attr::node(
+                &format!("{base}/{name}"),
+                "Const",
+                vec![],
+                vec![
+                    ("dtype", float.clone()),
+                    ("value", attr::float_scalar(DT_FLOAT, v)),
+                ],
+            ));
+        }
+        added.push(attr::node(
+            &format!("{base}/scaled"),
+            "Mul",
+            vec![format!("{base}/uniform"), format!("{base}/two")],
+            vec![("T", float.clone())],
+        ));
+        let value = format!("{base}/value");
+        added.push(attr::node(
+            &value,
+            "Sub",
+            vec![format!("{base}/scaled"), format!("{base}/one")],
+            vec![("T", float)],
+        ));
+        value
+    }
+}
+
+/// The sidecar of the replicated graph: every fed replica's placeholders with their shares
+/// (one-hot ones marked), the original `init`, `train` and `loss`, the global batch, and the
+/// logits as replica 0 computes them where they are replicated.
+pub(super) fn replicated_sidecar(
+    sidecar: &Sidecar,
+    replicas: &[Replica],
+    data: BatchData,
+    logits_replicated: bool,
+) -> Sidecar {
+    let mut out = Sidecar {
+        inputs: BTreeMap::new(),
+        init: sidecar.init.clone(),
+        train: sidecar.train.clone(),
+        loss: sidecar.loss.clone(),
+        one_hot: Vec::new(),
+        batch: Some(replicas.iter().map(|r| r.batch).sum()),
+        logits: sidecar.logits.as_ref().map(|l| {
+            if logits_replicated {
+                replica_name(0, l)
+            } else {
+                l.clone()
+            }
+        }),
+    };
+    let fed = if data == BatchData::Feed {
+        replicas
+    } else {
+        &[]
+    };
+    for (k, r) in fed.iter().enumerate() {
+        for (name, shape) in &sidecar.inputs {
+            let mut dims = shape.clone();
+            if let Some(d) = dims.first_mut() {
+                *d = r.batch as i64;
+            }
+            let placeholder = replica_name(k, name);
+            if sidecar.one_hot.contains(name) {
+                out.one_hot.push(placeholder.clone());
+            }
+            out.inputs.insert(placeholder, dims);
+        }
+    }
+    out
+}
