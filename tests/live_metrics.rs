@@ -112,8 +112,8 @@ fn a_cotenant_in_one_workers_cgroup_lowers_its_availability_and_its_share() {
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
     let a = |w: &str| devices.devices[devices.index_of(w).unwrap()].availability;
     let (a0, a1) = (a(&workers[0]), a(&workers[1]));
-    // Worker 0 has its whole node (at least the fair share of it under contention).
-    assert!(a1 <= 0.22 && a0 >= 0.5, "{a0} {a1}");
+    // Worker 0 has its whole node (less what the host's other runnable threads take of it).
+    assert!(a1 <= 0.22 && a0 > a1, "{a0} {a1}");
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::plan_live(
         &equal(&workers),
@@ -227,10 +227,12 @@ fn a_calibration_under_heavy_load_does_not_poison_the_cache() {
     let d = &v["devices"][0];
     assert_eq!(d["live"]["source"], "local-sampler", "{d}");
     assert!(d["live"]["free_fraction"].as_f64().unwrap() < 0.75, "{d}");
-    assert!(
-        d["availability"].as_f64().unwrap() >= 0.5,
-        "never collapses: {d}"
-    );
+    // Two hogs on this host's CPUs: availability falls with the threads the kernel counts, as
+    // the fair scheduler shares the cores, but never to the old 0.001 floor.
+    let a = d["availability"].as_f64().unwrap();
+    let competing = d["live"]["competing_tasks"].as_f64().unwrap();
+    assert!(competing >= 1.0, "the hogs are counted: {d}");
+    assert!(a < 1.0 && a > 0.01, "{d}");
     assert_eq!(
         v["calibration"]["cached"],
         Value::Null,

@@ -79,9 +79,13 @@ pub struct LiveStatus {
     /// Share of the allotment the process's own hard cap leaves it (`h`, 0–1; 1 for a GPU).
     #[serde(default)]
     pub hard_share: Option<f64>,
-    /// Share of what the hard cap leaves that the process gets under contention (`s`, ½–1).
+    /// Share of what the hard cap leaves that the process gets under contention (`s`, 0–1).
     #[serde(default)]
     pub contention_share: Option<f64>,
+    /// Runnable threads competing with the process for its CPUs and its cgroup's quota (CPU;
+    /// `n + k` of [`live`](super::live)), count.
+    #[serde(default)]
+    pub competing_tasks: Option<f64>,
     /// Hardware fingerprint of the device as the reading describes it (CPU model when known,
     /// logical cores, allotment; GPU name): calibrations are only reused on equal hardware.
     #[serde(default)]
