@@ -11,7 +11,8 @@
 
 use std::collections::HashMap;
 
-use super::model::{Cluster, Link, Locality, Place};
+use super::link::{Locality, Place};
+use super::model::{Cluster, Link};
 use super::DeviceId;
 
 /// No rack (unknown).
