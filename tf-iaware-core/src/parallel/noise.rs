@@ -168,10 +168,10 @@ pub struct ProbeFit {
 }
 
 /// A data-parallel calibration that survives noise: each worker is fitted
-/// ([`WorkerCapacity::fit`]) to its median step time at each probe batch, and workers whose
-/// step times at the largest probe batch they share cannot be told apart at [`Z_TELL_APART`]
-/// (the medians' standard errors from the pooled `log_spread` of every (worker, batch)
-/// group) get one figure (`pool_indistinguishable`'s pooling), so the planner gives equal
+/// ([`WorkerCapacity::fit`], within physical bounds) to its median step time at each probe
+/// batch, and workers whose step times at the largest probe batch they share cannot be told
+/// apart at [`Z_TELL_APART`] (the medians' standard errors from the pooled `log_spread` of
+/// every (worker, batch) group) get one fit over all their probes, so the planner gives equal
 /// workers equal shares however the noise fell.
 ///
 /// The step time at one batch is the test rather than the fitted rate because a fit over a few
@@ -183,16 +183,15 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
         .iter()
         .filter(|p| p.step_ms.iter().any(|(_, t)| median(t).is_some()))
         .collect();
+    let medians = |p: &Probe| -> Vec<(usize, f64)> {
+        p.step_ms
+            .iter()
+            .filter_map(|(b, t)| Some((*b, median(t)?)))
+            .collect()
+    };
     let mut capacity: Vec<WorkerCapacity> = measured
         .iter()
-        .map(|p| {
-            let points: Vec<(usize, f64)> = p
-                .step_ms
-                .iter()
-                .filter_map(|(b, t)| Some((*b, median(t)?)))
-                .collect();
-            WorkerCapacity::fit(&p.device, &points)
-        })
+        .map(|p| WorkerCapacity::fit(&p.device, &medians(p)))
         .collect();
     let spread = log_spread(
         measured
@@ -227,7 +226,15 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
             }
             pooled = indistinguishable_groups(&rates, &rel_se);
             for group in &pooled {
-                pool(&mut capacity, group);
+                // One fit over every member's probes: workers the noise cannot tell apart are
+                // one device measured several times, not several lines to average.
+                let points: Vec<(usize, f64)> =
+                    group.iter().flat_map(|&i| medians(measured[i])).collect();
+                let joint = WorkerCapacity::fit("", &points);
+                for &i in group {
+                    capacity[i].samples_per_sec = joint.samples_per_sec;
+                    capacity[i].fixed_ms = joint.fixed_ms;
+                }
             }
         }
     }
@@ -745,5 +752,39 @@ mod tests {
         assert_eq!(devices, vec![dev(0), dev(1)]);
         // 40 ms more for 12 samples: 300 samples/s, 16.7 ms fixed.
         assert!((fit.capacity[0].samples_per_sec - 300.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn identical_workers_with_flat_steps_keep_their_plan_whichever_way_the_noise_tilts() {
+        // A small model: ~9 ms per step whatever the batch, probed at 3/6/12 samples. In one
+        // run the noise tilts worker 0's line up and worker 1's down; in the next the reverse.
+        // Unbounded fits made 343,745 samples/s + 9.0 ms of one and 1,314 samples/s + 0 ms of
+        // the other, and the whole batch went to whichever the noise favoured.
+        let flat = |i: usize, tilt: f64| Probe {
+            device: dev(i),
+            step_ms: [3usize, 6, 12]
+                .iter()
+                .map(|&b| {
+                    let t = 9.0 + tilt * (b as f64 - 6.0) / 6.0;
+                    (b, vec![t * 0.98, t, t * 1.03])
+                })
+                .collect(),
+        };
+        let mut plans = Vec::new();
+        for (t0, t1) in [(0.08, -0.08), (-0.08, 0.08)] {
+            let fit = fit_probes(&[flat(0, t0), flat(1, t1)]);
+            assert_eq!(fit.pooled.len(), 1, "one device measured twice");
+            assert_eq!(fit.pooled[0].len(), 2);
+            assert_eq!(
+                fit.capacity[0].samples_per_sec,
+                fit.capacity[1].samples_per_sec
+            );
+            for c in &fit.capacity {
+                assert!(c.fixed_ms > 8.0 && c.samples_per_sec.is_finite(), "{c:?}");
+            }
+            let p = infra_aware(&fit.capacity, &ps(), &[], 24, &options()).unwrap();
+            plans.push(shares(&p, 2));
+        }
+        assert_eq!(plans[0], plans[1], "the plan does not flip: {plans:?}");
     }
 }

@@ -1,6 +1,6 @@
 //! The pure least-squares fits that turn timed micro-benchmarks into calibrated figures:
-//! lines constrained to their physical signs (`fit_affine`), links (`fit_link`) and compute
-//! rates (`fit_compute`).
+//! lines constrained to their physical signs (`fit_affine`), links (`fit_link`), compute
+//! rates (`fit_compute`) and whole training steps against their batch ([`fit_step_line`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -187,9 +187,187 @@ pub(crate) fn fit_compute(subject: &str, samples: &[(f64, f64)]) -> Result<Compu
     })
 }
 
+/// Most FLOP/s one CPU core can do (fp32: AVX-512 with two FMA units, 32 FMA = 64 FLOP per
+/// cycle, at 4 GHz): the physical ceiling on a calibrated CPU throughput.
+pub const MAX_CPU_CORE_FLOPS: f64 = 2.56e11;
+
+/// Without a device bound, a step-time fit claims at most this many times the whole-step
+/// throughput at its largest batch as its marginal throughput: a step that is 99 % fixed cost
+/// is as flat as the probes of a small model can show, so a flatter line is noise.
+pub const FLAT_LINE_RATIO: f64 = 100.0;
+
+/// A worker's step time against its batch: `ms = fixed_ms + batch / samples_per_sec × 1000`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepLine {
+    /// Cost of a step whatever its batch, ms (≥ 0).
+    pub fixed_ms: f64,
+    /// Marginal throughput, samples/s (positive, finite).
+    pub samples_per_sec: f64,
+    /// Whether the throughput sits at its bound (the probes could not show a smaller slope).
+    pub at_bound: bool,
+}
+
+/// Fits a [`StepLine`] to `(batch, step ms)` points by least squares within physical bounds:
+/// the fixed cost is not negative and the throughput is at most `max_samples_per_sec` (what the
+/// device's cores can do, when known) and at most [`FLAT_LINE_RATIO`] × the whole-step
+/// throughput at the largest batch. An unconstrained fit outside the bounds is refitted on the
+/// bound it crossed (through the origin, or at the largest throughput) and the better of the two
+/// kept — the exact constrained least-squares line. A single distinct batch gives a line
+/// through the origin (all of the step is per sample: the conservative reading).
+///
+/// Unbounded, two identical workers whose step time hardly grows with the batch were fitted
+/// 343,745 samples/s + 9.0 ms and 1,314 samples/s + 0 ms (a slope just above 0, and one just
+/// below it taken as "no fixed cost"); bounded, both read as what they are: a flat step.
+///
+/// Returns `None` without a point of positive batch and finite, positive time.
+pub fn fit_step_line(
+    points: &[(usize, f64)],
+    max_samples_per_sec: Option<f64>,
+) -> Option<StepLine> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(b, ms)| *b > 0 && ms.is_finite() && *ms > 0.0)
+        .map(|&(b, ms)| (b as f64, ms))
+        .collect();
+    let n = pts.len() as f64;
+    let largest = pts.iter().map(|p| p.0).fold(f64::NAN, f64::max);
+    if pts.is_empty() || !largest.is_finite() {
+        return None;
+    }
+    let at_largest: Vec<f64> = pts.iter().filter(|p| p.0 == largest).map(|p| p.1).collect();
+    let t_largest = at_largest.iter().sum::<f64>() / at_largest.len() as f64;
+    let flat = FLAT_LINE_RATIO * largest / t_largest * 1e3;
+    let max_rate = max_samples_per_sec
+        .filter(|m| m.is_finite() && *m > 0.0)
+        .map_or(flat, |m| m.min(flat));
+    let b_min = 1e3 / max_rate;
+    let rss = |a: f64, b: f64| {
+        pts.iter()
+            .map(|&(x, y)| (y - a - b * x).powi(2))
+            .sum::<f64>()
+    };
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let origin = {
+        let b =
+            pts.iter().map(|p| p.0 * p.1).sum::<f64>() / pts.iter().map(|p| p.0 * p.0).sum::<f64>();
+        (0.0, b.max(b_min))
+    };
+    let (a, b) = if sxx <= f64::EPSILON * mx.max(1.0) * n {
+        origin
+    } else {
+        let b = sxy / sxx;
+        let a = my - b * mx;
+        if a >= 0.0 && b >= b_min {
+            (a, b)
+        } else {
+            let flat_line = ((my - b_min * mx).max(0.0), b_min);
+            if rss(origin.0, origin.1) <= rss(flat_line.0, flat_line.1) {
+                origin
+            } else {
+                flat_line
+            }
+        }
+    };
+    Some(StepLine {
+        fixed_ms: a,
+        samples_per_sec: 1e3 / b,
+        at_bound: b <= b_min * (1.0 + 1e-12),
+    })
+}
+
+/// `line` with its throughput capped at `max_samples_per_sec` (what the device's cores can do),
+/// keeping its step time at `at_batch` (the probe batch, the best-measured point): the fixed
+/// cost takes what the capped throughput no longer explains, never below 0. A line within the
+/// bound, or a bound that is not a positive number, is returned as it is.
+pub fn bound_step_line(line: StepLine, max_samples_per_sec: f64, at_batch: usize) -> StepLine {
+    if !(max_samples_per_sec.is_finite() && max_samples_per_sec > 0.0)
+        || line.samples_per_sec <= max_samples_per_sec
+    {
+        return line;
+    }
+    let b = at_batch as f64;
+    let step = line.fixed_ms + b / line.samples_per_sec * 1e3;
+    StepLine {
+        fixed_ms: (step - b / max_samples_per_sec * 1e3).max(0.0),
+        samples_per_sec: max_samples_per_sec,
+        at_bound: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn step_lines_keep_their_physical_bounds_on_degenerate_probes() {
+        // Two identical workers of a small model: the step is ~9 ms whatever the batch (probes
+        // at 3, 6 and 12 samples). Noise tilts one line up, the other down.
+        let up = [(3, 8.95), (6, 8.97), (12, 9.05)];
+        let down = [(3, 9.10), (6, 9.02), (12, 9.00)];
+        let a = fit_step_line(&up, None).unwrap();
+        let b = fit_step_line(&down, None).unwrap();
+        for l in [a, b] {
+            assert!(l.fixed_ms > 8.5 && l.fixed_ms < 9.1, "{l:?}");
+            assert!(l.samples_per_sec.is_finite() && l.samples_per_sec > 0.0);
+            // The step at the probe batch is what was measured, within the noise.
+            let t = l.fixed_ms + 12.0 / l.samples_per_sec * 1e3;
+            assert!((t - 9.0).abs() < 0.15, "{l:?} {t}");
+        }
+        // Unbounded these were 343,745 samples/s + 9.0 ms and 1,314 samples/s + 0 ms: the
+        // second is now flat too, at the bound, and both predict the same for any batch.
+        assert!(b.at_bound, "{b:?}");
+        assert!(b.samples_per_sec <= FLAT_LINE_RATIO * 12.0 / 9.0e-3 + 1e-6);
+        for batch in [1.0, 32.0, 64.0] {
+            let ta = a.fixed_ms + batch / a.samples_per_sec * 1e3;
+            let tb = b.fixed_ms + batch / b.samples_per_sec * 1e3;
+            assert!((ta - tb).abs() / tb < 0.1, "batch {batch}: {ta} vs {tb}");
+        }
+        // A device bound tighter than the data's: the throughput stops there.
+        let capped = fit_step_line(&up, Some(2_000.0)).unwrap();
+        assert!(capped.at_bound && (capped.samples_per_sec - 2_000.0).abs() < 1e-9);
+        assert!(capped.fixed_ms >= 0.0);
+    }
+
+    #[test]
+    fn step_lines_recover_clean_lines_and_refuse_garbage() {
+        let l = fit_step_line(&[(4, 140.0), (8, 180.0), (16, 260.0)], None).unwrap();
+        assert!((l.samples_per_sec - 100.0).abs() < 1e-9 && (l.fixed_ms - 100.0).abs() < 1e-9);
+        assert!(!l.at_bound);
+        // A line that would cross 0 ms is refitted through the origin: no negative fixed cost.
+        let l = fit_step_line(&[(4, 30.0), (8, 80.0), (16, 180.0)], None).unwrap();
+        assert_eq!(l.fixed_ms, 0.0);
+        assert!(l.samples_per_sec > 0.0);
+        // One batch: all of the step per sample.
+        let l = fit_step_line(&[(8, 80.0), (8, 80.0)], None).unwrap();
+        assert!((l.samples_per_sec - 100.0).abs() < 1e-9 && l.fixed_ms == 0.0);
+        assert_eq!(fit_step_line(&[], None), None);
+        assert_eq!(
+            fit_step_line(&[(0, 1.0), (4, f64::NAN), (4, -1.0)], None),
+            None
+        );
+    }
+
+    #[test]
+    fn a_throughput_bound_keeps_the_step_at_the_probe_batch() {
+        let l = StepLine {
+            fixed_ms: 9.0,
+            samples_per_sec: 343_745.0,
+            at_bound: false,
+        };
+        let b = bound_step_line(l, 50_000.0, 12);
+        assert_eq!(b.samples_per_sec, 50_000.0);
+        let step = |l: StepLine| l.fixed_ms + 12.0 / l.samples_per_sec * 1e3;
+        assert!((step(b) - step(l)).abs() < 1e-9);
+        assert_eq!(bound_step_line(l, f64::NAN, 12), l);
+        assert_eq!(bound_step_line(b, 60_000.0, 12), b);
+        // Never a negative fixed cost: a bound far below the data takes the whole step.
+        assert_eq!(bound_step_line(l, 10.0, 12).fixed_ms, 0.0);
+    }
 
     #[test]
     fn fit_link_recovers_latency_and_bandwidth() {

@@ -4,7 +4,10 @@
 pub mod fit;
 pub mod profile;
 
-pub use fit::{ComputeFit, LinkFit};
+pub use fit::{
+    bound_step_line, fit_step_line, ComputeFit, LinkFit, StepLine, FLAT_LINE_RATIO,
+    MAX_CPU_CORE_FLOPS,
+};
 pub use profile::{
     capability, CalibrationProfile, DeviceCalibration, LinkCalibration, MIN_AVAILABILITY,
     PROFILE_FORMAT,
