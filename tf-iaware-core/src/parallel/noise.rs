@@ -189,15 +189,19 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
             .filter_map(|(b, t)| Some((*b, median(t)?)))
             .collect()
     };
-    let mut capacity: Vec<WorkerCapacity> = measured
-        .iter()
-        .map(|p| WorkerCapacity::fit(&p.device, &medians(p)))
-        .collect();
     let spread = log_spread(
         measured
             .iter()
             .flat_map(|p| p.step_ms.iter().map(|(_, t)| t.as_slice())),
     );
+    // A line over these probes: its throughput no higher than the noise lets them show.
+    let fit_line = |device: &str, probes: &[&Probe]| -> WorkerCapacity {
+        let points: Vec<(usize, f64)> = probes.iter().flat_map(|p| medians(p)).collect();
+        let bound = spread.and_then(|s| noise_bound(&points, probes, s));
+        WorkerCapacity::fit_bounded(device, &points, bound)
+    };
+    let mut capacity: Vec<WorkerCapacity> =
+        measured.iter().map(|p| fit_line(&p.device, &[p])).collect();
     let mut pooled = Vec::new();
     if let Some(s) = spread {
         // The largest batch every measured worker was probed at.
@@ -228,9 +232,8 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
             for group in &pooled {
                 // One fit over every member's probes: workers the noise cannot tell apart are
                 // one device measured several times, not several lines to average.
-                let points: Vec<(usize, f64)> =
-                    group.iter().flat_map(|&i| medians(measured[i])).collect();
-                let joint = WorkerCapacity::fit("", &points);
+                let members: Vec<&Probe> = group.iter().map(|&i| measured[i]).collect();
+                let joint = fit_line("", &members);
                 for &i in group {
                     capacity[i].samples_per_sec = joint.samples_per_sec;
                     capacity[i].fixed_ms = joint.fixed_ms;
@@ -243,6 +246,31 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
         spread,
         pooled,
     }
+}
+
+/// The largest marginal throughput (samples/s) that `points` — median step times (ms) at each
+/// batch of `probes`, whose single steps have relative noise `spread` — can tell from a flat
+/// line: `1000 / (Z_GAIN × SE(slope))`, the slope's standard error from the medians' (each
+/// `median_rel_se` of the mean step) over the spread of the batches. A slope the noise cannot
+/// tell from 0 is taken at that one-sided 95 % bound instead of at whatever the noise made
+/// it, so two runs of one worker read about the same figure. `None` with fewer than two
+/// distinct batches or no noise.
+fn noise_bound(points: &[(usize, f64)], probes: &[&Probe], spread: f64) -> Option<f64> {
+    let n = probes
+        .iter()
+        .flat_map(|p| p.step_ms.iter())
+        .map(|(_, t)| t.iter().filter(|x| x.is_finite() && **x > 0.0).count())
+        .filter(|&k| k > 0)
+        .min()?;
+    if points.is_empty() {
+        return None;
+    }
+    let xs: Vec<f64> = points.iter().map(|p| p.0 as f64).collect();
+    let mx = xs.iter().sum::<f64>() / xs.len() as f64;
+    let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
+    let my = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+    let se_slope = median_rel_se(spread, n) * my / sxx.sqrt();
+    (sxx > 0.0 && se_slope > 0.0 && se_slope.is_finite()).then(|| 1e3 / (Z_GAIN * se_slope))
 }
 
 /// Predicted step of `plan` from `capacity`, ms: the slowest replica's

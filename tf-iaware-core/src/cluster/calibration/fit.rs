@@ -95,16 +95,24 @@ pub struct LinkFit {
     pub rms_residual: f64,
     /// Number of samples fitted.
     pub samples: usize,
+    /// Whether the time did not grow with size: the latency is what was measured, the
+    /// bandwidth only as large as the probes can show ([`FLAT_LINE_RATIO`] × the largest
+    /// tensor's bytes per second).
+    #[serde(default)]
+    pub latency_dominated: bool,
 }
 
 /// Fits `seconds = latency + bytes / bandwidth` to timed transfers `(bytes, seconds)` by least
-/// squares (latency ≥ 0).
+/// squares (latency ≥ 0). Times that do not grow with size give a latency-dominated link
+/// (the least-squares line whose bandwidth is at most [`FLAT_LINE_RATIO`] × the largest
+/// tensor's bytes per second) rather than no link: a task that answers every Send/Recv late
+/// is slow to reach whatever the tensor.
 ///
 /// `subject` names the link in errors (e.g. `"CPU:0 → CPU:1"`).
 ///
 /// # Errors
 /// [`Error::Calibration`] with fewer than two distinct sizes, a non-finite or negative time, or
-/// times that do not grow with size (use larger tensors).
+/// transfers that took no time at all (the tensor is handed over, not copied).
 pub(crate) fn fit_link(subject: &str, samples: &[(u64, f64)]) -> Result<LinkFit> {
     let bad = |reason: String| Error::Calibration {
         subject: subject.into(),
@@ -123,15 +131,40 @@ pub(crate) fn fit_link(subject: &str, samples: &[(u64, f64)]) -> Result<LinkFit>
     }
     let points: Vec<(f64, f64)> = samples.iter().map(|&(b, s)| (b as f64, s)).collect();
     let fit = fit_affine(&points).ok_or_else(|| bad("samples are not finite".into()))?;
-    if fit.slope <= 0.0 {
+    if fit.slope > 0.0 {
+        return Ok(LinkFit {
+            link: Link::new(fit.intercept, 1.0 / fit.slope),
+            rms_residual: fit.rms_residual,
+            samples: samples.len(),
+            latency_dominated: false,
+        });
+    }
+    // The time does not grow with size: a latency-dominated link (a throttled task answers
+    // every transfer late, whatever it carries) — unless nothing took any time at all (the
+    // tensor is handed over, not copied: keep the nominal link).
+    let largest = points.iter().map(|p| p.0).fold(0.0, f64::max);
+    let at_largest: Vec<f64> = points
+        .iter()
+        .filter(|p| p.0 == largest)
+        .map(|p| p.1)
+        .collect();
+    let t_largest = at_largest.iter().sum::<f64>() / at_largest.len() as f64;
+    if !(t_largest > 0.0 && largest > 0.0) {
         return Err(bad(
-            "transfer time does not grow with size; time larger tensors so bandwidth shows".into(),
+            "transfers took no measurable time (the tensor is handed over, not copied)".into(),
         ));
     }
+    let slope_min = t_largest / (FLAT_LINE_RATIO * largest);
+    let (latency, slope) = constrained_line(&points, slope_min);
+    let rss: f64 = points
+        .iter()
+        .map(|&(x, y)| (y - latency - slope * x).powi(2))
+        .sum();
     Ok(LinkFit {
-        link: Link::new(fit.intercept, 1.0 / fit.slope),
-        rms_residual: fit.rms_residual,
+        link: Link::new(latency, 1.0 / slope),
+        rms_residual: (rss / points.len() as f64).sqrt(),
         samples: samples.len(),
+        latency_dominated: true,
     })
 }
 
@@ -229,7 +262,6 @@ pub fn fit_step_line(
         .filter(|(b, ms)| *b > 0 && ms.is_finite() && *ms > 0.0)
         .map(|&(b, ms)| (b as f64, ms))
         .collect();
-    let n = pts.len() as f64;
     let largest = pts.iter().map(|p| p.0).fold(f64::NAN, f64::max);
     if pts.is_empty() || !largest.is_finite() {
         return None;
@@ -241,6 +273,20 @@ pub fn fit_step_line(
         .filter(|m| m.is_finite() && *m > 0.0)
         .map_or(flat, |m| m.min(flat));
     let b_min = 1e3 / max_rate;
+    let (a, b) = constrained_line(&pts, b_min);
+    Some(StepLine {
+        fixed_ms: a,
+        samples_per_sec: 1e3 / b,
+        at_bound: b <= b_min * (1.0 + 1e-12),
+    })
+}
+
+/// The least-squares line `y = a + b·x` over `pts` with `a ≥ 0` and `b ≥ b_min > 0`: the
+/// unconstrained line when it is within the bounds, else the better of the line through the
+/// origin and the line of slope `b_min` (the exact constrained optimum of a convex problem with
+/// two bounds). A single distinct `x` gives the line through the origin.
+fn constrained_line(pts: &[(f64, f64)], b_min: f64) -> (f64, f64) {
+    let n = pts.len() as f64;
     let rss = |a: f64, b: f64| {
         pts.iter()
             .map(|&(x, y)| (y - a - b * x).powi(2))
@@ -253,31 +299,24 @@ pub fn fit_step_line(
     let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
     let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
     let origin = {
-        let b =
-            pts.iter().map(|p| p.0 * p.1).sum::<f64>() / pts.iter().map(|p| p.0 * p.0).sum::<f64>();
-        (0.0, b.max(b_min))
+        let xx: f64 = pts.iter().map(|p| p.0 * p.0).sum();
+        let b = pts.iter().map(|p| p.0 * p.1).sum::<f64>() / xx;
+        (0.0, if b.is_finite() { b.max(b_min) } else { b_min })
     };
-    let (a, b) = if sxx <= f64::EPSILON * mx.max(1.0) * n {
+    if sxx <= f64::EPSILON * mx.max(1.0) * n {
+        return origin;
+    }
+    let b = sxy / sxx;
+    let a = my - b * mx;
+    if a >= 0.0 && b >= b_min {
+        return (a, b);
+    }
+    let flat = ((my - b_min * mx).max(0.0), b_min);
+    if rss(origin.0, origin.1) <= rss(flat.0, flat.1) {
         origin
     } else {
-        let b = sxy / sxx;
-        let a = my - b * mx;
-        if a >= 0.0 && b >= b_min {
-            (a, b)
-        } else {
-            let flat_line = ((my - b_min * mx).max(0.0), b_min);
-            if rss(origin.0, origin.1) <= rss(flat_line.0, flat_line.1) {
-                origin
-            } else {
-                flat_line
-            }
-        }
-    };
-    Some(StepLine {
-        fixed_ms: a,
-        samples_per_sec: 1e3 / b,
-        at_bound: b <= b_min * (1.0 + 1e-12),
-    })
+        flat
+    }
 }
 
 /// `line` with its throughput capped at `max_samples_per_sec` (what the device's cores can do),
@@ -353,6 +392,25 @@ mod tests {
     }
 
     #[test]
+    fn a_link_whose_time_does_not_grow_with_size_is_latency_dominated() {
+        // A throttled task: ~2 ms per transfer of 4 KiB, 64 KiB or 512 KiB (recorded shape of
+        // the `paper` scenario's 0.075-core workers).
+        let samples = [(4 << 10, 2.1e-3), (64 << 10, 1.9e-3), (512 << 10, 2.0e-3)];
+        let fit = fit_link("w3 → w0", &samples).unwrap();
+        assert!(fit.latency_dominated);
+        assert!((fit.link.latency - 2.0e-3).abs() < 0.2e-3, "{:?}", fit.link);
+        // Not the nominal loopback (50 µs): every transfer costs the measured ~2 ms.
+        assert!(fit.link.transfer_time(1 << 20) > 1.8e-3);
+        assert!(fit.link.bandwidth <= FLAT_LINE_RATIO * (512 << 10) as f64 / 2.0e-3 * 1.0001);
+        // Nothing measurable: handed over, the nominal link stays.
+        let err = fit_link("cpu0 → cpu1", &[(4, 0.0), (8, 0.0)]).unwrap_err();
+        assert!(err.to_string().contains("handed over"), "{err}");
+        // A link where bandwidth shows is fitted as before.
+        let clean = fit_link("a → b", &[(1000, 1e-3 + 1e-6), (2000, 1e-3 + 2e-6)]).unwrap();
+        assert!(!clean.latency_dominated);
+    }
+
+    #[test]
     fn a_throughput_bound_keeps_the_step_at_the_probe_batch() {
         let l = StepLine {
             fixed_ms: 9.0,
@@ -400,8 +458,11 @@ mod tests {
     fn fit_link_rejects_unusable_samples() {
         let one_size = fit_link("x → y", &[(100, 1e-3), (100, 2e-3)]).unwrap_err();
         assert!(matches!(one_size, Error::Calibration { ref subject, .. } if subject == "x → y"));
-        let flat = fit_link("x → y", &[(100, 1e-3), (200, 1e-3)]).unwrap_err();
-        assert!(flat.to_string().contains("does not grow"), "{flat}");
+        let nothing = fit_link("x → y", &[(100, 0.0), (200, 0.0)]).unwrap_err();
+        assert!(
+            nothing.to_string().contains("no measurable time"),
+            "{nothing}"
+        );
         assert!(fit_link("x → y", &[(100, f64::NAN), (200, 1e-3)]).is_err());
     }
 

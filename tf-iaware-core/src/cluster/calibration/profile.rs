@@ -134,7 +134,17 @@ impl CalibrationProfile {
     /// # Errors
     /// [`Error::Calibration`] from the fit.
     pub fn add_memory_samples(&mut self, name: &str, samples: &[(u64, f64)]) -> Result<LinkFit> {
-        let fit = fit_link(&format!("memory of {name}"), samples)?;
+        let subject = format!("memory of {name}");
+        let fit = fit_link(&subject, samples)?;
+        if fit.latency_dominated {
+            // A flat line says nothing of a memory bandwidth: keep the device's.
+            return Err(Error::Calibration {
+                subject,
+                reason: "time does not grow with bytes moved; time larger copies so the \
+                         bandwidth shows"
+                    .into(),
+            });
+        }
         self.device_entry(name).memory_bandwidth = Some(fit.link.bandwidth);
         Ok(fit)
     }
