@@ -73,7 +73,8 @@ pub struct LiveStatus {
     /// The resources availability is a share of: cores (CPU), 1 (GPU).
     #[serde(default)]
     pub allotment: Option<f64>,
-    /// Free share of the allotment before the fair-share floor, 0–1 (see [`live`](super::live)).
+    /// Free share of the allotment (cores no one else used over the last interval), 0–1 (see
+    /// [`live`](super::live)).
     #[serde(default)]
     pub free_fraction: Option<f64>,
     /// Share of the allotment the process's own hard cap leaves it (`h`, 0–1; 1 for a GPU).

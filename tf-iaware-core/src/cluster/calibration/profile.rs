@@ -54,9 +54,9 @@ pub struct LinkCalibration {
 }
 
 /// Availability below which a device counts as this share, so that a hand-written 0 does not
-/// make a device look thousands of times slower. Live readings only go below ½ for a hard
-/// quota the process cannot exceed; contention is floored at the fair share a contended
-/// device still gets (½, see [`cluster::live`](crate::cluster::live)).
+/// make a device look thousands of times slower. Live CPU readings fall with the threads the
+/// kernel counts and stop at [`MIN_CONTENDED_SHARE`](crate::cluster::live::MIN_CONTENDED_SHARE)
+/// of what a hard quota leaves (see [`cluster::live`](crate::cluster::live)).
 pub const MIN_AVAILABILITY: f64 = 0.01;
 
 /// Capability from a rate `measured` (FLOP/s, bytes/s, …) at availability `availability`
