@@ -8,11 +8,19 @@
 //! tier links, the devices of each machine, and the explicit links sorted by sender. A dense
 //! `devices × devices` table (what the cost model kept before: 32 bytes per ordered pair, 32 MiB
 //! at 1,001 devices) gives the same figures, bit for bit; the test below compares the two.
+//!
+//! **A throttled task answers late.** A transfer between two processes is gRPC work on both
+//! ends' CPUs: a task whose process gets `c < 1` cores now (availability × allotment) serialises,
+//! sends and receives `1 / c` times slower. A default (locality) link between processes is
+//! therefore stretched by the larger [`answer_factor`] of its two ends; a calibrated (explicit)
+//! link keeps its figures, which were measured at the throttle. The means used for ranking
+//! (`mean_latency`, `mean_inv_bandwidth`) are of the unstretched links.
 
 use std::collections::HashMap;
 
-use super::model::{Cluster, Link, Locality, Place};
-use super::DeviceId;
+use super::link::{Locality, Place};
+use super::model::{Cluster, Device, Link, MIN_AVAILABILITY};
+use super::{DeviceId, DeviceType};
 
 /// No rack (unknown).
 const NO_RACK: u32 = u32::MAX;
@@ -37,6 +45,28 @@ const fn tier_index(l: Locality) -> usize {
         Locality::CrossHost => 4,
         Locality::CrossRack => 5,
     }
+}
+
+/// How many times slower than a process with a full core the task of device `d` answers a
+/// transfer: `1 / c` for a CPU device whose process gets `c` = availability × allotment (cores;
+/// the allotment taken as one core when unknown) below one core, floored at
+/// [`MIN_AVAILABILITY`]; 1 for other devices and for CPU devices with a core or more.
+pub(crate) fn answer_factor(d: &Device) -> f64 {
+    if d.device_type != DeviceType::Cpu {
+        return 1.0;
+    }
+    let cores = d.availability * d.live.allotment.unwrap_or(1.0);
+    if cores.is_finite() {
+        1.0 / cores.clamp(MIN_AVAILABILITY, 1.0)
+    } else {
+        1.0
+    }
+}
+
+/// Tiers between two processes (gRPC): stretched by [`answer_factor`].
+#[inline]
+const fn between_processes(tier: usize) -> bool {
+    tier >= 3
 }
 
 /// An explicit link from one device, by receiver.
@@ -88,6 +118,8 @@ pub(crate) struct LinkTable {
     /// devices (0 with fewer than two devices).
     mean_latency: f64,
     mean_inv_bandwidth: f64,
+    /// [`answer_factor`] of each device (≥ 1).
+    answer: Vec<f64>,
 }
 
 fn intern<'a>(map: &mut HashMap<&'a str, u32>, key: &'a str) -> u32 {
@@ -226,6 +258,7 @@ impl LinkTable {
             explicit,
             mean_latency: 0.0,
             mean_inv_bandwidth: 0.0,
+            answer: cluster.devices.iter().map(answer_factor).collect(),
         };
         table.set_means(n_processes);
         table
@@ -346,7 +379,23 @@ impl LinkTable {
         let (a, b) = (from.index(), to.index());
         match self.explicit_link(a, b) {
             Some(e) => e.link,
-            None => self.tier_link[self.tier(a, b)],
+            None => {
+                let t = self.tier(a, b);
+                let l = self.tier_link[t];
+                let f = self.stretch(t, a, b);
+                Link::new(l.latency * f, l.bandwidth / f)
+            }
+        }
+    }
+
+    /// How much a default link of tier `tier` from `a` to `b` is stretched: the larger
+    /// [`answer_factor`] of its ends between processes, 1 within one.
+    #[inline]
+    fn stretch(&self, tier: usize, a: usize, b: usize) -> f64 {
+        if between_processes(tier) {
+            self.answer[a].max(self.answer[b])
+        } else {
+            1.0
         }
     }
 
@@ -359,7 +408,8 @@ impl LinkTable {
             Some(e) => (e.latency, e.inv_bandwidth),
             None => {
                 let t = self.tier(a, b);
-                (self.tier_latency[t], self.tier_inv_bandwidth[t])
+                let f = self.stretch(t, a, b);
+                (self.tier_latency[t] * f, self.tier_inv_bandwidth[t] * f)
             }
         }
     }
@@ -397,6 +447,7 @@ impl LinkTable {
             + self.machine_devices.capacity() * size_of::<u32>()
             + self.explicit_start.capacity() * size_of::<u32>()
             + self.explicit.capacity() * size_of::<Explicit>()
+            + self.answer.capacity() * size_of::<f64>()
     }
 }
 
@@ -423,19 +474,26 @@ impl LinkRow<'_> {
         assert_eq!(out.len(), n, "one arrival slot per device");
         let a = self.from;
         let ra = t.rack_key[a];
-        let at = |k: usize| ready + t.tier_latency[k] + bytes * t.tier_inv_bandwidth[k];
-        let host = at(tier_index(Locality::CrossHost));
+        // Tier links (latency, s; 1/bandwidth, s/byte), stretched below by the slower end.
+        let part = |k: usize| (t.tier_latency[k], t.tier_inv_bandwidth[k]);
+        let host = part(tier_index(Locality::CrossHost));
         let rack = if ra < 0.0 {
             host
         } else {
-            at(tier_index(Locality::CrossRack))
+            part(tier_index(Locality::CrossRack))
         };
+        let fa = t.answer[a];
         // Devices of other machines, `lo..hi`, with no explicit link from `a`: across racks
         // when both racks are known and differ.
         let others = |out: &mut [f64], lo: usize, hi: usize| {
-            for (o, &r) in out[lo..hi].iter_mut().zip(&t.rack_key[lo..hi]) {
-                let c = if r == ra || r < 0.0 { host } else { rack };
-                *o = o.max(c);
+            for ((o, &r), &fr) in out[lo..hi]
+                .iter_mut()
+                .zip(&t.rack_key[lo..hi])
+                .zip(&t.answer[lo..hi])
+            {
+                let (l, i) = if r == ra || r < 0.0 { host } else { rack };
+                let f = fa.max(fr);
+                *o = o.max(ready + l * f + bytes * i * f);
             }
         };
         // The exceptions, by ascending receiver: the sender's machine (itself included) and its
@@ -463,7 +521,8 @@ impl LinkRow<'_> {
                 (explicit[j].latency, explicit[j].inv_bandwidth)
             } else {
                 let tier = t.tier(a, k);
-                (t.tier_latency[tier], t.tier_inv_bandwidth[tier])
+                let f = t.stretch(tier, a, k);
+                (t.tier_latency[tier] * f, t.tier_inv_bandwidth[tier] * f)
             };
             out[k] = out[k].max(ready + lat + bytes * inv);
             i += usize::from(s == k);
@@ -665,5 +724,59 @@ mod tests {
         let (small, large) = (bytes(100), bytes(10_000));
         assert!(large <= small * 1.2, "{small} → {large} bytes per device");
         assert!(large < 64.0, "{large} bytes per device");
+    }
+
+    #[test]
+    fn a_throttled_task_answers_transfers_late() {
+        let dev = |task: u32, i: u32| {
+            Device::nominal(
+                &format!("/job:worker/replica:0/task:{task}/device:CPU:{i}"),
+                "CPU",
+                None,
+                &format!("127.0.0.1:{}", 2222 + task),
+            )
+        };
+        // Task 1 is a 0.075-core worker: a 0.3-core allotment of which it gets a quarter.
+        let mut slow = dev(1, 0);
+        slow.availability = 0.25;
+        slow.live.allotment = Some(0.3);
+        let mut c = Cluster::new(vec![dev(0, 0), dev(0, 1), slow, dev(2, 0)]);
+        assert_eq!(answer_factor(&c.devices[0]), 1.0);
+        assert!((answer_factor(&c.devices[2]) - 1.0 / 0.075).abs() < 1e-9);
+        c.links.push(crate::cluster::model::LinkSpec {
+            from: c.devices[3].name.clone(),
+            to: c.devices[2].name.clone(),
+            link: Link::new(2e-3, 1e8),
+        });
+        let t = LinkTable::new(&c);
+        let id = DeviceId::new;
+        let base = c.link_defaults.same_host;
+        // To and from the throttled task: stretched by 1 / 0.075, both ways.
+        for (a, b) in [(0, 2), (2, 0), (2, 3)] {
+            let (l, i) = t.parts(id(a), id(b));
+            assert!((l - base.latency / 0.075).abs() < 1e-12, "{a}→{b}");
+            assert!((i - 1.0 / base.bandwidth / 0.075).abs() < 1e-18);
+            assert!((t.link(id(a), id(b)).latency - l).abs() < 1e-15);
+        }
+        // Between two full tasks, within a process, and over a calibrated link: as they are.
+        assert_eq!(t.parts(id(0), id(3)).0, base.latency);
+        assert_eq!(
+            t.parts(id(0), id(1)).0,
+            c.link_defaults.same_process.latency
+        );
+        assert_eq!(
+            t.parts(id(3), id(2)).0,
+            2e-3,
+            "measured at the throttle already"
+        );
+        // The receivers loop agrees with the pairs.
+        for a in 0..4 {
+            let mut out = vec![0.0; 4];
+            t.row(id(a)).max_arrivals(1.0, 1e6, &mut out);
+            for (b, o) in out.iter().enumerate() {
+                let (l, i) = t.parts(id(a), id(b));
+                assert!((o - (1.0 + l + 1e6 * i)).abs() < 1e-12, "{a}→{b}");
+            }
+        }
     }
 }

@@ -17,49 +17,151 @@
 //!
 //! * a **hard cap** on the process itself: its own cgroup's quota `C ≤ A` (a node split between
 //!   a workload and its co-tenants) — the process gets at most `h = C / A`, exactly;
-//! * **contention** within that cap: co-tenants running on the same cores or under the same
-//!   quota. The monitor reports the cores still free (`free`, 0…C; our own use counts as free),
-//!   so co-tenants take `C − free` of what we could use. They do not stop us: the kernel's fair
-//!   scheduler shares the `M` cores the process may run on (its allowed CPUs) between everything
-//!   that wants them, in proportion to demand. A CPU-bound process that wants its whole cap `C`
-//!   against co-tenants wanting `T = M − free` (when they leave it less than `C`) still gets
-//!   `M·C / (C + T)` cores. The contended share is therefore
-//!   `s = max(free / C, M / (C + M − free))`, at most 1 — 1 when nothing competes, ½ when
-//!   co-tenants take every core of a process without a quota (`contended_share`).
+//! * **contention** within that cap (`s`, [`contention`]). The kernel's fair scheduler shares
+//!   CPUs between *runnable threads*, not between processes, so the model counts them, from
+//!   the kernel's own signals:
+//!   - on the host: the run queue (`procs_running` of `/proc/stat`, less the reading thread,
+//!     our own threads and the co-tenants inside our quota), the co-tenants' measured use, and
+//!     CPU pressure (PSI `some avg10`: the share of time some task waited for a CPU — "one
+//!     more runnable task than cores" that share of the time), scaled to the `M` CPUs the
+//!     process may run on (its cpuset and affinity) — `n` competing threads;
+//!   - inside the process's own quota'd cgroup (quota `q`): co-tenants there compete for the
+//!     quota, not for the machine — `k` threads, estimated from their use (a thread uses at
+//!     most one core, or `q` when the quota is smaller) and the cgroup's own PSI (v2
+//!     `cpu.pressure`).
+//!
+//!   A thread of ours runs at `r = min(1, M / (n + g + d), q / (d + k))` of a core, where `d`
+//!   (≥ 1) is the number of threads the process runs (one more op to run when it is idle; its
+//!   measured use when it is busy) and `g` the cores the in-cgroup co-tenants use. Without
+//!   competitors a thread runs at `min(1, C / d)`; `s = r / min(1, C / d)`, 0…1.
 //!
 //! `availability = (C / A) × s`.
 //!
-//! A reading of 0 free cores therefore never makes a device look 1000× slower (the old 0.001
-//! floor made predictions 40× too slow on a busy machine): only a hard quota, which the
-//! process really cannot exceed, takes availability below ½. The cost model's own floor
-//! ([`MIN_AVAILABILITY`](crate::cluster::model::MIN_AVAILABILITY)) only guards hand-written figures. For a
-//! GPU, `f` is 1 − the utilisation by other processes, and the same formula applies
-//! (time-slicing shares a busy GPU between contexts).
+//! Every signal may be missing (a kernel without PSI, an exporter page without the run queue,
+//! an agent of an older version): the model then uses what is left — at worst the co-tenants'
+//! measured use, which cannot see past a saturated machine. GPUs keep the share model
+//! ([`contended_availability`]): time-slicing shares a busy GPU between contexts, `f` being
+//! 1 − the utilisation by other processes. The cost model's own floor
+//! ([`MIN_AVAILABILITY`](crate::cluster::model::MIN_AVAILABILITY)) only guards hand-written
+//! figures.
 
 use super::model::Cluster;
 use super::status::{LiveSource, LiveStatus};
 use crate::graph::DeviceType;
 use crate::monitor::snapshot::{GpuSnapshot, Snapshot};
 
-/// Share of its cap `cap` a process gets when `free` of it is left by co-tenants, on `machine`
-/// cores it may run on (module docs): `max(free / cap, machine / (cap + machine − free))`, in
-/// ½…1 — at least the fair share the scheduler gives a process competing with co-tenants that
-/// take the rest. Non-finite or non-positive input counts as 1 (no information).
-pub(crate) fn contended_share(cap: f64, machine: f64, free: f64) -> f64 {
-    if !(cap.is_finite() && machine.is_finite() && free.is_finite()) || cap <= 0.0 {
-        return 1.0;
-    }
-    let machine = machine.max(cap);
-    let free = free.clamp(0.0, cap);
-    (free / cap)
-        .max(machine / (cap + machine - free))
-        .clamp(0.5, 1.0)
+/// What the kernel says about CPU contention around one process, as plain numbers: the
+/// inputs of [`contention`]. Cores are CPU-seconds per second; task counts may be fractional
+/// (averages).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ContentionInputs {
+    /// Online logical CPUs of the host, `L`.
+    pub logical: f64,
+    /// CPUs the process may run on (cpuset ∩ affinity), `M ≤ L`.
+    pub machine: f64,
+    /// The process's own hard cap, cores (`C ≤ M`; `M` without a quota).
+    pub cap: f64,
+    /// CPU the process itself uses now, cores.
+    pub own_cores: f64,
+    /// CPU everything but the process uses on the host, cores (`None`: unknown).
+    pub cotenant_cores: Option<f64>,
+    /// Tasks runnable on the host (`procs_running`, averaged, the reading thread included).
+    pub runnable_tasks: Option<f64>,
+    /// Host CPU pressure, `some avg10`, 0–1.
+    pub pressure_some: Option<f64>,
+    /// The process's quota'd cgroup, when it has one that binds (quota below `M`).
+    pub group: Option<QuotaGroup>,
 }
 
-/// `contended_share` of a device that is its own machine (a GPU, or a process without a
-/// quota): `max(f, 1 / (2 − f))` of the free share `free_fraction` (0–1).
+/// A process's own quota'd cgroup, as [`contention`] sees it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuotaGroup {
+    /// The quota, cores (`q`).
+    pub quota_cores: f64,
+    /// CPU other tasks of the cgroup use, cores (`g`).
+    pub others_cores: f64,
+    /// The cgroup's CPU pressure, `some avg10`, 0–1 (v2 `cpu.pressure`; `None` on v1).
+    pub pressure_some: Option<f64>,
+}
+
+/// What [`contention`] found: the contended share and the counts it comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Contention {
+    /// Share of what the cap leaves the process gets, `s`, 0…1 (module docs).
+    pub share: f64,
+    /// Threads competing with the process on its CPUs outside its cgroup, `n`.
+    pub host_competitors: f64,
+    /// Threads competing with it for its cgroup's quota, `k`.
+    pub group_competitors: f64,
+    /// Threads the process runs, `d` (≥ 1).
+    pub demand: f64,
+}
+
+/// Smallest contended share [`contention`] returns: a thread that waits behind a thousand
+/// others still runs sometimes.
+pub const MIN_CONTENDED_SHARE: f64 = 1e-3;
+
+/// The contended share of a CPU device from the kernel's contention signals (module docs):
+/// the per-thread rate of the process's threads among every runnable thread on its CPUs and in
+/// its cgroup, relative to their rate alone. Keeps falling as co-tenants are added: with `n`
+/// CPU-bound co-tenants on `M` cores and one thread of ours, `min(1, M / (n + 1))`. Non-finite
+/// inputs count as absent; no competitors (or no information) give 1.
+pub fn contention(i: &ContentionInputs) -> Contention {
+    let finite = |x: f64| if x.is_finite() { x.max(0.0) } else { 0.0 };
+    let logical = finite(i.logical).max(1.0);
+    let machine = finite(i.machine).clamp(1.0, logical.max(1.0));
+    let cap = if i.cap.is_finite() && i.cap > 0.0 {
+        i.cap.min(machine)
+    } else {
+        machine
+    };
+    let own = finite(i.own_cores);
+    let demand = own.clamp(1.0, machine);
+    // Co-tenants inside our cgroup: threads from their use (one thread uses at most one core,
+    // or the quota) plus "one more waiting" for the share of time the group's PSI says so.
+    let (quota, group_others, group_k) = match &i.group {
+        Some(g) if g.quota_cores.is_finite() && g.quota_cores > 0.0 => {
+            let others = finite(g.others_cores).min(g.quota_cores);
+            let k = others / g.quota_cores.min(1.0) + g.pressure_some.map_or(0.0, finite).min(1.0);
+            (Some(g.quota_cores), others, k)
+        }
+        _ => (None, 0.0, 0.0),
+    };
+    // Co-tenants on the host, on our CPUs (spread evenly over the host's).
+    let on_ours = machine / logical;
+    let busy = i
+        .cotenant_cores
+        .map(|c| (finite(c) - group_others).max(0.0) * on_ours)
+        .unwrap_or(0.0)
+        .min(machine);
+    let queued = i
+        .runnable_tasks
+        .filter(|r| r.is_finite())
+        .map(|r| (r - 1.0 - own - group_others).max(0.0) * on_ours)
+        .unwrap_or(0.0);
+    let waiting = busy + i.pressure_some.map_or(0.0, finite).min(1.0);
+    let n = busy.max(queued).max(waiting);
+    let host_rate = (machine / (n + group_others + demand)).min(1.0);
+    let group_rate = quota.map_or(1.0, |q| (q / (demand + group_k)).min(1.0));
+    let alone = (cap / demand).min(1.0);
+    let share = (host_rate.min(group_rate) / alone).clamp(MIN_CONTENDED_SHARE, 1.0);
+    Contention {
+        share,
+        host_competitors: n,
+        group_competitors: group_k,
+        demand,
+    }
+}
+
+/// The availability of a device that is its own machine under time-slicing (a GPU): `max(f,
+/// 1 / (2 − f))` of the free share `free_fraction` (0–1) — at least the fair share the device
+/// gives one more context beside those that take the rest. Non-finite input counts as 1.
 pub fn contended_availability(free_fraction: f64) -> f64 {
-    contended_share(1.0, 1.0, free_fraction)
+    if !free_fraction.is_finite() {
+        return 1.0;
+    }
+    let f = free_fraction.clamp(0.0, 1.0);
+    f.max(1.0 / (2.0 - f))
 }
 
 /// The CPU figures a snapshot gives one task's CPU devices.
@@ -71,8 +173,8 @@ pub struct CpuFigures {
     pub cap: f64,
     /// Cores the process may run on (`M`).
     pub machine: f64,
-    /// `contended_share` (`s`).
-    pub contention: f64,
+    /// The contended share (`s`) and the thread counts behind it ([`contention`]).
+    pub contention: Contention,
     /// Free cores (last interval), 0…C.
     pub free_cores: f64,
     /// `C / A × s` (module docs).
@@ -114,14 +216,42 @@ pub fn cpu_figures(s: &Snapshot, cpu_model: Option<&str>) -> Option<CpuFigures> 
     if let Some(m) = cpu_model {
         hardware = format!("cpu:{m}|{hardware}");
     }
-    let contention = contended_share(cap, allowed, free);
+    let own = s.cpu.own_cores.map_or(0.0, |o| o.last);
+    let cg = s.cgroup.as_ref();
+    let group = cg.and_then(|c| {
+        let q = c.cpu_quota_cores.filter(|q| *q < allowed)?;
+        // The cgroup's own use less ours; unknown: what keeps the cap from being free.
+        let others = c
+            .cpu_usage_cores
+            .map_or(cap - free, |u| (u.last - own).max(0.0));
+        Some(QuotaGroup {
+            quota_cores: q,
+            others_cores: others,
+            pressure_some: c.cpu_pressure_some_ratio.map(|p| p.last),
+        })
+    });
+    let cotenant_cores = s.cpu.cotenant_cores.map(|c| c.last).or_else(|| {
+        // Without the host's use (a page without it): what keeps the cap from being free,
+        // unless a quota group explains it.
+        group.is_none().then_some((cap - free) * logical / allowed)
+    });
+    let contention = contention(&ContentionInputs {
+        logical,
+        machine: allowed,
+        cap,
+        own_cores: own,
+        cotenant_cores,
+        runnable_tasks: s.cpu.runnable_tasks.map(|r| r.ewma),
+        pressure_some: s.cpu.pressure_some_ratio.map(|p| p.last),
+        group,
+    });
     Some(CpuFigures {
         allotment,
         cap,
         machine: allowed,
         contention,
         free_cores: free,
-        availability: cap / allotment * contention,
+        availability: cap / allotment * contention.share,
         free_memory_bytes: s.memory.available_to_us_bytes,
         hardware,
     })
@@ -224,7 +354,10 @@ pub fn apply_snapshot(
                 allotment: Some(c.allotment),
                 free_fraction: Some(c.free_cores / c.allotment),
                 hard_share: Some(c.cap / c.allotment),
-                contention_share: Some(c.contention),
+                contention_share: Some(c.contention.share),
+                competing_tasks: Some(
+                    c.contention.host_competitors + c.contention.group_competitors,
+                ),
                 hardware: Some(c.hardware.clone()),
                 ..status
             };
@@ -291,233 +424,4 @@ pub fn mark_stale(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cluster::Device;
-    use crate::monitor::snapshot::{CgroupSnapshot, DeviceAvailability, DeviceKind, Smoothed};
-
-    fn cluster() -> Cluster {
-        let d = |job: &str, task: u32, ty: &str, id: u32| {
-            Device::nominal(
-                &format!("/job:{job}/replica:0/task:{task}/device:{ty}:{id}"),
-                ty,
-                None,
-                &format!("127.0.0.1:{}", 2222 + task),
-            )
-        };
-        Cluster::new(vec![
-            d("worker", 0, "CPU", 0),
-            d("worker", 1, "CPU", 0),
-            d("worker", 1, "GPU", 0),
-            d("worker", 1, "GPU", 1),
-            d("ps", 0, "CPU", 0),
-        ])
-    }
-
-    /// A worker on 4 logical cores in a node cgroup of 2 cores, its own group capped at 1
-    /// core, with `free` cores free.
-    pub(crate) fn reading(free: f64) -> Snapshot {
-        let mut s = Snapshot::empty("w");
-        s.taken_unix_ms = 10_000;
-        s.cpu.logical_cores = 4;
-        s.cpu.limit_cores = 1.0;
-        s.cpu.available_cores = Some(Smoothed::constant(free));
-        s.cgroup = Some(CgroupSnapshot {
-            cpu_quota_cores: Some(1.0),
-            cpu_allotment_cores: Some(2.0),
-            ..CgroupSnapshot::default()
-        });
-        s.memory.available_to_us_bytes = Some(1 << 30);
-        s
-    }
-
-    fn gpu(index: u32, bus: &str, uuid: &str, util: f64, free: u64) -> GpuSnapshot {
-        GpuSnapshot {
-            index,
-            uuid: uuid.into(),
-            name: "NVIDIA H100".into(),
-            minor_number: Some(index),
-            pci_bus_id: Some(bus.into()),
-            utilisation_percent: Some(Smoothed::constant(util)),
-            memory_utilisation_percent: None,
-            own_utilisation_percent: None,
-            memory_total_bytes: Some(80 << 30),
-            memory_used_bytes: Some((80 << 30) - free),
-            memory_free_bytes: Some(free),
-            sm_clock_mhz: Some(1980.0),
-            sm_clock_max_mhz: Some(1980.0),
-            power_watts: None,
-            power_limit_watts: None,
-            temperature_celsius: None,
-            pcie_tx_bytes_per_sec: None,
-            pcie_rx_bytes_per_sec: None,
-            compute_processes: Some(1),
-            unsupported: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn contention_never_collapses_availability() {
-        assert_eq!(contended_availability(1.0), 1.0);
-        assert_eq!(contended_availability(0.0), 0.5);
-        assert!((contended_availability(0.5) - 2.0 / 3.0).abs() < 1e-12);
-        assert_eq!(contended_availability(f64::NAN), 1.0);
-        assert_eq!(contended_availability(-3.0), 0.5);
-        // Monotone in the free share.
-        let mut last = 0.0;
-        for i in 0..=100 {
-            let a = contended_availability(i as f64 / 100.0);
-            assert!(a >= last);
-            last = a;
-        }
-    }
-
-    #[test]
-    fn a_reading_sets_only_its_tasks_cpu_devices() {
-        let mut c = cluster();
-        let src = LiveSource::Agent("127.0.0.1:9101".into());
-        let n = apply_snapshot(
-            &mut c,
-            Some(("worker", 1)),
-            &reading(1.0),
-            &src,
-            None,
-            None,
-            10_500,
-        );
-        assert_eq!(n, 1, "GPUs without readings are left alone");
-        let w1 = &c.devices[1];
-        // Hard cap: half the node; nothing contends within it.
-        assert!((w1.availability - 0.5).abs() < 1e-12, "{}", w1.availability);
-        assert_eq!(w1.live.hard_share, Some(0.5));
-        assert_eq!(w1.live.contention_free(), Some(1.0));
-        assert_eq!(w1.live.source, src);
-        assert_eq!(w1.live.age_ms, Some(500));
-        assert_eq!(w1.live.allotment, Some(2.0));
-        assert_eq!(w1.live.cotenant_load, Some(1.0));
-        assert_eq!(w1.live.free_memory_bytes, Some(1 << 30));
-        assert_eq!(w1.live.hardware.as_deref(), Some("cores:4|allot:2.00"));
-        // Other tasks are untouched.
-        assert_eq!(c.devices[0].availability, 1.0);
-        assert_eq!(c.devices[0].live.source, LiveSource::Nominal);
-        assert_eq!(c.devices[4].live, LiveStatus::default());
-        // A snapshot without availability yet changes nothing.
-        let mut first = reading(1.0);
-        first.cpu.available_cores = None;
-        assert_eq!(
-            apply_snapshot(&mut c, Some(("worker", 0)), &first, &src, None, None, 0),
-            0
-        );
-        // JSON names the source as a string.
-        let j = serde_json::to_value(&c.devices[1]).unwrap();
-        assert_eq!(j["live"]["source"], "agent:127.0.0.1:9101");
-        let back: Device = serde_json::from_value(j).unwrap();
-        assert_eq!(back, c.devices[1]);
-    }
-
-    #[test]
-    fn stale_readings_keep_last_known_figures_and_are_flagged() {
-        let mut c = cluster();
-        let src = LiveSource::Agent("a:1".into());
-        apply_snapshot(
-            &mut c,
-            Some(("worker", 1)),
-            &reading(0.5),
-            &src,
-            None,
-            None,
-            10_000,
-        );
-        let before = c.devices[1].availability;
-        assert!(before < 1.0);
-        let n = mark_stale(&mut c, Some(("worker", 1)), "worker:1 unreachable", 25_000);
-        assert_eq!(n, 3, "the task's CPU and both GPUs");
-        let w1 = &c.devices[1];
-        assert_eq!(w1.availability, before, "last known figure kept");
-        assert_eq!(w1.live.source, LiveSource::Stale);
-        assert_eq!(w1.live.age_ms, Some(15_000));
-        assert_eq!(w1.live.warning.as_deref(), Some("worker:1 unreachable"));
-        // A task never read stays nominal, flagged.
-        mark_stale(&mut c, Some(("worker", 0)), "worker:0 has no agent", 25_000);
-        assert_eq!(c.devices[0].live.source, LiveSource::Nominal);
-        assert_eq!(c.devices[0].availability, 1.0);
-        assert!(c.devices[0].live.warning.is_some());
-    }
-
-    #[test]
-    fn nvml_readings_map_onto_tensorflow_gpu_numbers() {
-        // Recorded from a two-GPU box whose NVML indices are not in PCI order.
-        let gpus = vec![
-            gpu(0, "00000000:81:00.0", "GPU-bbbb", 10.0, 70 << 30),
-            gpu(1, "00000000:01:00.0", "GPU-aaaa", 90.0, 4 << 30),
-        ];
-        assert_eq!(gpu_for_tf_index(0, &gpus, None).unwrap().uuid, "GPU-aaaa");
-        assert_eq!(gpu_for_tf_index(1, &gpus, None).unwrap().uuid, "GPU-bbbb");
-        assert!(gpu_for_tf_index(2, &gpus, None).is_none());
-        assert_eq!(gpu_for_tf_index(0, &gpus, Some("0")).unwrap().index, 0);
-        assert_eq!(gpu_for_tf_index(0, &gpus, Some("GPU-aa")).unwrap().index, 1);
-        assert_eq!(gpu_for_tf_index(1, &gpus, Some("1, 0")).unwrap().index, 0);
-        assert!(
-            gpu_for_tf_index(1, &gpus, Some("1,7,0")).is_none(),
-            "CUDA stops at 7"
-        );
-
-        let mut c = cluster();
-        let mut s = reading(2.0);
-        s.gpus = gpus.clone();
-        s.devices = vec![DeviceAvailability {
-            device: "GPU:1".into(),
-            kind: DeviceKind::Gpu,
-            capacity: 1.0,
-            compute_share: Smoothed::constant(0.1),
-            free_memory_bytes: Some(4 << 30),
-            age_ms: 0,
-        }];
-        let src = LiveSource::LocalSampler;
-        assert_eq!(
-            apply_snapshot(
-                &mut c,
-                Some(("worker", 1)),
-                &s,
-                &src,
-                Some("Xeon"),
-                None,
-                10_000
-            ),
-            3
-        );
-        // TF GPU:0 is NVML 1 (busy: 90 % by others), GPU:1 is NVML 0 (10 %).
-        let g0 = &c.devices[2];
-        assert!((g0.availability - contended_availability(0.1)).abs() < 1e-12);
-        assert_eq!(g0.live.free_memory_bytes, Some(4 << 30));
-        assert_eq!(g0.live.hardware.as_deref(), Some("gpu:NVIDIA H100"));
-        let g1 = &c.devices[3];
-        assert!(
-            (g1.availability - contended_availability(0.9)).abs() < 1e-12,
-            "{}",
-            g1.availability
-        );
-        assert_eq!(g1.live.free_memory_bytes, Some(70 << 30));
-        assert_eq!(
-            c.devices[1].live.hardware.as_deref(),
-            Some("cpu:Xeon|cores:4|allot:2.00")
-        );
-        assert_eq!(c.devices[1].availability, 0.5, "capped at half the node");
-    }
-
-    #[test]
-    fn contention_without_a_hard_cap_keeps_the_fair_share() {
-        let mut s = reading(0.0);
-        s.cgroup = None;
-        s.cpu.limit_cores = 4.0;
-        let f = cpu_figures(&s, None).unwrap();
-        assert_eq!((f.allotment, f.cap), (4.0, 4.0));
-        assert_eq!(f.availability, 0.5, "everything taken: the fair share");
-        s.cpu.available_cores = Some(Smoothed::constant(2.0));
-        assert!((cpu_figures(&s, None).unwrap().availability - 2.0 / 3.0).abs() < 1e-12);
-        // A small quota on a big machine hardly notices co-tenants that leave it 0.1 of 0.3.
-        assert!((contended_share(0.3, 2.0, 0.1) - 2.0 / 2.2).abs() < 1e-12);
-        assert_eq!(contended_share(0.3, 2.0, 0.3), 1.0);
-        assert_eq!(contended_share(0.0, 2.0, 0.0), 1.0);
-    }
-}
+mod tests;

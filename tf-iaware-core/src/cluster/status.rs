@@ -73,15 +73,20 @@ pub struct LiveStatus {
     /// The resources availability is a share of: cores (CPU), 1 (GPU).
     #[serde(default)]
     pub allotment: Option<f64>,
-    /// Free share of the allotment before the fair-share floor, 0–1 (see [`live`](super::live)).
+    /// Free share of the allotment (cores no one else used over the last interval), 0–1 (see
+    /// [`live`](super::live)).
     #[serde(default)]
     pub free_fraction: Option<f64>,
     /// Share of the allotment the process's own hard cap leaves it (`h`, 0–1; 1 for a GPU).
     #[serde(default)]
     pub hard_share: Option<f64>,
-    /// Share of what the hard cap leaves that the process gets under contention (`s`, ½–1).
+    /// Share of what the hard cap leaves that the process gets under contention (`s`, 0–1).
     #[serde(default)]
     pub contention_share: Option<f64>,
+    /// Runnable threads competing with the process for its CPUs and its cgroup's quota (CPU;
+    /// `n + k` of [`live`](super::live)), count.
+    #[serde(default)]
+    pub competing_tasks: Option<f64>,
     /// Hardware fingerprint of the device as the reading describes it (CPU model when known,
     /// logical cores, allotment; GPU name): calibrations are only reused on equal hardware.
     #[serde(default)]

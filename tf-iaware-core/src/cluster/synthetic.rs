@@ -29,7 +29,8 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Beta, Distribution as _, LogNormal, Uniform};
 
-use super::model::{Cluster, Device, Link, LinkDefaults, MIN_AVAILABILITY, NOMINAL_CPU_FLOPS};
+use super::device::NOMINAL_CPU_FLOPS;
+use super::model::{Cluster, Device, Link, LinkDefaults, MIN_AVAILABILITY};
 use crate::error::{Error, Result};
 use crate::graph::DeviceType;
 use crate::limits::{MAX_PS, MAX_WORKERS};
@@ -571,7 +572,8 @@ impl<'de> serde::Deserialize<'de> for SyntheticSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::model::{DeviceId, Locality};
+    use crate::cluster::link::Locality;
+    use crate::cluster::model::DeviceId;
 
     const SPEC: &str =
         "synthetic:workers=1000:ps=16:avail=beta(2,2):cap=lognormal(0,0.5):net=10gbit/50us";

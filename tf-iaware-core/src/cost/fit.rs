@@ -11,7 +11,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::{CostModel, MeasurementSummary, Measurements};
-use crate::cluster::model::{fit_affine, OpTypeCost};
+use crate::cluster::calibration::fit::fit_affine;
+use crate::cluster::model::OpTypeCost;
 use crate::cluster::{Cluster, DeviceId};
 use crate::error::Result;
 use crate::graph::{DeviceType, NodeId, OpGraph};

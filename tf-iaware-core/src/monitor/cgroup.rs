@@ -362,6 +362,18 @@ impl CgroupLayout {
                     lv.usage_seconds = parse_keyed(&t).get("usage_usec").map(|us| *us as f64 / 1e6);
                 }
             }
+            if depth == 0 && cpu.version == 2 {
+                // PSI per cgroup (Linux ≥ 4.20 with PSI on): how long this group's tasks waited.
+                let p = level.join("cpu.pressure");
+                match read(&p) {
+                    Ok(Some(t)) => match crate::monitor::proc::parse_cpu_pressure(&t, &p) {
+                        Ok(v) => r.cpu_pressure = Some(v),
+                        Err(e) => r.notes.push(e.to_string()),
+                    },
+                    Ok(None) => {}
+                    Err(e) => r.notes.push(e),
+                }
+            }
             if depth == 0 {
                 let p = level.join("cpu.stat");
                 match read(&p) {
@@ -465,6 +477,8 @@ pub struct CgroupReading {
     pub throttled_periods: Option<u64>,
     /// Throttled time of the leaf, seconds.
     pub throttled_seconds: Option<f64>,
+    /// CPU pressure of the leaf (v2 `cpu.pressure`; `None` on v1 or without PSI).
+    pub cpu_pressure: Option<crate::monitor::proc::CpuPressure>,
     /// Tightest memory limit over the memory cgroup's ancestry, bytes.
     pub memory_limit_bytes: Option<u64>,
     /// Memory charged to the memory cgroup, bytes.

@@ -198,6 +198,11 @@ impl Deriver {
                     periods_total: cg.periods,
                     throttled_periods_total: cg.throttled_periods,
                     throttled_seconds_total: cg.throttled_seconds,
+                    cpu_pressure_some_ratio: bank.update(
+                        "cgroup_cpu_pressure",
+                        t,
+                        cg.cpu_pressure.map(|p| p.some_avg10),
+                    ),
                     memory_limit_bytes: cg.memory_limit_bytes,
                     memory_usage_bytes: cg.memory_usage_bytes,
                     memory_working_set_bytes: cg.memory_working_set_bytes(),
@@ -242,6 +247,18 @@ impl Deriver {
                     None
                 }
             },
+            runnable_tasks: bank.update("runnable", t, cur.proc.cpus.procs_running.map(f64::from)),
+            pressure_some_ratio: bank.update(
+                "cpu_pressure",
+                t,
+                match &cur.proc.cpu_pressure {
+                    Ok(p) => p.map(|p| p.some_avg10),
+                    Err(e) => {
+                        notes.push(e.clone());
+                        None
+                    }
+                },
+            ),
         };
 
         // Memory.
@@ -521,6 +538,7 @@ mod tests {
                         .enumerate()
                         .map(|(i, (b, idle))| (i as u32, ticks(*b, *idle)))
                         .collect(),
+                    procs_running: None,
                 },
                 memory: Ok(MemInfo {
                     total_bytes: 8 << 30,
@@ -535,6 +553,7 @@ mod tests {
                 }]),
                 process_ticks: Ok(own),
                 allowed_cpus: Ok(None),
+                cpu_pressure: Ok(None),
             },
             cgroup: match cg {
                 Some((quota, usage_s)) => Ok(CgroupReading {

@@ -152,6 +152,8 @@ mod tests {
                     five: 0.58,
                     fifteen: 0.59,
                 }),
+                runnable_tasks: Some(sm(3.5)),
+                pressure_some_ratio: Some(sm(0.25)),
             },
             memory: MemorySnapshot {
                 total_bytes: Some(25_157_943_296),
@@ -169,6 +171,7 @@ mod tests {
                 periods_total: Some(1000),
                 throttled_periods_total: Some(17),
                 throttled_seconds_total: Some(3.25),
+                cpu_pressure_some_ratio: Some(sm(0.125)),
                 memory_limit_bytes: Some(2_147_483_648),
                 memory_usage_bytes: Some(1_147_483_648),
                 memory_working_set_bytes: Some(1_047_483_648),
@@ -251,6 +254,7 @@ mod tests {
         s.cpu.own_cores = None;
         s.cpu.own_seconds_total = None;
         s.cpu.load = None;
+        s.cpu.pressure_some_ratio = None;
         s.memory.free_bytes = None;
         s.cgroup = Some(CgroupSnapshot {
             version: 2,

@@ -57,6 +57,42 @@ pub fn implausible_readings(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64) -> 
             ));
         }
     }
+    if let Some((stat, v)) = s
+        .cpu
+        .runnable_tasks
+        .as_ref()
+        .map(stats)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|(_, v)| !v.is_finite() || *v < 0.0)
+    {
+        out.push(format!(
+            "tf_iaware_runnable_tasks{{stat=\"{stat}\"}} reads {v}: not a count of tasks ≥ 0"
+        ));
+    }
+    let pressures = [
+        (
+            "tf_iaware_cpu_pressure_some_ratio",
+            s.cpu.pressure_some_ratio,
+        ),
+        (
+            "tf_iaware_cgroup_cpu_pressure_some_ratio",
+            s.cgroup.as_ref().and_then(|c| c.cpu_pressure_some_ratio),
+        ),
+    ];
+    for (series, p) in pressures {
+        if let Some((stat, v)) = p
+            .as_ref()
+            .map(stats)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(_, v)| !(0.0..=1.0).contains(v))
+        {
+            out.push(format!(
+                "{series}{{stat=\"{stat}\"}} reads {v}: not a share within 0 to 1"
+            ));
+        }
+    }
     for d in &s.devices {
         if let Some((stat, v)) = stats(&d.compute_share)
             .into_iter()
@@ -148,7 +184,19 @@ mod tests {
     #[test]
     fn each_absurd_reading_is_named_with_its_series_and_value() {
         type Spoil = fn(&mut Snapshot);
-        let cases: [(Spoil, &str); 8] = [
+        let cases: [(Spoil, &str); 10] = [
+            (
+                |s| s.cpu.runnable_tasks = Some(Smoothed::constant(-1.0)),
+                "tf_iaware_runnable_tasks{stat=\"last\"} reads -1",
+            ),
+            (
+                |s| {
+                    if let Some(c) = s.cgroup.as_mut() {
+                        c.cpu_pressure_some_ratio = Some(Smoothed::constant(f64::NAN));
+                    }
+                },
+                "tf_iaware_cgroup_cpu_pressure_some_ratio",
+            ),
             (
                 |s| s.cpu.available_cores = Some(Smoothed::constant(f64::NAN)),
                 "tf_iaware_cpu_available_cores",

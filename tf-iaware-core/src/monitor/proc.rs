@@ -60,16 +60,19 @@ impl CpuTicks {
     }
 }
 
-/// The CPU lines of `/proc/stat`.
+/// The CPU lines of `/proc/stat`, and its run-queue count.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatCpus {
     /// The `cpu` line: all CPUs together.
     pub total: CpuTicks,
     /// The `cpuN` lines, as (N, ticks), in file order.
     pub cores: Vec<(u32, CpuTicks)>,
+    /// `procs_running`: tasks (threads) runnable on the host at the instant of reading — on a
+    /// CPU or waiting for one — the reader included (Linux ≥ 2.5.45; `None` when absent).
+    pub procs_running: Option<u32>,
 }
 
-/// Parses the `cpu` and `cpuN` lines of `/proc/stat` (other lines are ignored).
+/// Parses the `cpu`, `cpuN` and `procs_running` lines of `/proc/stat` (other lines are ignored).
 ///
 /// # Errors
 /// [`Error::ProcFormat`] naming `path` if there is no `cpu` line, or a CPU line has fewer than
@@ -77,15 +80,24 @@ pub struct StatCpus {
 pub(crate) fn parse_stat_cpus(text: &str, path: &Path) -> Result<StatCpus> {
     let mut total = None;
     let mut cores = Vec::new();
+    let mut procs_running = None;
     for (n, line) in text.lines().enumerate() {
         let mut fields = line.split_ascii_whitespace();
         let Some(label) = fields.next() else { continue };
-        let Some(suffix) = label.strip_prefix("cpu") else {
-            continue;
-        };
         let bad = |reason: String| Error::ProcFormat {
             path: path.to_path_buf(),
             reason: format!("line {}: {reason}", n + 1),
+        };
+        if label == "procs_running" {
+            let v = fields.next().unwrap_or("");
+            procs_running = Some(
+                v.parse::<u32>()
+                    .map_err(|_| bad(format!("procs_running `{v}` is not a task count")))?,
+            );
+            continue;
+        }
+        let Some(suffix) = label.strip_prefix("cpu") else {
+            continue;
         };
         let mut values = Vec::with_capacity(10);
         for f in fields.take(10) {
@@ -126,7 +138,60 @@ pub(crate) fn parse_stat_cpus(text: &str, path: &Path) -> Result<StatCpus> {
         path: path.to_path_buf(),
         reason: "no `cpu` line".into(),
     })?;
-    Ok(StatCpus { total, cores })
+    Ok(StatCpus {
+        total,
+        cores,
+        procs_running,
+    })
+}
+
+/// The `some` line of a pressure-stall file (`/proc/pressure/cpu`, a cgroup v2
+/// `cpu.pressure`): the share of time at least one task waited for a CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuPressure {
+    /// `some avg10`: share of the last ~10 s (an exponential average) in which some runnable
+    /// task waited for a CPU, 0–1 (the file says percent).
+    pub some_avg10: f64,
+    /// `some avg60`, 0–1.
+    pub some_avg60: f64,
+    /// `some total`: time some task waited since boot (or since the cgroup was made), µs.
+    pub some_total_us: u64,
+}
+
+/// Parses the `some` line of a pressure-stall file (PSI, Linux ≥ 4.20; `full` is ignored).
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if there is no `some` line or its `avg10`, `avg60` or
+/// `total` field is missing or not a number, or an average lies outside 0–100.
+pub fn parse_cpu_pressure(text: &str, path: &Path) -> Result<CpuPressure> {
+    let bad = |reason: String| Error::ProcFormat {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("some "))
+        .ok_or_else(|| bad("no `some` line".into()))?;
+    let field = |key: &str| -> Result<&str> {
+        line.split_ascii_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .ok_or_else(|| bad(format!("the `some` line has no `{key}`")))
+    };
+    let percent = |key: &str| -> Result<f64> {
+        let v = field(key)?;
+        match v.parse::<f64>() {
+            Ok(p) if (0.0..=100.0).contains(&p) => Ok(p / 100.0),
+            _ => Err(bad(format!("`{key}={v}` is not a percentage"))),
+        }
+    };
+    let total = field("total")?;
+    Ok(CpuPressure {
+        some_avg10: percent("avg10")?,
+        some_avg60: percent("avg60")?,
+        some_total_us: total
+            .parse::<u64>()
+            .map_err(|_| bad(format!("`total={total}` is not a count of µs")))?,
+    })
 }
 
 /// Busy share of a CPU between two readings, 0–1: Δ(busy) / Δ(total), where busy excludes
@@ -313,6 +378,8 @@ pub struct ProcReading {
     pub process_ticks: std::result::Result<u64, String>,
     /// CPUs the observed process may run on.
     pub allowed_cpus: std::result::Result<Option<Vec<u32>>, String>,
+    /// Host CPU pressure (`/proc/pressure/cpu`); `Ok(None)` where the kernel has no PSI.
+    pub cpu_pressure: std::result::Result<Option<CpuPressure>, String>,
 }
 
 /// The files a [`ProcReading`] is made of, as [`ProcReading::parse`] asks for them.
@@ -330,6 +397,8 @@ pub enum ProcFile {
     ProcessStat,
     /// `/proc/<pid>/status` of the observed process.
     ProcessStatus,
+    /// `/proc/pressure/cpu` (absent on kernels without PSI, or with `psi=0`).
+    Pressure,
 }
 
 impl ProcReading {
@@ -351,6 +420,21 @@ impl ProcReading {
             net: part(&mut read, ProcFile::NetDev, parse_net_dev),
             process_ticks: part(&mut read, ProcFile::ProcessStat, parse_process_ticks),
             allowed_cpus: part(&mut read, ProcFile::ProcessStatus, parse_cpus_allowed),
+            cpu_pressure: match read(ProcFile::Pressure) {
+                Ok((text, path)) => parse_cpu_pressure(&text, &path)
+                    .map(Some)
+                    .map_err(|e| e.to_string()),
+                // No PSI on this kernel: a normal state, not a fault.
+                Err(Error::Io { source, .. })
+                    if matches!(
+                        source.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::Unsupported
+                    ) =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(e.to_string()),
+            },
         })
     }
 }
@@ -403,7 +487,9 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
             .allowed_cpus
             .unwrap_err()
             .contains("/fixture/ProcessStatus"));
-        assert_eq!(asked.len(), 6);
+        assert_eq!(asked.len(), 7);
+        assert_eq!(r.cpus.procs_running, Some(6));
+        assert_eq!(r.cpu_pressure, Ok(None), "no PSI is not a fault");
         let err =
             ProcReading::parse(|file| Ok((String::new(), PathBuf::from(format!("{file:?}")))))
                 .unwrap_err();
@@ -419,6 +505,28 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
             vec![0, 2],
             "offline cpu1 must not shift cpu2's number"
         );
+    }
+
+    #[test]
+    fn cpu_pressure_some_line() {
+        // Recorded on this project's 2-core build host (kernel 6.x).
+        let text = "some avg10=18.34 avg60=29.52 avg300=14.65 total=62590289\n\
+                    full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        let psi = parse_cpu_pressure(text, Path::new("/proc/pressure/cpu")).unwrap();
+        assert!((psi.some_avg10 - 0.1834).abs() < 1e-12);
+        assert!((psi.some_avg60 - 0.2952).abs() < 1e-12);
+        assert_eq!(psi.some_total_us, 62590289);
+        for bad in [
+            "",
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+            "some avg10=x avg60=1 total=1\n",
+            "some avg10=101 avg60=1 total=1\n",
+            "some avg10=1 avg60=1\n",
+        ] {
+            let err = parse_cpu_pressure(bad, Path::new("/proc/pressure/cpu")).unwrap_err();
+            assert!(err.to_string().contains("/proc/pressure/cpu"), "{err}");
+        }
+        assert!(parse_stat_cpus("cpu 1 2 3 4\nprocs_running x\n", p()).is_err());
     }
 
     #[test]

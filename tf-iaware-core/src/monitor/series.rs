@@ -325,6 +325,16 @@ pub(crate) static SERIES: &[Series] = &[
         "CPU the observed process could use now (limit less co-tenants' use), cores.",
         Host(Stats(at!(opt cpu.available_cores))),
     ),
+    gauge(
+        "tf_iaware_runnable_tasks",
+        "Tasks runnable on the host, on a CPU or waiting for one (procs_running), count.",
+        Host(Stats(at!(opt cpu.runnable_tasks))),
+    ),
+    gauge(
+        "tf_iaware_cpu_pressure_some_ratio",
+        "Share of time some runnable task waited for a CPU (PSI some avg10), 0-1.",
+        Host(Stats(at!(opt cpu.pressure_some_ratio))),
+    ),
     // A load average needs all three: the 1m row starts it, the others fill it, and any of
     // them missing drops it.
     gauge(
@@ -433,6 +443,11 @@ pub(crate) static SERIES: &[Series] = &[
         "tf_iaware_cgroup_throttled_seconds_total",
         "Time the cgroup's tasks were throttled, s.",
         Cgroup(Number(at!(opt throttled_seconds_total))),
+    ),
+    gauge(
+        "tf_iaware_cgroup_cpu_pressure_some_ratio",
+        "Share of time some task of the cgroup waited for a CPU (cpu.pressure some avg10), 0-1.",
+        Cgroup(Stats(at!(opt cpu_pressure_some_ratio))),
     ),
     gauge(
         "tf_iaware_cgroup_memory_limit_bytes",

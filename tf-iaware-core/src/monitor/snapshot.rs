@@ -135,6 +135,14 @@ pub struct CpuSnapshot {
     pub available_cores: Option<Smoothed>,
     /// Load averages.
     pub load: Option<LoadAverage>,
+    /// Tasks runnable on the host — on a CPU or waiting for one — at each reading
+    /// (`procs_running` of `/proc/stat`, the reading thread included), count.
+    #[serde(default)]
+    pub runnable_tasks: Option<Smoothed>,
+    /// Host CPU pressure: share of time some runnable task waited for a CPU
+    /// (`/proc/pressure/cpu`, `some avg10`), 0–1; `None` where the kernel has no PSI.
+    #[serde(default)]
+    pub pressure_some_ratio: Option<Smoothed>,
 }
 
 /// Host memory (`/proc/meminfo`) and what of it the observed process may still use.
@@ -176,6 +184,10 @@ pub struct CgroupSnapshot {
     pub throttled_periods_total: Option<u64>,
     /// Time the cgroup's tasks were throttled, seconds.
     pub throttled_seconds_total: Option<f64>,
+    /// CPU pressure of the cgroup: share of time some of its tasks waited for a CPU (v2
+    /// `cpu.pressure`, `some avg10`), 0–1; `None` on cgroup v1 or without PSI.
+    #[serde(default)]
+    pub cpu_pressure_some_ratio: Option<Smoothed>,
     /// Tightest memory limit over the cgroup and its ancestors, bytes; `None`: unlimited.
     pub memory_limit_bytes: Option<u64>,
     /// Memory charged to the cgroup (`memory.usage_in_bytes` / `memory.current`), bytes.

@@ -168,10 +168,10 @@ pub struct ProbeFit {
 }
 
 /// A data-parallel calibration that survives noise: each worker is fitted
-/// ([`WorkerCapacity::fit`]) to its median step time at each probe batch, and workers whose
-/// step times at the largest probe batch they share cannot be told apart at [`Z_TELL_APART`]
-/// (the medians' standard errors from the pooled `log_spread` of every (worker, batch)
-/// group) get one figure (`pool_indistinguishable`'s pooling), so the planner gives equal
+/// ([`WorkerCapacity::fit`], within physical bounds) to its median step time at each probe
+/// batch, and workers whose step times at the largest probe batch they share cannot be told
+/// apart at [`Z_TELL_APART`] (the medians' standard errors from the pooled `log_spread` of
+/// every (worker, batch) group) get one fit over all their probes, so the planner gives equal
 /// workers equal shares however the noise fell.
 ///
 /// The step time at one batch is the test rather than the fitted rate because a fit over a few
@@ -183,22 +183,25 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
         .iter()
         .filter(|p| p.step_ms.iter().any(|(_, t)| median(t).is_some()))
         .collect();
-    let mut capacity: Vec<WorkerCapacity> = measured
-        .iter()
-        .map(|p| {
-            let points: Vec<(usize, f64)> = p
-                .step_ms
-                .iter()
-                .filter_map(|(b, t)| Some((*b, median(t)?)))
-                .collect();
-            WorkerCapacity::fit(&p.device, &points)
-        })
-        .collect();
+    let medians = |p: &Probe| -> Vec<(usize, f64)> {
+        p.step_ms
+            .iter()
+            .filter_map(|(b, t)| Some((*b, median(t)?)))
+            .collect()
+    };
     let spread = log_spread(
         measured
             .iter()
             .flat_map(|p| p.step_ms.iter().map(|(_, t)| t.as_slice())),
     );
+    // A line over these probes: its throughput no higher than the noise lets them show.
+    let fit_line = |device: &str, probes: &[&Probe]| -> WorkerCapacity {
+        let points: Vec<(usize, f64)> = probes.iter().flat_map(|p| medians(p)).collect();
+        let bound = spread.and_then(|s| noise_bound(&points, probes, s));
+        WorkerCapacity::fit_bounded(device, &points, bound)
+    };
+    let mut capacity: Vec<WorkerCapacity> =
+        measured.iter().map(|p| fit_line(&p.device, &[p])).collect();
     let mut pooled = Vec::new();
     if let Some(s) = spread {
         // The largest batch every measured worker was probed at.
@@ -227,7 +230,14 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
             }
             pooled = indistinguishable_groups(&rates, &rel_se);
             for group in &pooled {
-                pool(&mut capacity, group);
+                // One fit over every member's probes: workers the noise cannot tell apart are
+                // one device measured several times, not several lines to average.
+                let members: Vec<&Probe> = group.iter().map(|&i| measured[i]).collect();
+                let joint = fit_line("", &members);
+                for &i in group {
+                    capacity[i].samples_per_sec = joint.samples_per_sec;
+                    capacity[i].fixed_ms = joint.fixed_ms;
+                }
             }
         }
     }
@@ -236,6 +246,31 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
         spread,
         pooled,
     }
+}
+
+/// The largest marginal throughput (samples/s) that `points` — median step times (ms) at each
+/// batch of `probes`, whose single steps have relative noise `spread` — can tell from a flat
+/// line: `1000 / (Z_GAIN × SE(slope))`, the slope's standard error from the medians' (each
+/// `median_rel_se` of the mean step) over the spread of the batches. A slope the noise cannot
+/// tell from 0 is taken at that one-sided 95 % bound instead of at whatever the noise made
+/// it, so two runs of one worker read about the same figure. `None` with fewer than two
+/// distinct batches or no noise.
+fn noise_bound(points: &[(usize, f64)], probes: &[&Probe], spread: f64) -> Option<f64> {
+    let n = probes
+        .iter()
+        .flat_map(|p| p.step_ms.iter())
+        .map(|(_, t)| t.iter().filter(|x| x.is_finite() && **x > 0.0).count())
+        .filter(|&k| k > 0)
+        .min()?;
+    if points.is_empty() {
+        return None;
+    }
+    let xs: Vec<f64> = points.iter().map(|p| p.0 as f64).collect();
+    let mx = xs.iter().sum::<f64>() / xs.len() as f64;
+    let sxx: f64 = xs.iter().map(|x| (x - mx).powi(2)).sum();
+    let my = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+    let se_slope = median_rel_se(spread, n) * my / sxx.sqrt();
+    (sxx > 0.0 && se_slope > 0.0 && se_slope.is_finite()).then(|| 1e3 / (Z_GAIN * se_slope))
 }
 
 /// Predicted step of `plan` from `capacity`, ms: the slowest replica's
@@ -745,5 +780,39 @@ mod tests {
         assert_eq!(devices, vec![dev(0), dev(1)]);
         // 40 ms more for 12 samples: 300 samples/s, 16.7 ms fixed.
         assert!((fit.capacity[0].samples_per_sec - 300.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn identical_workers_with_flat_steps_keep_their_plan_whichever_way_the_noise_tilts() {
+        // A small model: ~9 ms per step whatever the batch, probed at 3/6/12 samples. In one
+        // run the noise tilts worker 0's line up and worker 1's down; in the next the reverse.
+        // Unbounded fits made 343,745 samples/s + 9.0 ms of one and 1,314 samples/s + 0 ms of
+        // the other, and the whole batch went to whichever the noise favoured.
+        let flat = |i: usize, tilt: f64| Probe {
+            device: dev(i),
+            step_ms: [3usize, 6, 12]
+                .iter()
+                .map(|&b| {
+                    let t = 9.0 + tilt * (b as f64 - 6.0) / 6.0;
+                    (b, vec![t * 0.98, t, t * 1.03])
+                })
+                .collect(),
+        };
+        let mut plans = Vec::new();
+        for (t0, t1) in [(0.08, -0.08), (-0.08, 0.08)] {
+            let fit = fit_probes(&[flat(0, t0), flat(1, t1)]);
+            assert_eq!(fit.pooled.len(), 1, "one device measured twice");
+            assert_eq!(fit.pooled[0].len(), 2);
+            assert_eq!(
+                fit.capacity[0].samples_per_sec,
+                fit.capacity[1].samples_per_sec
+            );
+            for c in &fit.capacity {
+                assert!(c.fixed_ms > 8.0 && c.samples_per_sec.is_finite(), "{c:?}");
+            }
+            let p = infra_aware(&fit.capacity, &ps(), &[], 24, &options()).unwrap();
+            plans.push(shares(&p, 2));
+        }
+        assert_eq!(plans[0], plans[1], "the plan does not flip: {plans:?}");
     }
 }

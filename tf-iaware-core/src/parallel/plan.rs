@@ -85,35 +85,29 @@ impl WorkerCapacity {
         }
     }
 
-    /// Fits `fixed_ms` and `samples_per_sec` to (batch, ms) measurements by least squares; a
-    /// non-positive slope (noise) falls back to no fixed cost at the largest batch's rate.
+    /// Fits `fixed_ms` and `samples_per_sec` to (batch, ms) measurements by least squares
+    /// within physical bounds ([`fit_step_line`](crate::cluster::calibration::fit_step_line):
+    /// no negative fixed cost, no throughput beyond what the probes can show); without a usable
+    /// point, 1 sample/s (a worker nothing was learnt about is not given work).
     pub fn fit(device: &str, points: &[(usize, f64)]) -> Self {
-        let n = points.len() as f64;
-        let (sx, sy) = points
-            .iter()
-            .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x as f64, b + y));
-        let (mx, my) = (sx / n, sy / n);
-        let sxx: f64 = points.iter().map(|&(x, _)| (x as f64 - mx).powi(2)).sum();
-        let sxy: f64 = points
-            .iter()
-            .map(|&(x, y)| (x as f64 - mx) * (y - my))
-            .sum();
-        let slope = sxy / sxx; // ms per sample
-        if slope.is_finite() && slope > 0.0 {
-            let fixed = (my - slope * mx).max(0.0);
-            WorkerCapacity {
+        Self::fit_bounded(device, points, None)
+    }
+
+    /// As [`WorkerCapacity::fit`], the throughput also at most `max_samples_per_sec` (what the
+    /// worker's cores can do).
+    pub fn fit_bounded(
+        device: &str,
+        points: &[(usize, f64)],
+        max_samples_per_sec: Option<f64>,
+    ) -> Self {
+        match crate::cluster::calibration::fit_step_line(points, max_samples_per_sec) {
+            Some(l) => WorkerCapacity {
                 device: device.into(),
-                samples_per_sec: 1e3 / slope,
-                fixed_ms: fixed,
+                samples_per_sec: l.samples_per_sec,
+                fixed_ms: l.fixed_ms,
                 ..WorkerCapacity::default()
-            }
-        } else {
-            let (b, ms) = points
-                .iter()
-                .copied()
-                .max_by_key(|&(b, _)| b)
-                .unwrap_or((1, 1e3));
-            WorkerCapacity::rate(device, b as f64 / (ms / 1e3))
+            },
+            None => WorkerCapacity::rate(device, 1.0),
         }
     }
 }
@@ -887,10 +881,11 @@ mod tests {
         let c = WorkerCapacity::fit("w", &[(4, 140.0), (8, 180.0), (16, 260.0)]);
         assert!((c.samples_per_sec - 100.0).abs() < 1e-9);
         assert!((c.fixed_ms - 100.0).abs() < 1e-9);
-        // Noise that makes the slope negative falls back to a plain rate.
+        // Noise that makes the slope negative: a flat step (all fixed cost, the throughput at
+        // its bound), not "no fixed cost".
         let c = WorkerCapacity::fit("w", &[(4, 300.0), (16, 200.0)]);
-        assert_eq!(c.fixed_ms, 0.0);
-        assert!((c.samples_per_sec - 80.0).abs() < 1e-9);
+        assert!((c.fixed_ms - 248.75).abs() < 1e-9, "{c:?}");
+        assert!((c.samples_per_sec - 8_000.0).abs() < 1e-6);
     }
 
     #[test]

@@ -153,11 +153,11 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(
             c.locality(DeviceId::new(0), DeviceId::new(3)),
-            crate::cluster::model::Locality::SameProcess
+            crate::cluster::link::Locality::SameProcess
         );
         assert_eq!(
             c.locality(DeviceId::new(0), DeviceId::new(1)),
-            crate::cluster::model::Locality::CrossHost
+            crate::cluster::link::Locality::CrossHost
         );
     }
 }

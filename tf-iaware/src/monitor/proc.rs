@@ -53,6 +53,7 @@ impl ProcSource {
                 ProcFile::NetDev => self.proc_dir.join("net/dev"),
                 ProcFile::ProcessStat => self.process_dir.join("stat"),
                 ProcFile::ProcessStatus => self.process_dir.join("status"),
+                ProcFile::Pressure => self.proc_dir.join("pressure/cpu"),
             };
             Ok((read_text(&path)?, path))
         })

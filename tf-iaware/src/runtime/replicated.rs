@@ -119,8 +119,42 @@ impl Workload {
     /// [`Error::UnknownModel`] for a zoo name that is not in the zoo; the errors of replicating
     /// or analysing the graph.
     pub fn replica_memory(&self) -> Result<crate::parallel::ReplicaMemory> {
+        if let Workload::Zoo(n) = self {
+            return replica_memory(n);
+        }
+        let (one, two) = self.graphs_at_one_and_two()?;
+        Ok(crate::parallel::ReplicaMemory::of_graphs(
+            (1, &one),
+            (2, &two),
+        ))
+    }
+
+    /// Analytic FLOPs one more sample adds to a replica's step: the graph's work (see
+    /// [`op_work`](crate::cost::op_work)) at batch 2 less at batch 1, FLOP (≥ 0). Bounds what a
+    /// worker's cores can do, in samples/s.
+    ///
+    /// # Errors
+    /// As [`Workload::replica_memory`].
+    pub fn flops_per_sample(&self) -> Result<f64> {
+        let (one, two) = self.graphs_at_one_and_two()?;
+        let flops = |g: &OpGraph| -> f64 {
+            g.node_ids()
+                .map(|id| crate::cost::op_work(g, id).flops)
+                .sum()
+        };
+        Ok((flops(&two) - flops(&one)).max(0.0))
+    }
+
+    /// The replica graph (a zoo model as built) at batches 1 and 2.
+    fn graphs_at_one_and_two(&self) -> Result<(OpGraph, OpGraph)> {
         let g = match self {
-            Workload::Zoo(n) => return replica_memory(n),
+            Workload::Zoo(n) => {
+                let at = |b: usize| -> Result<OpGraph> {
+                    let m = crate::models::build(n, b, 1)?;
+                    Ok(analyze_graph(m.net.graph())?.op_graph)
+                };
+                return Ok((at(1)?, at(2)?));
+            }
             Workload::Graph(g) => g,
         };
         let at = |batch: usize| -> Result<OpGraph> {
@@ -136,11 +170,7 @@ impl Workload {
             };
             Ok(build(g, &plan)?.analyzed.op_graph)
         };
-        let (one, two) = (at(1)?, at(2)?);
-        Ok(crate::parallel::ReplicaMemory::of_graphs(
-            (1, &one),
-            (2, &two),
-        ))
+        Ok((at(1)?, at(2)?))
     }
 
     /// A name for reports: the zoo model's or the graph's.
@@ -340,4 +370,17 @@ fn place(graph: &OpGraph, replication: &Replication, plan: &DataParallelPlan) ->
         }
     }
     placement
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flops_per_sample_grow_with_the_model() {
+        let mlp = Workload::from("mlp").flops_per_sample().unwrap();
+        let lenet = Workload::from("lenet").flops_per_sample().unwrap();
+        assert!(mlp > 0.0 && lenet > mlp, "mlp {mlp:.3e}, lenet {lenet:.3e}");
+        assert!(Workload::from("no-such-model").flops_per_sample().is_err());
+    }
 }

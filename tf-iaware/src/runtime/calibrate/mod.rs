@@ -38,7 +38,7 @@ pub use links::{calibrate_links, LINK_BYTES};
 pub use replicas::scale_to_replicas;
 
 use crate::cluster::model::{capability, CalibrationProfile};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, DeviceType};
 use crate::config::SessionConfig;
 use crate::cost::OpCostFitter;
 use crate::error::{Error, Result};
@@ -541,6 +541,58 @@ pub fn invalidate_workers(
     }
 }
 
+/// Caps each CPU worker's calibrated throughput at what its cores can do — its allotment
+/// (cores) × [`MAX_CPU_CORE_FLOPS`](crate::cluster::calibration::MAX_CPU_CORE_FLOPS) ÷ the
+/// workload's FLOPs per sample — keeping its step time at `probe_batch`
+/// ([`bound_step_line`](crate::cluster::calibration::bound_step_line)). Workers whose cores or
+/// the workload's FLOPs are unknown are left as they are.
+fn bound_by_cores(
+    capacity: &mut [crate::parallel::WorkerCapacity],
+    workload: &Workload,
+    cluster: &Cluster,
+    probe_batch: usize,
+) {
+    use crate::cluster::calibration::{bound_step_line, StepLine, MAX_CPU_CORE_FLOPS};
+    let per_sample = match workload.flops_per_sample() {
+        Ok(f) if f > 0.0 => f,
+        Ok(_) => return,
+        Err(e) => {
+            log::info!("worker calibration: no throughput bound ({e})");
+            return;
+        }
+    };
+    for c in capacity {
+        let Some(d) = cluster.index_of(&c.device).map(|i| &cluster.devices[i]) else {
+            continue;
+        };
+        let Some(cores) = d
+            .live
+            .allotment
+            .filter(|_| d.device_type == DeviceType::Cpu)
+        else {
+            continue;
+        };
+        let max = cores * MAX_CPU_CORE_FLOPS / per_sample;
+        let line = StepLine {
+            fixed_ms: c.fixed_ms,
+            samples_per_sec: c.samples_per_sec,
+            at_bound: false,
+        };
+        let bounded = bound_step_line(line, max, probe_batch);
+        if bounded != line {
+            log::info!(
+                "calibration: {}: {:.0} samples/s is more than {cores:.2} cores can do \
+                 ({per_sample:.3e} FLOP per sample); capped at {max:.0} samples/s + {:.1} ms",
+                c.device,
+                c.samples_per_sec,
+                bounded.fixed_ms
+            );
+            c.samples_per_sec = bounded.samples_per_sec;
+            c.fixed_ms = bounded.fixed_ms;
+        }
+    }
+}
+
 /// [`calibrate_workers`](super::data_parallel::calibrate_workers), through the per-user cache:
 /// a fresh profile (same TensorFlow version and format, younger than `MAX_AGE_S`, each
 /// worker's hardware fingerprint unchanged where known) is reused without running anything —
@@ -607,7 +659,7 @@ pub fn calibrate_workers_cached(
             "a worker's hardware changed since it was calibrated".to_string()
         });
     }
-    let capacity = super::data_parallel::calibrate_workers(
+    let mut capacity = super::data_parallel::calibrate_workers(
         &workload,
         workers,
         ps,
@@ -616,6 +668,7 @@ pub fn calibrate_workers_cached(
         probe_batch,
         min_seconds,
     )?;
+    bound_by_cores(&mut capacity, &workload, cluster, probe_batch);
     let loaded: Vec<String> = loaded_devices(cluster, options.min_free_fraction)
         .into_iter()
         .filter(|d| workers.iter().any(|w| d.starts_with(w.as_str())))
@@ -660,4 +713,43 @@ pub fn calibrate_workers_cached(
         note,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::Device;
+    use crate::parallel::WorkerCapacity;
+
+    #[test]
+    fn a_throughput_beyond_the_workers_cores_is_capped_at_the_probe_batch() {
+        let mut d = Device::nominal(
+            "/job:worker/replica:0/task:0/device:CPU:0",
+            "CPU",
+            None,
+            "h",
+        );
+        d.live.allotment = Some(0.5);
+        let mut gpu = Device::nominal(
+            "/job:worker/replica:0/task:1/device:GPU:0",
+            "GPU",
+            None,
+            "h",
+        );
+        gpu.live.allotment = Some(1.0);
+        let cluster = Cluster::new(vec![d.clone(), gpu.clone()]);
+        let degenerate = |dev: &Device| WorkerCapacity {
+            fixed_ms: 9.0,
+            ..WorkerCapacity::rate(&dev.name, 1e9)
+        };
+        let mut caps = vec![degenerate(&d), degenerate(&gpu)];
+        let workload = Workload::from("mlp");
+        let per_sample = workload.flops_per_sample().unwrap();
+        bound_by_cores(&mut caps, &workload, &cluster, 12);
+        let max = 0.5 * crate::cluster::calibration::MAX_CPU_CORE_FLOPS / per_sample;
+        assert!((caps[0].samples_per_sec - max).abs() < 1e-6, "{caps:?}");
+        let step = |c: &WorkerCapacity| c.step_ms(12);
+        assert!((step(&caps[0]) - step(&degenerate(&d))).abs() < 1e-9);
+        assert_eq!(caps[1], degenerate(&gpu), "no CPU-core bound on a GPU");
+    }
 }

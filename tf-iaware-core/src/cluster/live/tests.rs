@@ -1,0 +1,460 @@
+//! Tests of the availability model: formulas, snapshots and files recorded on a busy host.
+
+use super::*;
+use crate::cluster::Device;
+use crate::monitor::snapshot::{CgroupSnapshot, DeviceAvailability, DeviceKind, Smoothed};
+
+fn cluster() -> Cluster {
+    let d = |job: &str, task: u32, ty: &str, id: u32| {
+        Device::nominal(
+            &format!("/job:{job}/replica:0/task:{task}/device:{ty}:{id}"),
+            ty,
+            None,
+            &format!("127.0.0.1:{}", 2222 + task),
+        )
+    };
+    Cluster::new(vec![
+        d("worker", 0, "CPU", 0),
+        d("worker", 1, "CPU", 0),
+        d("worker", 1, "GPU", 0),
+        d("worker", 1, "GPU", 1),
+        d("ps", 0, "CPU", 0),
+    ])
+}
+
+/// A worker on 4 logical cores in a node cgroup of 2 cores, its own group capped at 1
+/// core, with `free` cores free.
+pub(crate) fn reading(free: f64) -> Snapshot {
+    let mut s = Snapshot::empty("w");
+    s.taken_unix_ms = 10_000;
+    s.cpu.logical_cores = 4;
+    s.cpu.limit_cores = 1.0;
+    s.cpu.available_cores = Some(Smoothed::constant(free));
+    s.cgroup = Some(CgroupSnapshot {
+        cpu_quota_cores: Some(1.0),
+        cpu_allotment_cores: Some(2.0),
+        ..CgroupSnapshot::default()
+    });
+    s.memory.available_to_us_bytes = Some(1 << 30);
+    s
+}
+
+fn gpu(index: u32, bus: &str, uuid: &str, util: f64, free: u64) -> GpuSnapshot {
+    GpuSnapshot {
+        index,
+        uuid: uuid.into(),
+        name: "NVIDIA H100".into(),
+        minor_number: Some(index),
+        pci_bus_id: Some(bus.into()),
+        utilisation_percent: Some(Smoothed::constant(util)),
+        memory_utilisation_percent: None,
+        own_utilisation_percent: None,
+        memory_total_bytes: Some(80 << 30),
+        memory_used_bytes: Some((80 << 30) - free),
+        memory_free_bytes: Some(free),
+        sm_clock_mhz: Some(1980.0),
+        sm_clock_max_mhz: Some(1980.0),
+        power_watts: None,
+        power_limit_watts: None,
+        temperature_celsius: None,
+        pcie_tx_bytes_per_sec: None,
+        pcie_rx_bytes_per_sec: None,
+        compute_processes: Some(1),
+        unsupported: Vec::new(),
+    }
+}
+
+#[test]
+fn gpu_time_slicing_never_collapses_availability() {
+    assert_eq!(contended_availability(1.0), 1.0);
+    assert_eq!(contended_availability(0.0), 0.5);
+    assert!((contended_availability(0.5) - 2.0 / 3.0).abs() < 1e-12);
+    assert_eq!(contended_availability(f64::NAN), 1.0);
+    assert_eq!(contended_availability(-3.0), 0.5);
+    // Monotone in the free share.
+    let mut last = 0.0;
+    for i in 0..=100 {
+        let a = contended_availability(i as f64 / 100.0);
+        assert!(a >= last);
+        last = a;
+    }
+}
+
+fn host(machine: f64, runnable: f64) -> ContentionInputs {
+    ContentionInputs {
+        logical: machine,
+        machine,
+        cap: machine,
+        own_cores: 0.0,
+        cotenant_cores: Some(runnable.min(machine)),
+        // The co-tenants and the reading thread.
+        runnable_tasks: Some(runnable + 1.0),
+        pressure_some: None,
+        group: None,
+    }
+}
+
+#[test]
+fn availability_keeps_falling_with_cpu_bound_cotenants() {
+    // One more thread of ours among n CPU-bound co-tenants on 2 cores: min(1, 2 / (n + 1)).
+    let shares: Vec<f64> = [0.0, 1.0, 2.0, 4.0, 8.0]
+        .iter()
+        .map(|n| contention(&host(2.0, *n)).share)
+        .collect();
+    let expected = [1.0, 1.0, 2.0 / 3.0, 0.4, 2.0 / 9.0];
+    for (s, e) in shares.iter().zip(expected) {
+        assert!((s - e).abs() < 1e-12, "{shares:?}");
+    }
+    assert_eq!(contention(&host(2.0, 8.0)).host_competitors, 8.0);
+    // A busy process counts its own threads: 2 of ours + 2 co-tenants on 2 cores.
+    let busy = ContentionInputs {
+        own_cores: 2.0,
+        runnable_tasks: Some(5.0),
+        ..host(2.0, 2.0)
+    };
+    assert!((contention(&busy).share - 0.5).abs() < 1e-12);
+    // Without the run queue, PSI says some task waited: one more competitor that share of
+    // the time; without either, the measured use (which cannot see past saturation).
+    let psi = ContentionInputs {
+        runnable_tasks: None,
+        pressure_some: Some(1.0),
+        ..host(2.0, 8.0)
+    };
+    assert!((contention(&psi).share - 0.5).abs() < 1e-12);
+    let bare = ContentionInputs {
+        pressure_some: None,
+        ..psi
+    };
+    assert!((contention(&bare).share - 2.0 / 3.0).abs() < 1e-12);
+    // A cpuset of 1 of 4 CPUs sees a quarter of the host's queue.
+    let pinned = ContentionInputs {
+        logical: 4.0,
+        machine: 1.0,
+        cap: 1.0,
+        ..host(4.0, 8.0)
+    };
+    assert!((contention(&pinned).share - 1.0 / 3.0).abs() < 1e-12);
+    // No information, garbage, or an idle machine: 1; never below the floor.
+    assert_eq!(contention(&ContentionInputs::default()).share, 1.0);
+    let nan = ContentionInputs {
+        runnable_tasks: Some(f64::NAN),
+        cotenant_cores: Some(f64::INFINITY),
+        cap: f64::NAN,
+        ..host(2.0, 0.0)
+    };
+    assert_eq!(contention(&nan).share, 1.0);
+    assert_eq!(
+        contention(&host(2.0, 1e9)).share,
+        MIN_CONTENDED_SHARE,
+        "floored"
+    );
+}
+
+#[test]
+fn a_cotenant_inside_the_quota_competes_for_the_quota_not_the_machine() {
+    // A worker in a 0.3-core cgroup on 2 cores; a CPU-bound process beside it in the same
+    // cgroup uses 0.28 of the 0.30 cores (issue 26: the old model said 0.88).
+    let group = |others: f64| ContentionInputs {
+        logical: 2.0,
+        machine: 2.0,
+        cap: 0.3,
+        own_cores: 0.0,
+        cotenant_cores: Some(others),
+        // The reader, and the co-tenant while it is not throttled (a throttled group's
+        // tasks leave the run queue).
+        runnable_tasks: Some(1.0 + others),
+        pressure_some: None,
+        group: Some(QuotaGroup {
+            quota_cores: 0.3,
+            others_cores: others,
+            pressure_some: None,
+        }),
+    };
+    let c = contention(&group(0.28));
+    assert!(
+        (c.share - 0.3 / (1.0 + 0.28 / 0.3) / 0.3).abs() < 1e-12,
+        "{c:?}"
+    );
+    assert!(c.share > 0.45 && c.share < 0.55, "about half: {c:?}");
+    assert_eq!(c.host_competitors, 0.0, "not counted twice");
+    assert_eq!(contention(&group(0.0)).share, 1.0);
+    // The cgroup's PSI adds a waiting thread for the share of time it reports.
+    let mut p = group(0.28);
+    if let Some(g) = p.group.as_mut() {
+        g.pressure_some = Some(0.5);
+    }
+    assert!(contention(&p).share < c.share);
+}
+
+#[test]
+fn a_reading_sets_only_its_tasks_cpu_devices() {
+    let mut c = cluster();
+    let src = LiveSource::Agent("127.0.0.1:9101".into());
+    let n = apply_snapshot(
+        &mut c,
+        Some(("worker", 1)),
+        &reading(1.0),
+        &src,
+        None,
+        None,
+        10_500,
+    );
+    assert_eq!(n, 1, "GPUs without readings are left alone");
+    let w1 = &c.devices[1];
+    // Hard cap: half the node; nothing contends within it.
+    assert!((w1.availability - 0.5).abs() < 1e-12, "{}", w1.availability);
+    assert_eq!(w1.live.hard_share, Some(0.5));
+    assert_eq!(w1.live.contention_free(), Some(1.0));
+    assert_eq!(w1.live.source, src);
+    assert_eq!(w1.live.age_ms, Some(500));
+    assert_eq!(w1.live.allotment, Some(2.0));
+    assert_eq!(w1.live.cotenant_load, Some(1.0));
+    assert_eq!(w1.live.free_memory_bytes, Some(1 << 30));
+    assert_eq!(w1.live.hardware.as_deref(), Some("cores:4|allot:2.00"));
+    // Other tasks are untouched.
+    assert_eq!(c.devices[0].availability, 1.0);
+    assert_eq!(c.devices[0].live.source, LiveSource::Nominal);
+    assert_eq!(c.devices[4].live, LiveStatus::default());
+    // A snapshot without availability yet changes nothing.
+    let mut first = reading(1.0);
+    first.cpu.available_cores = None;
+    assert_eq!(
+        apply_snapshot(&mut c, Some(("worker", 0)), &first, &src, None, None, 0),
+        0
+    );
+    // JSON names the source as a string.
+    let j = serde_json::to_value(&c.devices[1]).unwrap();
+    assert_eq!(j["live"]["source"], "agent:127.0.0.1:9101");
+    let back: Device = serde_json::from_value(j).unwrap();
+    assert_eq!(back, c.devices[1]);
+}
+
+#[test]
+fn stale_readings_keep_last_known_figures_and_are_flagged() {
+    let mut c = cluster();
+    let src = LiveSource::Agent("a:1".into());
+    apply_snapshot(
+        &mut c,
+        Some(("worker", 1)),
+        &reading(0.5),
+        &src,
+        None,
+        None,
+        10_000,
+    );
+    let before = c.devices[1].availability;
+    assert!(before < 1.0);
+    let n = mark_stale(&mut c, Some(("worker", 1)), "worker:1 unreachable", 25_000);
+    assert_eq!(n, 3, "the task's CPU and both GPUs");
+    let w1 = &c.devices[1];
+    assert_eq!(w1.availability, before, "last known figure kept");
+    assert_eq!(w1.live.source, LiveSource::Stale);
+    assert_eq!(w1.live.age_ms, Some(15_000));
+    assert_eq!(w1.live.warning.as_deref(), Some("worker:1 unreachable"));
+    // A task never read stays nominal, flagged.
+    mark_stale(&mut c, Some(("worker", 0)), "worker:0 has no agent", 25_000);
+    assert_eq!(c.devices[0].live.source, LiveSource::Nominal);
+    assert_eq!(c.devices[0].availability, 1.0);
+    assert!(c.devices[0].live.warning.is_some());
+}
+
+#[test]
+fn nvml_readings_map_onto_tensorflow_gpu_numbers() {
+    // Recorded from a two-GPU box whose NVML indices are not in PCI order.
+    let gpus = vec![
+        gpu(0, "00000000:81:00.0", "GPU-bbbb", 10.0, 70 << 30),
+        gpu(1, "00000000:01:00.0", "GPU-aaaa", 90.0, 4 << 30),
+    ];
+    assert_eq!(gpu_for_tf_index(0, &gpus, None).unwrap().uuid, "GPU-aaaa");
+    assert_eq!(gpu_for_tf_index(1, &gpus, None).unwrap().uuid, "GPU-bbbb");
+    assert!(gpu_for_tf_index(2, &gpus, None).is_none());
+    assert_eq!(gpu_for_tf_index(0, &gpus, Some("0")).unwrap().index, 0);
+    assert_eq!(gpu_for_tf_index(0, &gpus, Some("GPU-aa")).unwrap().index, 1);
+    assert_eq!(gpu_for_tf_index(1, &gpus, Some("1, 0")).unwrap().index, 0);
+    assert!(
+        gpu_for_tf_index(1, &gpus, Some("1,7,0")).is_none(),
+        "CUDA stops at 7"
+    );
+
+    let mut c = cluster();
+    let mut s = reading(2.0);
+    s.gpus = gpus.clone();
+    s.devices = vec![DeviceAvailability {
+        device: "GPU:1".into(),
+        kind: DeviceKind::Gpu,
+        capacity: 1.0,
+        compute_share: Smoothed::constant(0.1),
+        free_memory_bytes: Some(4 << 30),
+        age_ms: 0,
+    }];
+    let src = LiveSource::LocalSampler;
+    assert_eq!(
+        apply_snapshot(
+            &mut c,
+            Some(("worker", 1)),
+            &s,
+            &src,
+            Some("Xeon"),
+            None,
+            10_000
+        ),
+        3
+    );
+    // TF GPU:0 is NVML 1 (busy: 90 % by others), GPU:1 is NVML 0 (10 %).
+    let g0 = &c.devices[2];
+    assert!((g0.availability - contended_availability(0.1)).abs() < 1e-12);
+    assert_eq!(g0.live.free_memory_bytes, Some(4 << 30));
+    assert_eq!(g0.live.hardware.as_deref(), Some("gpu:NVIDIA H100"));
+    let g1 = &c.devices[3];
+    assert!(
+        (g1.availability - contended_availability(0.9)).abs() < 1e-12,
+        "{}",
+        g1.availability
+    );
+    assert_eq!(g1.live.free_memory_bytes, Some(70 << 30));
+    assert_eq!(
+        c.devices[1].live.hardware.as_deref(),
+        Some("cpu:Xeon|cores:4|allot:2.00")
+    );
+    assert_eq!(c.devices[1].availability, 0.5, "capped at half the node");
+}
+
+#[test]
+fn contention_without_a_hard_cap_reads_the_run_queue() {
+    let mut s = reading(0.0);
+    s.cgroup = None;
+    s.cpu.limit_cores = 4.0;
+    s.cpu.cotenant_cores = Some(Smoothed::constant(4.0));
+    s.cpu.runnable_tasks = Some(Smoothed::constant(9.0));
+    let f = cpu_figures(&s, None).unwrap();
+    assert_eq!((f.allotment, f.cap), (4.0, 4.0));
+    assert_eq!(f.contention.host_competitors, 8.0);
+    assert!((f.availability - 4.0 / 9.0).abs() < 1e-12, "{f:?}");
+    // An older agent's page without the run queue: the measured use only.
+    s.cpu.runnable_tasks = None;
+    assert!((cpu_figures(&s, None).unwrap().availability - 0.8).abs() < 1e-12);
+}
+
+/// The snapshot the monitor derives from one recorded case of
+/// `tests/fixtures/monitor/contention` (made by its `record.sh`).
+fn recorded(case: &str) -> Snapshot {
+    use crate::monitor::cgroup::locate;
+    use crate::monitor::derive::{Deriver, Reading};
+    use crate::monitor::proc::{ProcFile, ProcReading};
+    use std::path::{Path, PathBuf};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/monitor/contention")
+        .join(case);
+    let mountinfo = std::fs::read_to_string(root.join("../mountinfo")).unwrap();
+    let mut deriver = Deriver::new("fixture", "h", Some(1), 10.0, 60.0);
+    let mut snap = None;
+    let mut t0 = None;
+    for i in 0.. {
+        let dir = root.join(i.to_string());
+        if !dir.exists() {
+            break;
+        }
+        let text = |f: &str| std::fs::read_to_string(dir.join(f));
+        let t_ns: u64 = text("t_ns").unwrap().trim().parse().unwrap();
+        let t0 = *t0.get_or_insert(t_ns);
+        let proc = ProcReading::parse(|file| {
+            let name = match file {
+                ProcFile::Stat => "proc_stat",
+                ProcFile::Pressure => "pressure_cpu",
+                ProcFile::ProcessStat => "process_stat",
+                ProcFile::ProcessStatus => "process_status",
+                _ => "not-recorded",
+            };
+            let path = dir.join(name);
+            let t = std::fs::read_to_string(&path).map_err(|e| crate::Error::io(&path, e))?;
+            Ok((t, path))
+        })
+        .unwrap();
+        let cgroup_text = text("cgroup").unwrap();
+        let layout = locate(
+            &cgroup_text,
+            Path::new("cgroup"),
+            &mountinfo,
+            Path::new("mountinfo"),
+            Path::new("/"),
+        )
+        .unwrap();
+        let cgroup = layout.read(
+            |p: &Path| {
+                // The observed cgroup's files were recorded; the root's are absent.
+                let name = p.file_name().unwrap_or_default();
+                let recorded: PathBuf = dir.join(name);
+                let in_group = p
+                    .parent()
+                    .is_some_and(|d| d.ends_with("tf-iaware-contention-fixture"));
+                Ok(if in_group {
+                    std::fs::read_to_string(recorded).ok()
+                } else {
+                    None
+                })
+            },
+            |_| Err("not recorded".into()),
+        );
+        snap = Some(deriver.push(Reading {
+            t_s: (t_ns - t0) as f64 / 1e9,
+            unix_ms: t_ns / 1_000_000,
+            ticks_per_second: 100,
+            proc,
+            cgroup: Ok(cgroup),
+            gpus: Err("no GPU recorded".into()),
+        }));
+    }
+    snap.unwrap()
+}
+
+#[test]
+fn recorded_cotenants_lower_availability_as_the_kernel_counts_them() {
+    // Recorded on a 2-core host that other builds kept busy too (3–5 runnable tasks
+    // besides the co-tenants): the model prices what the kernel counted, whoever it was.
+    let mut by_case = Vec::new();
+    for n in [0, 1, 2, 4, 8] {
+        let s = recorded(&format!("host-{n}"));
+        assert!(s.cpu.pressure_some_ratio.is_some(), "PSI recorded");
+        let runnable = s.cpu.runnable_tasks.unwrap();
+        let f = cpu_figures(&s, None).unwrap();
+        assert!(f.availability > 0.0 && f.availability <= 1.0, "{f:?}");
+        // One thread of ours among those the run queue held on these 2 cores.
+        let fair = (2.0 / (runnable.ewma - 1.0 + 1.0)).min(1.0);
+        assert!(f.availability <= fair + 1e-9, "{n}: {f:?} vs {fair}");
+        eprintln!(
+            "host-{n}: runnable {:.2} psi {:.2} competitors {:.2} availability {:.3}",
+            runnable.ewma,
+            s.cpu.pressure_some_ratio.map_or(f64::NAN, |p| p.last),
+            f.contention.host_competitors,
+            f.availability
+        );
+        by_case.push((n, runnable.ewma, f.availability));
+    }
+    // More runnable tasks, lower availability.
+    let mut sorted = by_case.clone();
+    sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for w in sorted.windows(2) {
+        assert!(w[1].2 <= w[0].2 + 1e-9, "{by_case:?}");
+    }
+    // Eight co-tenants leave far less than the old ½ floor; none leave the most.
+    let eight = by_case[4].2;
+    assert!(eight < 0.25, "{by_case:?}");
+    assert!(eight < by_case[0].2, "{by_case:?}");
+}
+
+#[test]
+fn recorded_cotenant_inside_a_quota_halves_it() {
+    let alone = cpu_figures(&recorded("quota-0"), None).unwrap();
+    let shared_snap = recorded("quota-1");
+    let shared = cpu_figures(&shared_snap, None).unwrap();
+    let cg = shared_snap.cgroup.as_ref().unwrap();
+    assert_eq!(cg.cpu_quota_cores, Some(0.3));
+    assert!((alone.cap - 0.3).abs() < 1e-12 && (alone.allotment - 0.3).abs() < 1e-12);
+    assert!(alone.availability > 0.9, "{alone:?}");
+    // The co-tenant used (almost) the whole quota: one competing thread, about half.
+    assert!(shared.contention.group_competitors > 0.8, "{shared:?}");
+    assert!(
+        shared.availability > 0.4 && shared.availability < 0.6,
+        "{shared:?}"
+    );
+}
