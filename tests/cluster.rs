@@ -5,11 +5,13 @@
 mod common;
 
 use common::cluster::{serial, Fixture};
+use common::exe;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions};
 use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
 use tf_iaware::runtime::liveness::HangDetection;
 use tf_iaware::runtime::stats::executed_nodes;
+use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 fn alive(pid: u32) -> bool {
     // A zombie counts as gone: it holds no resources but its table entry.
@@ -262,7 +264,7 @@ fn agent_answers(address: &str) -> bool {
 fn a_hung_worker_that_continues_is_taken_back_into_the_plan() {
     let _one = serial();
     let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let mut cluster = EmulatedCluster::start(&scenario, &exe()).unwrap();
     let (devices, mut config) = cluster.connect().unwrap();
     config.operation_timeout_ms = 15_000;
     config.run_timeout_ms = 120_000;
@@ -350,7 +352,7 @@ fn a_hung_worker_that_continues_is_taken_back_into_the_plan() {
 fn training_survives_a_worker_killed_during_a_step_or_a_checkpoint() {
     let _one = serial();
     let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
-    let cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
+    let cluster = EmulatedCluster::start(&scenario, &exe()).unwrap();
     let (devices, mut config) = cluster.connect().unwrap();
     config.operation_timeout_ms = 15_000;
     config.run_timeout_ms = 120_000;
@@ -648,7 +650,7 @@ fn a_tf_config_task_that_is_not_running_is_left_out_or_named() {
     let _one = serial();
     // A `chief` entry every task knows, for a coordinator that never starts.
     let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
-    let cluster = EmulatedCluster::start_with(&scenario, exe(), true).unwrap();
+    let cluster = EmulatedCluster::start_with(&scenario, &exe(), true).unwrap();
     let chief = cluster.chief().unwrap().to_string();
     let mut doc = cluster.tf_config().clone();
     doc.cluster.insert("chief".into(), vec![chief.clone()]);
