@@ -263,12 +263,13 @@ fn agent_answers(address: &str) -> bool {
 #[test]
 fn a_hung_worker_that_continues_is_taken_back_into_the_plan() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
-    let mut cluster = EmulatedCluster::start(&scenario, &exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 120_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        mut cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.5,0.5,0.5").deadlines(15_000, 120_000);
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 30).unwrap();
     let tf_config = cluster.tf_config().clone();
@@ -351,12 +352,13 @@ fn a_hung_worker_that_continues_is_taken_back_into_the_plan() {
 #[test]
 fn training_survives_a_worker_killed_during_a_step_or_a_checkpoint() {
     let _one = serial();
-    let scenario = Scenario::parse("workers=0.5,0.5,0.5").unwrap();
-    let cluster = EmulatedCluster::start(&scenario, &exe()).unwrap();
-    let (devices, mut config) = cluster.connect().unwrap();
-    config.operation_timeout_ms = 15_000;
-    config.run_timeout_ms = 120_000;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
+    let Fixture {
+        cluster,
+        devices,
+        config,
+        workers,
+        ps,
+    } = Fixture::start("workers=0.5,0.5,0.5").deadlines(15_000, 120_000);
     let vars = replicated::variables("mlp").unwrap();
     let plan = parallel::replica_setter(&workers, &ps, &vars, 30).unwrap();
     let tf_config = cluster.tf_config().clone();

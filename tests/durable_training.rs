@@ -4,97 +4,23 @@
 //! another strategy; a third with nothing left to train evaluates the restored variables to the
 //! same held-out accuracy. Real worker processes on 127.0.0.1; structure asserted, never time.
 
-#[allow(dead_code)]
-mod model {
-    include!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tf-iaware/examples/own_model/model.rs"
-    ));
-}
+#[path = "common/own_job.rs"]
+mod own_job;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tf_iaware::data::{HostTensor, InMemory};
+use own_job::job;
 use tf_iaware::durable::events::{event_files, read_scalars};
 use tf_iaware::durable::{
     read_bundle, read_variables, restore_graph, CheckpointDir, HostTensor as DurableTensor,
     NamedTensor, TrainState,
 };
-use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
-use tf_iaware::runtime::trainer::{CheckpointOptions, Job, OnProgress, TrainingOptions};
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress, TrainingOptions};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
-
-/// `n` rows: 16 features in [-1, 1), the label (int64) the index of the largest of the first
-/// four.
-fn rows(name: &str, n: usize, seed: u64) -> InMemory {
-    let (f, c) = (model::FEATURES as usize, model::CLASSES as usize);
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
-    let mut x = Vec::with_capacity(n * f);
-    let mut labels = Vec::with_capacity(n);
-    for _ in 0..n {
-        let row: Vec<f32> = (0..f)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
-            })
-            .collect();
-        let label = (0..c)
-            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
-            .unwrap_or(0);
-        x.extend(row);
-        labels.push(label as i64);
-    }
-    InMemory::from_tensors(
-        name,
-        [
-            (
-                "x",
-                HostTensor::new(vec![n as u64, f as u64], x.into()).unwrap(),
-            ),
-            (
-                "labels",
-                HostTensor::new(vec![n as u64], labels.into()).unwrap(),
-            ),
-        ],
-    )
-    .unwrap()
-}
-
-/// The user's job, and their single-tower GraphDef as they would export it.
-fn job() -> (Job, Vec<u8>) {
-    let m = model::build().unwrap();
-    let graph_def = m.scope.graph().graph_def().unwrap();
-    let analyzed = analyze_graph(&m.scope.graph()).unwrap();
-    let sidecar = Sidecar {
-        inputs: BTreeMap::from([
-            ("x".to_string(), vec![-1, model::FEATURES as i64]),
-            ("labels".to_string(), vec![-1]),
-        ]),
-        init: "init".into(),
-        train: m.train.name().unwrap(),
-        loss: "loss".into(),
-        one_hot: Vec::new(),
-        batch: None,
-        logits: Some("logits/Add".into()),
-    };
-    let job = Job::new(
-        "own model",
-        analyzed,
-        sidecar,
-        Box::new(rows("train", 2048, 1)),
-    )
-    .unwrap()
-    .with_held_out(Box::new(rows("held out", 512, 2)))
-    .unwrap();
-    (job, graph_def)
-}
 
 #[test]
 fn a_run_checkpoints_logs_and_resumes_and_its_model_loads_into_the_users_graph() {

@@ -4,93 +4,16 @@
 //! 127.0.0.1) with every data-parallel strategy, evaluated on held-out rows. Structure and
 //! above-chance accuracy are asserted, never time.
 
-#[allow(dead_code)]
-mod model {
-    include!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tf-iaware/examples/own_model/model.rs"
-    ));
-}
+#[path = "common/own_job.rs"]
+mod own_job;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
+use own_job::{graph, job};
 use tf_iaware::data::{HostTensor, InMemory};
-use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::trainer::{Job, TrainingOptions};
-use tf_iaware::runtime::Sidecar;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
-
-/// `n` rows of the model's task: 16 features in [-1, 1), the label (int64) the index of the
-/// largest of the first four.
-fn rows(name: &str, n: usize, seed: u64) -> InMemory {
-    let (f, c) = (model::FEATURES as usize, model::CLASSES as usize);
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
-    let mut x = Vec::with_capacity(n * f);
-    let mut labels = Vec::with_capacity(n);
-    for _ in 0..n {
-        let row: Vec<f32> = (0..f)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
-            })
-            .collect();
-        let label = (0..c)
-            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
-            .unwrap_or(0);
-        x.extend(row);
-        labels.push(label as i64);
-    }
-    InMemory::from_tensors(
-        name,
-        [
-            (
-                "x",
-                HostTensor::new(vec![n as u64, f as u64], x.into()).unwrap(),
-            ),
-            (
-                "labels",
-                HostTensor::new(vec![n as u64], labels.into()).unwrap(),
-            ),
-        ],
-    )
-    .unwrap()
-}
-
-/// The model's graph and its sidecar (dynamic batch, int64 labels, logits for accuracy).
-fn graph() -> (tf_iaware::graph::analyze::Analyzed, Sidecar) {
-    let m = model::build().unwrap();
-    let analyzed = analyze_graph(&m.scope.graph()).unwrap();
-    let sidecar = Sidecar {
-        inputs: BTreeMap::from([
-            ("x".to_string(), vec![-1, model::FEATURES as i64]),
-            ("labels".to_string(), vec![-1]),
-        ]),
-        init: "init".into(),
-        train: m.train.name().unwrap(),
-        loss: "loss".into(),
-        one_hot: Vec::new(),
-        batch: None,
-        logits: Some("logits/Add".into()),
-    };
-    (analyzed, sidecar)
-}
-
-fn job() -> Job {
-    let (analyzed, sidecar) = graph();
-    Job::new(
-        "own model",
-        analyzed,
-        sidecar,
-        Box::new(rows("train", 2048, 1)),
-    )
-    .unwrap()
-    .with_held_out(Box::new(rows("held out", 512, 2)))
-    .unwrap()
-}
 
 #[test]
 fn every_strategy_trains_a_users_graph_on_the_users_rows() {
@@ -99,7 +22,7 @@ fn every_strategy_trains_a_users_graph_on_the_users_rows() {
     let cluster = EmulatedCluster::start(&scenario, exe).unwrap();
     let tf_config = cluster.tf_config().clone();
     let connection = cluster.into_connection().unwrap();
-    let job = job();
+    let (job, _) = job();
     assert_eq!(job.metric().map(|m| m.name()), Some("accuracy"));
     for strategy in DataParallelStrategy::all() {
         job.check_updates(strategy.updates()).unwrap();

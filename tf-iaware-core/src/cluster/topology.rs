@@ -258,49 +258,53 @@ impl Cluster {
     }
 }
 
+/// Six nominal devices for unit tests: two CPUs and a GPU of the local process, two workers on
+/// 127.0.0.1 and one on another host.
+#[cfg(test)]
+pub(crate) fn test_cluster() -> Cluster {
+    let dev = |name: &str, ty: &str, host: &str| Device::nominal(name, ty, None, host);
+    Cluster::new(vec![
+        dev(
+            "/job:localhost/replica:0/task:0/device:CPU:0",
+            "CPU",
+            "localhost",
+        ),
+        dev(
+            "/job:localhost/replica:0/task:0/device:CPU:1",
+            "CPU",
+            "localhost",
+        ),
+        dev(
+            "/job:localhost/replica:0/task:0/device:GPU:0",
+            "GPU",
+            "localhost",
+        ),
+        dev(
+            "/job:worker/replica:0/task:1/device:CPU:0",
+            "CPU",
+            "127.0.0.1:2223",
+        ),
+        dev(
+            "/job:worker/replica:0/task:2/device:CPU:0",
+            "CPU",
+            "127.0.0.1:2224",
+        ),
+        dev(
+            "/job:worker/replica:0/task:3/device:CPU:0",
+            "CPU",
+            "10.0.0.7:2222",
+        ),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::device::NOMINAL_CPU_MEMORY_BANDWIDTH;
     use crate::cluster::link::machine;
 
-    fn dev(name: &str, ty: &str, host: &str) -> Device {
-        Device::nominal(name, ty, None, host)
-    }
-
     fn cluster() -> Cluster {
-        Cluster::new(vec![
-            dev(
-                "/job:localhost/replica:0/task:0/device:CPU:0",
-                "CPU",
-                "localhost",
-            ),
-            dev(
-                "/job:localhost/replica:0/task:0/device:CPU:1",
-                "CPU",
-                "localhost",
-            ),
-            dev(
-                "/job:localhost/replica:0/task:0/device:GPU:0",
-                "GPU",
-                "localhost",
-            ),
-            dev(
-                "/job:worker/replica:0/task:1/device:CPU:0",
-                "CPU",
-                "127.0.0.1:2223",
-            ),
-            dev(
-                "/job:worker/replica:0/task:2/device:CPU:0",
-                "CPU",
-                "127.0.0.1:2224",
-            ),
-            dev(
-                "/job:worker/replica:0/task:3/device:CPU:0",
-                "CPU",
-                "10.0.0.7:2222",
-            ),
-        ])
+        test_cluster()
     }
 
     #[test]

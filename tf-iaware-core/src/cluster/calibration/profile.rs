@@ -301,43 +301,8 @@ mod tests {
     use crate::cluster::device::{Device, DeviceId};
     use crate::graph::DeviceType;
 
-    fn dev(name: &str, ty: &str, host: &str) -> Device {
-        Device::nominal(name, ty, None, host)
-    }
-
     fn cluster() -> Cluster {
-        Cluster::new(vec![
-            dev(
-                "/job:localhost/replica:0/task:0/device:CPU:0",
-                "CPU",
-                "localhost",
-            ),
-            dev(
-                "/job:localhost/replica:0/task:0/device:CPU:1",
-                "CPU",
-                "localhost",
-            ),
-            dev(
-                "/job:localhost/replica:0/task:0/device:GPU:0",
-                "GPU",
-                "localhost",
-            ),
-            dev(
-                "/job:worker/replica:0/task:1/device:CPU:0",
-                "CPU",
-                "127.0.0.1:2223",
-            ),
-            dev(
-                "/job:worker/replica:0/task:2/device:CPU:0",
-                "CPU",
-                "127.0.0.1:2224",
-            ),
-            dev(
-                "/job:worker/replica:0/task:3/device:CPU:0",
-                "CPU",
-                "10.0.0.7:2222",
-            ),
-        ])
+        crate::cluster::topology::test_cluster()
     }
 
     #[test]
