@@ -298,7 +298,7 @@ impl CalibrationProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::device::{Device, DeviceId};
+    use crate::cluster::device::DeviceId;
     use crate::graph::DeviceType;
 
     fn cluster() -> Cluster {
