@@ -38,31 +38,19 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(missing_docs)]
+// Every public type is `Debug` (a manual impl where it holds TensorFlow handles).
+#![warn(missing_docs, missing_debug_implementations)]
 
-// Every public type is `Debug` (a manual impl where it holds TensorFlow handles). `durable` is
-// the one module not yet under the lint (its `RestoredModel`); once it is, this becomes a
-// crate-level `#![warn(missing_debug_implementations)]`.
-#[warn(missing_debug_implementations)]
 pub mod apply;
-#[warn(missing_debug_implementations)]
 pub mod cluster;
-#[warn(missing_debug_implementations)]
 pub mod config;
-#[warn(missing_debug_implementations)]
 pub mod data;
 pub mod durable;
-#[warn(missing_debug_implementations)]
 pub mod graph;
-#[warn(missing_debug_implementations)]
 pub mod models;
-#[warn(missing_debug_implementations)]
 pub mod monitor;
-#[warn(missing_debug_implementations)]
 pub mod pipeline;
-#[warn(missing_debug_implementations)]
 pub mod runtime;
-#[warn(missing_debug_implementations)]
 pub mod tf;
 
 /// The pure stages, [`tf_iaware_core`]'s, at the paths they have always had here.

@@ -214,6 +214,14 @@ pub struct RestoredModel {
     pub variables: Vec<String>,
 }
 
+impl std::fmt::Debug for RestoredModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestoredModel")
+            .field("variables", &self.variables)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Imports the user's single-tower `graph_def` (a serialized GraphDef, as exported from Python
 /// or by [`Graph::to_graph_def`]) into a fresh graph, opens a plain local session of it and
 /// restores every variable from the checkpoint at `prefix` ([`restore_into`]).
