@@ -16,6 +16,8 @@
 //! device strings onto it, sessions, the live sources, the agent and the scraper.
 
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+// Library code returns typed errors: no unwrap/expect outside tests (clippy.toml allows them there).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod cluster;
 pub mod cost;

@@ -40,6 +40,8 @@
 
 // Every public type is `Debug` (a manual impl where it holds TensorFlow handles).
 #![warn(missing_docs, missing_debug_implementations)]
+// Library code returns typed errors: no unwrap/expect outside tests (clippy.toml allows them there).
+#![warn(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod apply;
 pub mod cluster;
