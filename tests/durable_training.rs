@@ -141,6 +141,7 @@ fn a_run_checkpoints_logs_and_resumes_and_its_model_loads_into_the_users_graph()
     let tags: BTreeSet<&str> = points.iter().map(|p| p.tag.as_str()).collect();
     for tag in [
         "held_out/accuracy",
+        "loss",
         "plan/replans",
         "throughput/images_per_sec",
     ] {

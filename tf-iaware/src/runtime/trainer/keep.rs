@@ -489,12 +489,13 @@ impl Keeper {
         state
     }
 
-    /// Logs a step's figures (at most every [`LOG_EVERY_S`] of training) and calls the progress
-    /// callback (at most every [`PROGRESS_EVERY_S`]).
+    /// Logs a step's figures (at most every [`LOG_EVERY_S`] of training, and at the `last` step
+    /// of a run, so a run shorter than that has its points too) and calls the progress callback
+    /// (at most every [`PROGRESS_EVERY_S`]).
     ///
     /// # Errors
     /// [`Error::Io`] naming the event file if it cannot be written.
-    pub fn stepped(&mut self, at: &Snapshot<'_>) -> Result<()> {
+    pub fn stepped(&mut self, at: &Snapshot<'_>, last: bool) -> Result<()> {
         let rate = |(t0, n0): (f64, u64)| {
             let dt = at.seconds - t0;
             if dt > 0.0 {
@@ -503,7 +504,9 @@ impl Keeper {
                 0.0
             }
         };
-        if self.events.is_some() && at.seconds - self.last_log.0 >= LOG_EVERY_S {
+        let due =
+            at.seconds - self.last_log.0 >= LOG_EVERY_S || last && at.samples > self.last_log.1;
+        if self.events.is_some() && due {
             let images = rate(self.last_log) as f32;
             let mut scalars = vec![(tags::IMAGES_PER_SEC, images)];
             if let Some(l) = at.loss_last {

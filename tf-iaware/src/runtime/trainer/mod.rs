@@ -544,7 +544,7 @@ impl Progress<'_> {
         if due || last && self.keeper.behind(updates) {
             self.keeper.save(built, &at)?;
         }
-        self.keeper.stepped(&at)
+        self.keeper.stepped(&at, last)
     }
 
     /// Evaluates unless this run's last evaluation was of these same updates (a resumed run
