@@ -88,6 +88,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
             strategy,
             plan: equal.clone(),
             feedback,
+            replanning: None,
         };
         let r = train(&contender, &job, &devices, &config, &options).unwrap();
         eprintln!("{}", summary(&r));
@@ -145,6 +146,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
             strategy: S::InfraAwareAsync,
             plan,
             feedback: None,
+            replanning: None,
         };
         train(&contender, &job, &devices, &config, &options).unwrap()
     };
@@ -215,6 +217,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         strategy: S::AsyncPs,
         plan: equal.clone(),
         feedback: None,
+        replanning: None,
     };
     let r = train(&asynchronous, &python, &devices, &config, &options).unwrap();
     eprintln!("python cnn {}", summary(&r));
@@ -231,6 +234,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
         strategy: S::ReplicaSetter,
         plan: parallel::replica_setter(&workers[..1], &ps, &python_vars, 32).unwrap(),
         feedback: None,
+        replanning: None,
     };
     let longer = TrainingOptions {
         max_seconds: Some(12.0),

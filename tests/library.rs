@@ -6,7 +6,8 @@ mod common;
 
 use common::cluster::{connection, serial, Fixture};
 use tf_iaware::pipeline::TrainOptions;
-use tf_iaware::{Error, Run, Step};
+use tf_iaware::runtime::adapt::AdaptOptions;
+use tf_iaware::{Error, Job, Run, Step, TrainingOptions};
 use tf_iaware_emulate::EmulatedCluster;
 
 #[test]
@@ -439,33 +440,38 @@ fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
         .iter()
         .any(|d| d.live.has_reading()));
     assert!(connection.refresh().is_empty(), "every agent answers");
-    let options = TrainOptions {
-        steps: 4,
-        warmup: 1,
-        checkpoint_every: 0,
-        ..TrainOptions::default()
+    let options = TrainingOptions {
+        steps: Some(5),
+        epochs: None,
+        adapt: Some(AdaptOptions::default()),
+        ..TrainingOptions::default()
     };
+    let workload = python_workload("tf1_mlp_momentum");
+    let job = Job::synthetic(&workload, 256, 3).unwrap();
+    // An uncalibrated plan has nothing to re-plan from: refused, naming adaptation.
     let stock = connection
-        .plan_data_parallel(
-            python_workload("tf1_mlp_momentum"),
-            "replica-setter",
-            Some(16),
-        )
+        .plan_data_parallel(&workload, "replica-setter", Some(16))
         .unwrap();
-    assert!(matches!(
-        stock.train_adaptive(&options, &Default::default()),
-        Err(Error::InvalidArgument { .. })
-    ));
+    match stock.fit(&job, &options) {
+        Err(Error::InvalidArgument { what, .. }) => assert_eq!(what, "adaptation"),
+        other => panic!("{other:?}"),
+    }
     let planned = connection
-        .plan_data_parallel(python_workload("tf1_mlp_momentum"), "infra-aware", Some(16))
+        .plan_data_parallel(&workload, "infra-aware", Some(16))
         .unwrap();
-    let report = planned
-        .train_adaptive(&options, &Default::default())
-        .unwrap();
-    assert_eq!(report.losses.len(), 5);
-    assert_eq!(report.step_ms_all.len(), 5);
-    assert_eq!(report.final_plan.global_batch(), 16);
-    assert!(report.losses.iter().all(|l| l.is_finite() && *l > 0.0));
+    let report = planned.fit(&job, &options).unwrap();
+    assert_eq!(report.updates, 5);
+    assert_eq!(report.plan.global_batch(), 16);
+    let t = report.step_ms.expect("synchronous steps are timed");
+    assert!(
+        t.p10 > 0.0 && t.p10 <= t.median && t.median <= t.p90,
+        "{t:?}"
+    );
+    assert!(report.loss_last.is_some_and(|l| l.is_finite() && l > 0.0));
+    // Every re-plan keeps the global batch.
+    for r in &report.replans {
+        assert_eq!(r.shares.iter().map(|s| s.1).sum::<usize>(), 16, "{r:?}");
+    }
 }
 
 #[test]

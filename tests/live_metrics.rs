@@ -323,7 +323,11 @@ fn nvml_gpus_map_onto_tensorflow_gpu_devices_where_nvml_exists() {
 
 #[test]
 fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
-    use tf_iaware::runtime::adapt::{AdaptOptions, AdaptiveTrainer, Trigger};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, Replanning, Trigger};
+    use tf_iaware::runtime::trainer::{self, Contender, OnProgress};
+    use tf_iaware::{DataParallelStrategy, Job, TrainingOptions};
     let _g = serial();
     let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
     let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
@@ -341,71 +345,107 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
     if saturated_host(&listing) {
         return;
     }
-    let mut config = c.config.clone();
-    config.isolate_state = false;
     let (workers, ps) = data_parallel::worker_and_ps_devices(&c.cluster).unwrap();
     let vars = replicated::variables("mlp").unwrap();
-    let planner = Box::new(move |cal: &[WorkerCapacity], live: &cluster::Cluster| {
-        parallel::plan_live(
-            cal,
-            live,
-            &ps,
-            &vars,
-            32,
-            None,
-            &InfraAwareOptions::default(),
-        )
-    });
-    let options = AdaptOptions {
+    let replanning = Replanning {
+        calibration: equal(&workers),
+        ps: ps.clone(),
+        vars: vars.clone(),
+        global_batch: 32,
+        memory: None,
+        options: InfraAwareOptions::default(),
+        metrics: Some(MetricsSource::TfConfig(cluster.tf_config().clone())),
+    };
+    let first = parallel::plan_live(
+        &replanning.calibration,
+        &c.cluster,
+        &ps,
+        &vars,
+        32,
+        None,
+        &InfraAwareOptions::default(),
+    )
+    .unwrap();
+    let contender = Contender {
+        strategy: DataParallelStrategy::InfraAware,
+        plan: first,
+        feedback: None,
+        replanning: Some(replanning),
+    };
+    let adapt = AdaptOptions {
         // Metrics only: the hog must be seen by the agents, not by step times.
         step_threshold: f64::INFINITY,
         trace_steps: false,
         ..AdaptOptions::default()
     };
-    let mut t = AdaptiveTrainer::start(
-        "mlp",
-        c.cluster,
-        &config,
-        Some(c.metrics),
-        equal(&workers),
-        planner,
-        &options,
-    )
-    .unwrap();
-    for i in 0..2 {
-        t.step(i).unwrap();
-    }
-    cluster.set_busy(1, 0.8).unwrap();
-    let mut step = 2;
-    let started = std::time::Instant::now();
-    let hit = loop {
-        t.step(step).unwrap();
-        step += 1;
-        // Worker 1 moves down by more than the drift threshold. How far depends on what else
-        // the host runs: on a quiet host to about its new hard share (0.2); on a busy one less,
-        // because other runnable threads already held it below its old quota
-        // (`cluster::live`).
-        let hit = t.records().iter().any(|r| {
-            r.trigger == Trigger::Metrics
-                && r.moved.iter().any(|(w, f)| w == &workers[1] && *f < 0.85)
-        });
-        if hit || started.elapsed() > Duration::from_secs(30) {
-            break hit;
-        }
-        std::thread::sleep(Duration::from_millis(200));
+    // The trainer reports its updates and re-plans after every step; this thread lands the
+    // hog once two steps ran and ends the run once a re-plan came (or 30 s passed).
+    let (updates, replans) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicUsize::new(0)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (u, r) = (updates.clone(), replans.clone());
+    let options = TrainingOptions {
+        steps: None,
+        epochs: None,
+        max_seconds: Some(60.0),
+        adapt: Some(adapt),
+        stop: Some(stop.clone()),
+        progress: Some(OnProgress::every_step(move |p| {
+            u.store(p.updates, Ordering::SeqCst);
+            r.store(p.replans, Ordering::SeqCst);
+        })),
+        ..TrainingOptions::default()
     };
-    assert!(hit, "no metrics re-plan for worker 1: {:?}", t.records());
+    let job = Job::synthetic(&"mlp".into(), 512, 1).unwrap();
+    let report = std::thread::scope(|scope| {
+        let training =
+            scope.spawn(|| trainer::train(&contender, &job, &c.cluster, &c.config, &options));
+        let wait = |what: &dyn Fn() -> bool, limit: Duration| {
+            let started = std::time::Instant::now();
+            while !what() && started.elapsed() < limit && !training.is_finished() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        wait(
+            &|| updates.load(Ordering::SeqCst) >= 2,
+            Duration::from_secs(30),
+        );
+        cluster.set_busy(1, 0.8).unwrap();
+        let landed = updates.load(Ordering::SeqCst);
+        wait(
+            &|| replans.load(Ordering::SeqCst) > 0,
+            Duration::from_secs(30),
+        );
+        // A few more steps on the new plan: training goes on from the same variables.
+        let replanned = updates.load(Ordering::SeqCst);
+        wait(
+            &|| updates.load(Ordering::SeqCst) >= replanned + 2,
+            Duration::from_secs(10),
+        );
+        stop.store(true, Ordering::SeqCst);
+        (training.join().unwrap().unwrap(), landed)
+    });
+    let (report, landed) = report;
+    // Worker 1 moves down by more than the drift threshold. How far depends on what else the
+    // host runs: on a quiet host to about its new hard share (0.2); on a busy one less, because
+    // other runnable threads already held it below its old quota (`cluster::live`).
+    let hit = report.replans.iter().find(|r| {
+        r.trigger == Trigger::Metrics && r.moved.iter().any(|(w, f)| w == &workers[1] && *f < 0.85)
+    });
+    let r = hit.unwrap_or_else(|| panic!("no metrics re-plan for worker 1: {:?}", report.replans));
     let share = |w: &str| {
-        t.plan()
+        report
+            .plan
             .replicas
             .iter()
             .find(|r| r.device == w)
             .map_or(0, |r| r.batch)
     };
-    assert!(share(&workers[1]) < share(&workers[0]), "{:?}", t.plan());
-    let r = t.records().last().unwrap();
-    assert!(r.before_step > 2 && r.first_signal_step >= 2, "{r:?}");
+    assert!(share(&workers[1]) < share(&workers[0]), "{:?}", report.plan);
+    assert!(
+        r.before_step as u64 >= landed && r.first_signal_step >= 2,
+        "{r:?}, hog landed after update {landed}"
+    );
     assert!(r.detection_latency_ms >= 0.0);
-    // Variables survived the switch: training goes on from the same state.
-    t.step(step).unwrap();
+    assert!(report.updates > r.before_step as u64, "{}", report.updates);
+    assert!(report.loss_last.is_some_and(f32::is_finite));
 }

@@ -118,3 +118,55 @@ fn run_feeds_the_graphs_own_types_and_train_refuses_data_that_does_not_fit() {
         "{err}"
     );
 }
+
+#[test]
+fn train_adapts_a_calibrated_plan_and_refuses_to_adapt_equal_shares() {
+    let (graph, data, held_out) = (
+        fixture("tf1_mlp_sparse.pb"),
+        fixture("tf1_mlp_sparse_train.npz"),
+        fixture("tf1_mlp_sparse_held_out.npz"),
+    );
+    let args = |strategy: &'static str| {
+        vec![
+            "train".to_string(),
+            "--graph".into(),
+            s(&graph).into(),
+            "--data".into(),
+            s(&data).into(),
+            "--held-out".into(),
+            s(&held_out).into(),
+            "--cluster".into(),
+            "emulated:workers=0.5,0.5".into(),
+            "--strategy".into(),
+            strategy.into(),
+            "--batch".into(),
+            "64".into(),
+            "--steps".into(),
+            "120".into(),
+            "--adapt".into(),
+            "--json".into(),
+        ]
+    };
+    let adaptive = args("infra-aware");
+    let out = ok(&adaptive.iter().map(String::as_str).collect::<Vec<_>>());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["updates"], 120, "{out}");
+    // Re-plans happen when the machine moves, so their number is not asserted; each keeps the
+    // global batch.
+    for r in v["replans"].as_array().unwrap() {
+        let shares: u64 = r["shares"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s[1].as_u64().unwrap())
+            .sum();
+        assert_eq!(shares, 64, "{r}");
+    }
+    let step = &v["step_ms"];
+    assert!(step["median"].as_f64().unwrap() > 0.0, "{step}");
+    assert!(v["final_metric"].as_f64().unwrap() > 0.2, "{out}");
+    // Equal shares have no calibration to re-plan from: refused, naming adaptation.
+    let stock = args("async-ps");
+    let err = fails(&stock.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(err.contains("adaptation"), "{err}");
+}

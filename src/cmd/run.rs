@@ -6,12 +6,13 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::cost::Measurements;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
-use tf_iaware::pipeline::{Connection, TrainOptions};
+use tf_iaware::pipeline::{Connection, DataParallel, TrainOptions};
 use tf_iaware::report::{trace, PlacementReport};
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{TrainReport, Trainer};
+use tf_iaware::{Job, TrainingOptions};
 
 use crate::common;
 
@@ -64,8 +65,9 @@ pub struct Args {
     /// latest checkpoint. 0: no checkpoints and no recovery.
     #[arg(long, default_value_t = 5)]
     checkpoint_every: usize,
-    /// Data-parallel: watch every worker's live metrics and step windows and re-plan between
-    /// steps when a worker's availability moves (infra-aware only; no checkpoints).
+    /// Data-parallel: train with the library's trainer on synthetic rows, watching every
+    /// worker's live metrics and step windows, and re-plan between steps when a worker's
+    /// availability or speed moves (calibrated strategies: infra-aware, infra-aware-async).
     #[arg(long)]
     adapt: bool,
     /// With --model: recoveries from lost tasks before a failure ends the run.
@@ -186,7 +188,7 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -> Result<()> {
-    let planned = connection.plan_data_parallel(workload, &args.place.strategy, args.batch)?;
+    let planned = connection.plan_data_parallel(&workload, &args.place.strategy, args.batch)?;
     for r in &planned.plan().replicas {
         log::info!(
             "{}: {} samples on {}",
@@ -196,39 +198,7 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
         );
     }
     if args.adapt {
-        let report = planned.train_adaptive(
-            &TrainOptions {
-                steps: args.steps,
-                warmup: args.warmup,
-                seed: args.seed,
-                checkpoint_every: 0,
-                max_recoveries: 0,
-                trace_last: false,
-            },
-            &AdaptOptions::default(),
-        )?;
-        if args.json {
-            return common::print_json(&report);
-        }
-        outln!(
-            "{} adaptive: step {:.1} ms (p10 {:.1}, p90 {:.1}), loss {:.4} → {:.4}, {} re-plans",
-            planned.plan().strategy,
-            report.step_ms.median,
-            report.step_ms.p10,
-            report.step_ms.p90,
-            report.losses.first().copied().unwrap_or(f32::NAN),
-            report.losses.last().copied().unwrap_or(f32::NAN),
-            report.replans.len()
-        )?;
-        for r in &report.replans {
-            outln!(
-                "  before step {}: {:?} moved {:?}",
-                r.before_step,
-                r.trigger,
-                r.moved
-            )?;
-        }
-        return Ok(());
+        return run_adaptive(args, &planned, &workload);
     }
     let report = planned.train(&TrainOptions {
         steps: args.steps,
@@ -278,6 +248,46 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
             report.recoveries.len(),
             report.steps_run,
             t.losses.len()
+        )?;
+    }
+    Ok(())
+}
+
+/// `--adapt`: the library's trainer on synthetic rows, re-planning live when a worker moves.
+fn run_adaptive(args: &Args, planned: &DataParallel<'_>, workload: &Workload) -> Result<()> {
+    // Enough rows that no share reads one twice in a step.
+    let rows = planned.plan().global_batch().max(1) * 16;
+    let job = Job::synthetic(workload, rows, args.seed)?;
+    let report = planned.fit(
+        &job,
+        &TrainingOptions {
+            steps: Some((args.warmup + args.steps) as u64),
+            epochs: None,
+            seed: args.seed,
+            adapt: Some(AdaptOptions::default()),
+            ..TrainingOptions::default()
+        },
+    )?;
+    if args.json {
+        return common::print_json(&report);
+    }
+    let t = report.step_ms.clone().unwrap_or_default();
+    outln!(
+        "{} adaptive: step {:.1} ms (p10 {:.1}, p90 {:.1}), loss {:.4} → {:.4}, {} re-plans",
+        planned.plan().strategy,
+        t.median,
+        t.p10,
+        t.p90,
+        report.loss_first.unwrap_or(f32::NAN),
+        report.loss_last.unwrap_or(f32::NAN),
+        report.replans.len()
+    )?;
+    for r in &report.replans {
+        outln!(
+            "  before update {}: {:?} moved {:?}",
+            r.before_step,
+            r.trigger,
+            r.moved
         )?;
     }
     Ok(())

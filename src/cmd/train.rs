@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
+use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::trainer::{
     CheckpointOptions, Job, OnProgress, StepProgress, TrainingOptions, TrainingReport,
     DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
@@ -80,6 +81,11 @@ pub struct Args {
     /// re-plans) to this directory.
     #[arg(long)]
     logdir: Option<PathBuf>,
+    /// Re-plan live: watch every worker's metrics and step times and, when one gets busier or
+    /// freer, make the plan again from the calibration between two steps (infra-aware,
+    /// infra-aware-async).
+    #[arg(long)]
+    adapt: bool,
     /// Print the report as one JSON document on stdout.
     #[arg(long)]
     json: bool,
@@ -147,6 +153,8 @@ pub fn run(args: &Args) -> Result<()> {
         checkpoints,
         logdir: args.logdir.clone(),
         progress: Some(watch.callback()),
+        adapt: args.adapt.then(AdaptOptions::default),
+        stop: None,
     };
     options.validate()?;
     let connection = common::connect(&args.cluster)?;

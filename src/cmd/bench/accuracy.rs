@@ -205,6 +205,7 @@ pub fn run(args: &Args) -> Result<()> {
         memory: memory.as_ref(),
         per_replica_overhead_ms: OVERHEAD_MS,
         resize_every: args.resize_every,
+        metrics: None,
     };
     let contenders = strategies
         .iter()

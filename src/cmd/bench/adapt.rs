@@ -1,18 +1,24 @@
 //! The drift experiment: the same infra-aware start, then a worker turns busy mid-run; one run
-//! keeps its plan, the other adapts with the library's [`AdaptiveTrainer`] (live metrics of
-//! every worker and per-replica step windows; re-plans between steps). A fresh plan made after
+//! keeps its plan, the other adapts through the library's trainer
+//! ([`TrainingOptions::adapt`]: live metrics of every worker and per-replica step windows;
+//! re-plans between steps). A fresh plan made after
 //! the change is the yardstick.
 
 use anyhow::Result;
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use tf_iaware::cluster::connect::connect_tf_config_live;
 use tf_iaware::cluster::{Cluster, LiveOptions};
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
-use tf_iaware::runtime::adapt::{AdaptOptions, AdaptiveTrainer, ReplanRecord, Trigger};
+
+use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, ReplanRecord, Replanning, Trigger};
 use tf_iaware::runtime::replicated::Workload;
+use tf_iaware::runtime::trainer::{self, Contender, OnProgress, StepProgress};
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
+use tf_iaware::{DataParallelStrategy, Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 use super::OVERHEAD_MS;
@@ -99,6 +105,106 @@ struct RunTrace {
     cost: Option<f64>,
 }
 
+/// Warm-up steps before the experiment's own (a new session's first steps are slow).
+const WARMUP: usize = 2;
+
+/// Trains `contender` on synthetic rows for `WARMUP + steps` steps through the library's
+/// trainer, with `adapt`; before experiment step `s` runs, `before(s)` is called on this
+/// thread (the steps wait for it). Returns each experiment step's wall time and the report.
+fn train_steps(
+    setup: &Setup,
+    contender: &Contender,
+    live: &Cluster,
+    config: &SessionConfig,
+    steps: usize,
+    adapt: AdaptOptions,
+    mut before: impl FnMut(usize) -> Result<()>,
+) -> Result<(Vec<f64>, TrainingReport)> {
+    let job = Job::synthetic(setup.workload, setup.batch.max(1) * 16, 1)?;
+    let times = Arc::new(Mutex::new(Vec::new()));
+    // A rendezvous: after each step the trainer hands its update count over and waits until
+    // `before` has run for the next one.
+    let (updates_tx, updates_rx) = mpsc::sync_channel::<u64>(0);
+    let (ack_tx, ack_rx) = mpsc::sync_channel::<()>(0);
+    let ack_rx = Mutex::new(ack_rx);
+    let kept = times.clone();
+    let progress = OnProgress::every_step(move |p: &StepProgress| {
+        if let Some(ms) = p.step_ms {
+            kept.lock().unwrap_or_else(|e| e.into_inner()).push(ms);
+        }
+        if updates_tx.send(p.updates).is_ok() {
+            let _ = ack_rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        }
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let options = TrainingOptions {
+        steps: Some((WARMUP + steps) as u64),
+        epochs: None,
+        adapt: Some(adapt),
+        progress: Some(progress),
+        stop: Some(stop.clone()),
+        ..TrainingOptions::default()
+    };
+    let job = &job;
+    let report = std::thread::scope(|scope| -> Result<TrainingReport> {
+        // The options (and the callback's sender) go with the thread: when training ends, for
+        // whatever reason, the loop below ends too.
+        let training = scope.spawn(move || trainer::train(contender, job, live, config, &options));
+        let (updates_rx, ack_tx) = (updates_rx, ack_tx);
+        let mut failed = None;
+        while let Ok(updates) = updates_rx.recv() {
+            let step = (updates as usize)
+                .checked_sub(WARMUP)
+                .filter(|&s| s < steps);
+            if let Some(Err(e)) = step.map(&mut before) {
+                // Stop training after the step in flight; stop waiting for acknowledgements.
+                stop.store(true, Ordering::Relaxed);
+                failed = Some(e);
+                break;
+            }
+            if ack_tx.send(()).is_err() {
+                break;
+            }
+        }
+        drop((updates_rx, ack_tx));
+        let trained = match training.join() {
+            Ok(r) => r,
+            Err(_) => anyhow::bail!("the training thread panicked"),
+        };
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(trained?),
+        }
+    })?;
+    let mut times = times.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let times = times.split_off(WARMUP.min(times.len()));
+    Ok((times, report))
+}
+
+/// The contender of `plan`: infra-aware without LB-BSP's re-sizing (only live re-planning
+/// moves its shares here), re-planned from `capacity`, reading metrics when `metrics`.
+fn contender_of(
+    setup: &Setup,
+    plan: DataParallelPlan,
+    capacity: Vec<WorkerCapacity>,
+    metrics: Option<MetricsSource>,
+) -> Contender {
+    Contender {
+        strategy: DataParallelStrategy::InfraAware,
+        plan,
+        feedback: None,
+        replanning: Some(Replanning {
+            calibration: capacity,
+            ps: setup.ps.to_vec(),
+            vars: setup.vars.to_vec(),
+            global_batch: setup.batch,
+            memory: setup.memory.copied(),
+            options: options(),
+            metrics,
+        }),
+    }
+}
+
 /// One run over the drift; adapts when `adaptive`.
 fn run_once(
     cluster: &mut EmulatedCluster,
@@ -120,15 +226,7 @@ fn run_once(
         &LiveOptions::default(),
     )?;
     let capacity = calibrate(setup, &live.cluster, config)?;
-    let (ps, vars, batch, memory) = (
-        setup.ps.to_vec(),
-        setup.vars.to_vec(),
-        setup.batch,
-        setup.memory.copied(),
-    );
-    let planner = Box::new(move |cal: &[WorkerCapacity], view: &Cluster| {
-        parallel::plan_live(cal, view, &ps, &vars, batch, memory.as_ref(), &options())
-    });
+    let first = plan(setup, &capacity, &live.cluster)?;
     let adapt = if adaptive {
         AdaptOptions::default()
     } else {
@@ -139,42 +237,38 @@ fn run_once(
             ..AdaptOptions::default()
         }
     };
-    let feed = adaptive.then_some(live.metrics);
-    let mut trainer = AdaptiveTrainer::start(
-        setup.workload,
-        live.cluster,
-        config,
-        feed,
-        capacity,
-        planner,
-        &adapt,
-    )?;
-    trainer.step(0)?;
-    trainer.step(1)?;
+    let metrics = adaptive.then(|| MetricsSource::TfConfig(cluster.tf_config().clone()));
+    let contender = contender_of(setup, first, capacity, metrics);
     let last = scenario.drift.iter().map(|d| d.at_step).max().unwrap_or(0) + AFTER;
-    let mut times = Vec::with_capacity(last);
-    for step in 0..last {
-        for d in scenario.drift.iter().filter(|d| d.at_step == step) {
-            cluster.set_busy(d.worker, d.busy)?;
-        }
-        let (_, ms) = trainer.step(step + 2)?;
-        times.push(ms);
-    }
-    let records = trainer
-        .records()
+    let (times, report) = train_steps(
+        setup,
+        &contender,
+        &live.cluster,
+        config,
+        last,
+        adapt,
+        |step| {
+            for d in scenario.drift.iter().filter(|d| d.at_step == step) {
+                cluster.set_busy(d.worker, d.busy)?;
+            }
+            Ok(())
+        },
+    )?;
+    let records = report
+        .replans
         .iter()
         .cloned()
         .map(|mut r| {
-            // Report steps in this experiment's numbering (the two warm-up steps come first).
-            r.before_step = r.before_step.saturating_sub(2);
-            r.first_signal_step = r.first_signal_step.saturating_sub(2);
+            // Report steps in this experiment's numbering (the warm-up steps come first).
+            r.before_step = r.before_step.saturating_sub(WARMUP);
+            r.first_signal_step = r.first_signal_step.saturating_sub(WARMUP);
             r
         })
         .collect();
     Ok(RunTrace {
         times,
         records,
-        cost: trainer.metrics_cost_share(),
+        cost: report.metrics_cost_share,
     })
 }
 
@@ -203,16 +297,17 @@ pub fn run(
     )?;
     let capacity = calibrate(setup, &live.cluster, &config)?;
     let fresh = plan(setup, &capacity, &live.cluster)?;
-    // Traced like both runs, so tracing costs the yardstick alike.
-    let (trainer, _, _) =
-        data_parallel::prepare(setup.workload, &fresh, &live.cluster, &config, 1)?;
-    trainer.init()?;
-    trainer.step(0, true)?;
-    trainer.step(1, true)?;
-    let mut fresh_times = Vec::new();
-    for i in 0..5 {
-        fresh_times.push(trainer.step(i + 2, true)?.1);
-    }
+    // Traced like both runs, so tracing costs the yardstick alike; never moves.
+    let still = AdaptOptions {
+        availability_threshold: f64::INFINITY,
+        step_threshold: f64::INFINITY,
+        ..AdaptOptions::default()
+    };
+    let contender = contender_of(setup, fresh, capacity, None);
+    let (fresh_times, _) =
+        train_steps(setup, &contender, &live.cluster, &config, 5, still, |_| {
+            Ok(())
+        })?;
     let fresh_plan_ms = StepTimes::from_samples(&fresh_times).map_or(f64::NAN, |t| t.median);
     let drift_step = scenario.drift.iter().map(|d| d.at_step).min().unwrap_or(0);
     let within = |ms: f64| ms <= (1.0 + WITHIN) * fresh_plan_ms;

@@ -10,20 +10,18 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cluster::{Cluster, LiveOptions, MetricsFeed};
 use crate::error::{Error, Result};
 use crate::parallel::VarInfo;
 use crate::parallel::{
     self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Shares,
     Updates, WorkerCapacity,
 };
-use crate::runtime::adapt::{AdaptOptions, AdaptiveTrainer, ReplanRecord};
+use crate::runtime::adapt::{MetricsSource, Replanning};
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data_parallel::{self, Recovery, RecoveryOptions};
 use crate::runtime::replicated::Workload;
 use crate::runtime::trainer::{self, Contender, Feedback, Job, TrainingOptions, TrainingReport};
 use crate::runtime::TrainReport;
-use crate::runtime::{SessionConfig, StepTimes};
 
 use super::connection::Connection;
 
@@ -195,117 +193,7 @@ impl Connection {
     }
 }
 
-/// What an adaptive data-parallel run did ([`DataParallel::train_adaptive`]).
-#[derive(Clone, Debug, Serialize)]
-pub struct AdaptiveReport {
-    /// The plan it started with.
-    pub first_plan: DataParallelPlan,
-    /// The plan it ended with.
-    pub final_plan: DataParallelPlan,
-    /// Loss of every step (warm-up included).
-    pub losses: Vec<f32>,
-    /// Wall time of every step, ms (warm-up included).
-    pub step_ms_all: Vec<f64>,
-    /// Percentiles of the timed steps.
-    pub step_ms: StepTimes,
-    /// Every switch of plans: trigger, moved workers, detection latency, new shares.
-    pub replans: Vec<ReplanRecord>,
-    /// CPU share of one core the background metrics reader used.
-    pub metrics_cost_share: Option<f64>,
-}
-
 impl DataParallel<'_> {
-    /// Trains like [`DataParallel::train`] without checkpoints, but watches every worker's
-    /// live metrics (a background reader of the cluster's agents or the local sampler) and
-    /// each replica's step window, and re-plans between steps when a worker's availability or
-    /// speed moves beyond `adapt`'s thresholds for its patience (`runtime::adapt`); the
-    /// variables stay on the ps across re-plans. Needs an `infra-aware` plan (its calibration
-    /// is what re-plans rescale).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a plan without calibration or zero steps; the errors of
-    /// building, placing and running each plan.
-    pub fn train_adaptive(
-        &self,
-        options: &TrainOptions,
-        adapt: &AdaptOptions,
-    ) -> Result<AdaptiveReport> {
-        let calibrated = self
-            .calibration
-            .clone()
-            .ok_or_else(|| Error::InvalidArgument {
-                what: "adaptation".into(),
-                reason: format!(
-                    "`{}` plans from no calibration: adaptive training re-plans infra-aware plans",
-                    self.plan.strategy
-                ),
-            })?;
-        if options.steps == 0 {
-            return Err(Error::InvalidArgument {
-                what: "steps".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
-        let c = self.connection;
-        let feed = match c.tf_config() {
-            Some(t) => MetricsFeed::tf_config(t, &LiveOptions::default())?,
-            None => MetricsFeed::local(&LiveOptions::default())?,
-        };
-        // Variables must outlive a re-plan: the sessions share the ps's state.
-        let config = SessionConfig {
-            isolate_state: false,
-            ..c.session_config().clone()
-        };
-        let (ps, vars, batch, memory) = (
-            self.ps.clone(),
-            self.vars.clone(),
-            self.global_batch,
-            self.memory,
-        );
-        let planner = Box::new(move |cal: &[WorkerCapacity], view: &Cluster| {
-            parallel::plan_live(
-                cal,
-                view,
-                &ps,
-                &vars,
-                batch,
-                memory.as_ref(),
-                &InfraAwareOptions::default(),
-            )
-        });
-        let mut trainer = AdaptiveTrainer::start(
-            &self.workload,
-            c.cluster().clone(),
-            &config,
-            Some(feed),
-            calibrated,
-            planner,
-            adapt,
-        )?;
-        let first_plan = trainer.plan().clone();
-        let mut losses = Vec::new();
-        let mut times = Vec::new();
-        for step in 0..options.warmup + options.steps {
-            let (loss, ms) = trainer.step(step)?;
-            losses.push(loss);
-            times.push(ms);
-        }
-        let step_ms = StepTimes::from_samples(&times[options.warmup..]).unwrap_or(StepTimes {
-            median: 0.0,
-            p10: 0.0,
-            p90: 0.0,
-        });
-        Ok(AdaptiveReport {
-            first_plan,
-            final_plan: trainer.plan().clone(),
-            losses,
-            step_ms_all: times,
-            step_ms,
-            replans: trainer.records().to_vec(),
-            metrics_cost_share: trainer.metrics_cost_share(),
-        })
-    }
-
     /// The strategy.
     pub fn strategy(&self) -> DataParallelStrategy {
         self.strategy
@@ -314,10 +202,13 @@ impl DataParallel<'_> {
     /// Trains `job` (the user's graph and data; the same graph this plan was made for) with
     /// this plan's strategy until a bound of `options` or the held-out target: each worker reads
     /// its own rows, asynchronous and backup-worker strategies follow TensorFlow's semantics, and
-    /// `infra-aware` re-sizes its shares from measured replica times while it trains.
+    /// `infra-aware` re-sizes its shares from measured replica times while it trains. With
+    /// [`TrainingOptions::adapt`], a calibrated plan is also made again, between two steps, when
+    /// a worker's live availability or step time moves (the cluster's agents, or this host's
+    /// sampler, read in the background).
     ///
     /// # Errors
-    /// As [`trainer::train`]: options out of range, data that does not fit the graph (naming the
+    /// As [`trainer::train`]: options out of range, adaptation of an uncalibrated plan, data that does not fit the graph (naming the
     /// input and file), a share larger than the data set, TensorFlow failures naming the run.
     pub fn fit(&self, job: &Job, options: &TrainingOptions) -> Result<TrainingReport> {
         let c = self.connection;
@@ -331,10 +222,23 @@ impl DataParallel<'_> {
             }),
             _ => None,
         };
+        let replanning = self.calibration.as_ref().map(|cal| Replanning {
+            calibration: cal.clone(),
+            ps: self.ps.clone(),
+            vars: self.vars.clone(),
+            global_batch: self.global_batch,
+            memory: self.memory,
+            options: InfraAwareOptions::default(),
+            metrics: Some(match c.tf_config() {
+                Some(t) => MetricsSource::TfConfig(t.clone()),
+                None => MetricsSource::Local,
+            }),
+        });
         let contender = Contender {
             strategy: self.strategy,
             plan: self.plan.clone(),
             feedback,
+            replanning,
         };
         trainer::train(&contender, job, c.cluster(), c.session_config(), options)
     }

@@ -20,9 +20,7 @@ mod step;
 
 pub use builder::{CalibrationPolicy, ConnectionBuilder};
 pub use connection::{connect, Connection};
-pub use data_parallel::{
-    AdaptiveReport, DataParallel, DataParallelReport, TrainOptions, RESIZE_EVERY,
-};
+pub use data_parallel::{DataParallel, DataParallelReport, TrainOptions, RESIZE_EVERY};
 pub use handle::{OpHandle, TensorHandle, TensorRef};
 pub use plan::{
     load_graph, load_sidecar, GraphSource, Plan, PlanOptions, StrategyChoice, MAX_GRAPH_BYTES,

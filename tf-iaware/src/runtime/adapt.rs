@@ -9,12 +9,13 @@
 //!   windows after the plan) for [`AdaptOptions::step_patience`] steps.
 //! * `LiveWatcher` reads the cluster's metrics on a background thread (every
 //!   [`AdaptOptions::refresh_interval`]), so a training step never waits on the network.
-//! * [`AdaptiveTrainer`] trains a [`DataParallelPlan`] step by step; on a move it rescales the
-//!   moved workers' figures (metrics: to their availability now, see
-//!   [`live_capacities`](crate::parallel::live_capacities); step time: by the measured factor),
-//!   asks its planner for a new plan and switches sessions between two steps. Variables live on
-//!   the ps and survive the switch (sessions must share state: `isolate_state = false`). Each
-//!   switch is a [`ReplanRecord`]: trigger, detection latency, steps until recovered.
+//! * `Adapter` runs between the synchronous steps of the trainer
+//!   ([`TrainingOptions::adapt`](crate::runtime::trainer::TrainingOptions::adapt)); on a move it
+//!   rescales the moved workers' figures (metrics: to their availability now, see
+//!   [`live_capacities`](crate::parallel::live_capacities); step time: by the measured factor)
+//!   and re-plans from [`Replanning`]; the trainer switches sessions between two steps, the
+//!   variables carried over. Each switch is a [`ReplanRecord`]: trigger, detection latency,
+//!   steps until recovered.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,14 +25,16 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::data_parallel;
-use super::replicated::Workload;
-use super::train::{StepTimes, Trainer};
-use crate::cluster::{Cluster, LiveSource, MetricsFeed};
-use crate::config::SessionConfig;
+use super::data_parallel::replica_spans_ms;
+use super::train::StepTimes;
+use crate::cluster::tf_config::TfConfig;
+use crate::cluster::{Cluster, LiveOptions, LiveSource, MetricsFeed};
 use crate::error::Result;
 use crate::monitor::snapshot::unix_now_ms;
-use crate::parallel::{self, DataParallelPlan, WorkerCapacity};
+use crate::parallel::{
+    self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
+};
+use crate::proto::StepStats;
 
 /// When `DriftWatch` calls a move.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -387,32 +390,64 @@ pub struct ReplanRecord {
     pub steps_until_recovered: Option<usize>,
 }
 
-/// Makes a plan from worker figures and the cluster's live view.
-pub(crate) type Planner = dyn FnMut(&[WorkerCapacity], &Cluster) -> Result<DataParallelPlan>;
+/// Where [`Adapter`] reads the workers' live metrics.
+#[derive(Clone, Debug)]
+pub enum MetricsSource {
+    /// This host's own sampler (`local:` clusters).
+    Local,
+    /// Every task's metrics agent, as a TF_CONFIG cluster lists them.
+    TfConfig(TfConfig),
+}
 
-/// Trains a data-parallel plan of a workload (any training graph, or a zoo model) step by step,
-/// re-planning between steps when a worker moves (see the module docs).
-pub struct AdaptiveTrainer {
-    workload: Workload,
-    config: SessionConfig,
+impl MetricsSource {
+    /// Opens the feed.
+    ///
+    /// # Errors
+    /// As [`MetricsFeed::tf_config`] and [`MetricsFeed::local`].
+    fn open(&self) -> Result<MetricsFeed> {
+        match self {
+            MetricsSource::Local => MetricsFeed::local(&LiveOptions::default()),
+            MetricsSource::TfConfig(t) => MetricsFeed::tf_config(t, &LiveOptions::default()),
+        }
+    }
+}
+
+/// What a calibrated synchronous plan is re-made from when a worker moves: the planner's
+/// inputs ([`plan_live`](crate::parallel::plan_live)) and where the live metrics come from.
+#[derive(Clone, Debug)]
+pub struct Replanning {
+    /// The calibration the plan was made from (each worker's figures at full availability).
+    pub calibration: Vec<WorkerCapacity>,
+    /// Parameter-server devices.
+    pub ps: Vec<String>,
+    /// The variables.
+    pub vars: Vec<VarInfo>,
+    /// Samples per step over every replica.
+    pub global_batch: usize,
+    /// Replica memory, capping shares by free memory.
+    pub memory: Option<ReplicaMemory>,
+    /// The planner's options.
+    pub options: InfraAwareOptions,
+    /// Where live metrics are read (`None`: step windows only).
+    pub metrics: Option<MetricsSource>,
+}
+
+/// Live re-planning between a synchronous trainer's steps (see the module docs): reads the
+/// metrics in the background, watches the replicas' step windows, and makes a new plan when a
+/// worker moves. The trainer switches sessions; the variables stay on the ps.
+pub(crate) struct Adapter {
     options: AdaptOptions,
-    calibrated: Vec<WorkerCapacity>,
-    planner: Box<Planner>,
+    replanning: Replanning,
     watcher: Option<LiveWatcher>,
     cluster: Cluster,
-    plan: DataParallelPlan,
-    trainer: Trainer,
     watch: DriftWatch,
     records: Vec<ReplanRecord>,
     steps_since_plan: usize,
 }
 
-impl std::fmt::Debug for AdaptiveTrainer {
+impl std::fmt::Debug for Adapter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdaptiveTrainer")
-            .field("workload", &self.workload)
-            .field("plan", &self.plan)
-            .field("trainer", &self.trainer)
+        f.debug_struct("Adapter")
             .field("replans", &self.records.len())
             .field("steps_since_plan", &self.steps_since_plan)
             .finish_non_exhaustive()
@@ -433,168 +468,165 @@ fn baseline(cluster: &Cluster, workers: &[WorkerCapacity]) -> Vec<(String, f64)>
         .collect()
 }
 
-impl AdaptiveTrainer {
-    /// Plans with `planner` from `calibrated` figures and `cluster`'s live view, builds the
-    /// session and initialises the variables; `feed` (the cluster's metrics, `None`: step
-    /// windows only) is read in the background from now on.
+impl Adapter {
+    /// Starts watching `cluster` (its live view now is the plan's baseline).
     ///
     /// # Errors
-    /// Errors of the planner, of building and placing the replicated graph, and of the
-    /// session.
-    pub fn start(
-        workload: impl Into<Workload>,
-        cluster: Cluster,
-        config: &SessionConfig,
-        feed: Option<MetricsFeed>,
-        calibrated: Vec<WorkerCapacity>,
-        mut planner: Box<Planner>,
+    /// The metrics feed's errors; [`Error::MonitorThread`](crate::Error::MonitorThread).
+    pub(crate) fn start(
+        replanning: &Replanning,
+        cluster: &Cluster,
         options: &AdaptOptions,
     ) -> Result<Self> {
-        let workload = workload.into();
-        let plan = planner(&calibrated, &cluster)?;
-        let (trainer, _, _) = data_parallel::prepare(&workload, &plan, &cluster, config, 1)?;
-        trainer.init()?;
-        let watcher = match feed {
-            Some(f) => Some(LiveWatcher::spawn(
-                f,
+        let watcher = match &replanning.metrics {
+            Some(source) => Some(LiveWatcher::spawn(
+                source.open()?,
                 cluster.clone(),
                 options.refresh_interval,
             )?),
             None => None,
         };
-        Ok(AdaptiveTrainer {
-            workload,
-            config: config.clone(),
+        Ok(Adapter {
             options: options.clone(),
-            watch: DriftWatch::new(options, &baseline(&cluster, &calibrated)),
-            calibrated,
-            planner,
+            watch: DriftWatch::new(options, &baseline(cluster, &replanning.calibration)),
+            replanning: replanning.clone(),
             watcher,
-            cluster,
-            plan,
-            trainer,
+            cluster: cluster.clone(),
             records: Vec::new(),
             steps_since_plan: 0,
         })
     }
 
-    /// The plan now.
-    pub fn plan(&self) -> &DataParallelPlan {
-        &self.plan
+    /// Whether every step is traced for its replicas' windows.
+    pub(crate) fn traces_steps(&self) -> bool {
+        self.options.trace_steps
     }
 
     /// Every re-plan so far.
-    pub fn records(&self) -> &[ReplanRecord] {
+    pub(crate) fn records(&self) -> &[ReplanRecord] {
         &self.records
     }
 
     /// CPU share spent reading live metrics (see `LiveWatcher::cost_share`).
-    pub fn metrics_cost_share(&self) -> Option<f64> {
+    pub(crate) fn metrics_cost_share(&self) -> Option<f64> {
         self.watcher.as_ref().and_then(LiveWatcher::cost_share)
     }
 
-    /// Runs training step `index`; returns its loss and wall time (ms). Between this step and
-    /// the next, switches plans if a worker has moved.
+    /// After update `step` of `plan` (its wall time `ms`, its step stats when traced): a new
+    /// plan when a worker has moved (recorded as a [`ReplanRecord`] before `step + 1`).
     ///
     /// # Errors
-    /// Errors of the step, the planner, or building the new session.
-    pub fn step(&mut self, index: usize) -> Result<(f32, f64)> {
-        let (loss, ms, stats) = self.trainer.step(index, self.options.trace_steps)?;
+    /// The planner's errors.
+    pub(crate) fn after_step(
+        &mut self,
+        step: usize,
+        ms: f64,
+        stats: Option<&StepStats>,
+        plan: &DataParallelPlan,
+    ) -> Result<Option<DataParallelPlan>> {
         self.steps_since_plan += 1;
         if let Some(r) = self.records.last_mut() {
-            if r.steps_until_recovered.is_none() {
-                if let Some(p) = r.predicted_step_ms {
-                    if ms <= p * (1.0 + self.options.recovery_tolerance) {
-                        r.steps_until_recovered = Some(self.steps_since_plan);
-                    }
-                }
+            if r.steps_until_recovered.is_none()
+                && r.predicted_step_ms
+                    .is_some_and(|p| ms <= p * (1.0 + self.options.recovery_tolerance))
+            {
+                r.steps_until_recovered = Some(self.steps_since_plan);
             }
         }
         let now = unix_now_ms();
         let mut detection = None;
         if let Some(w) = &self.watcher {
             let (live, _) = w.latest();
-            let replicas: Vec<&str> = self
-                .plan
-                .replicas
-                .iter()
-                .map(|r| r.device.as_str())
-                .collect();
             let readings: Vec<Reading> = w
                 .drain()
                 .into_iter()
-                .filter(|r| replicas.contains(&r.0.as_str()))
+                .filter(|r| plan.replicas.iter().any(|p| p.device == r.0))
                 .collect();
             self.cluster = live;
-            detection = self.watch.observe_metrics(index, &readings, now);
+            detection = self.watch.observe_metrics(step, &readings, now);
         }
         if detection.is_none() {
-            if let Some(stats) = &stats {
-                let spans = data_parallel::replica_spans_ms(&self.plan, stats);
-                detection = self.watch.observe_step(index, &spans, now);
+            if let Some(stats) = stats {
+                let spans = replica_spans_ms(plan, stats);
+                detection = self.watch.observe_step(step, &spans, now);
             }
         }
-        if let Some(d) = detection {
-            self.replan(d, index + 1)?;
+        let Some(d) = detection else {
+            return Ok(None);
+        };
+        if d.trigger == Trigger::StepTime {
+            self.rescale(&d.moved);
         }
-        Ok((loss, ms))
-    }
-
-    fn replan(&mut self, d: Detection, next_step: usize) -> Result<()> {
-        match d.trigger {
-            // The live view already has the new availability: the planner rescales to it.
-            Trigger::Metrics => {}
-            Trigger::StepTime => {
-                for (w, f) in &d.moved {
-                    let now = self
-                        .cluster
-                        .index_of(w)
-                        .map(|i| self.cluster.devices[i].availability);
-                    if let Some(c) = self.calibrated.iter_mut().find(|c| &c.device == w) {
-                        // Figures now describe the worker as it is, at its availability now.
-                        let live =
-                            parallel::live_capacities(std::slice::from_ref(c), &self.cluster, None);
-                        let base = live.into_iter().next().unwrap_or_else(|| c.clone());
-                        *c = WorkerCapacity {
-                            samples_per_sec: base.samples_per_sec * f,
-                            fixed_ms: base.fixed_ms / f,
-                            availability: now.or(base.availability),
-                            ..base
-                        };
-                    }
-                }
-            }
-        }
-        let plan = (self.planner)(&self.calibrated, &self.cluster)?;
-        let (next, _, _) =
-            data_parallel::prepare(&self.workload, &plan, &self.cluster, &self.config, 1)?;
-        // Variables live on the ps: only the input pipeline of the new graph starts afresh.
-        next.run_op("init_data")?;
+        let r = &self.replanning;
+        let new = parallel::plan_live(
+            &r.calibration,
+            &self.cluster,
+            &r.ps,
+            &r.vars,
+            r.global_batch,
+            r.memory.as_ref(),
+            &r.options,
+        )?;
         log::info!(
-            "re-planned before step {next_step} ({:?}: {:?}): shares {:?}",
+            "re-planned before update {} ({:?}: {:?}): shares {:?}",
+            step + 1,
             d.trigger,
             d.moved,
-            plan.replicas.iter().map(|r| r.batch).collect::<Vec<_>>()
+            new.replicas.iter().map(|r| r.batch).collect::<Vec<_>>()
         );
         self.records.push(ReplanRecord {
             trigger: d.trigger,
             moved: d.moved,
             first_signal_step: d.first_signal_step,
-            before_step: next_step,
+            before_step: step + 1,
             detection_latency_ms: d.decided_unix_ms.saturating_sub(d.first_signal_unix_ms) as f64,
-            shares: plan
+            shares: new
                 .replicas
                 .iter()
                 .map(|r| (r.device.clone(), r.batch))
                 .collect(),
-            predicted_step_ms: plan.predicted_step_ms,
+            predicted_step_ms: new.predicted_step_ms,
             steps_until_recovered: None,
         });
-        self.watch = DriftWatch::new(&self.options, &baseline(&self.cluster, &self.calibrated));
-        self.trainer = next;
-        self.plan = plan;
+        self.replanned();
+        Ok(Some(new))
+    }
+
+    /// After any switch of plans (this one's or another re-size): the windows and the
+    /// availability the plan was made at start afresh.
+    pub(crate) fn replanned(&mut self) {
+        self.watch = DriftWatch::new(
+            &self.options,
+            &baseline(&self.cluster, &self.replanning.calibration),
+        );
         self.steps_since_plan = 0;
-        Ok(())
+    }
+
+    /// A step-time move: the moved workers' figures now describe them as they are, at their
+    /// availability now (the planner rescales figures to the live availability).
+    fn rescale(&mut self, moved: &[(String, f64)]) {
+        for (w, f) in moved {
+            let now = self
+                .cluster
+                .index_of(w)
+                .map(|i| self.cluster.devices[i].availability);
+            let Some(c) = self
+                .replanning
+                .calibration
+                .iter_mut()
+                .find(|c| &c.device == w)
+            else {
+                continue;
+            };
+            let live = parallel::live_capacities(std::slice::from_ref(c), &self.cluster, None);
+            let base = live.into_iter().next().unwrap_or_else(|| c.clone());
+            *c = WorkerCapacity {
+                samples_per_sec: base.samples_per_sec * f,
+                fixed_ms: base.fixed_ms / f,
+                availability: now.or(base.availability),
+                ..base
+            };
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use crate::placer::Placement;
 use crate::proto::StepStats;
 
 /// Percentiles of step wall times, ms.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct StepTimes {
     /// Median, ms.
     pub median: f64,

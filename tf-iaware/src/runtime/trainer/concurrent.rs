@@ -24,6 +24,8 @@ impl Run<'_> {
     ) -> Result<bool> {
         let workers = plan.replicas.len();
         let gate = self.gate;
+        // Workers step on threads of their own: no one step's wall time to report.
+        progress.step_ms = None;
         if let Updates::Backup { backups } = self.contender.updates() {
             // SyncReplicasOptimizer's initial tokens: one per gradient a step aggregates.
             let mut s = gate.lock();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::data::{input_specs, Dataset, InputSpec};
+use crate::data::{input_specs, Dataset, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_graph, Analyzed};
 use crate::graph::{DType, Sidecar};
@@ -118,6 +118,27 @@ impl Job {
     pub fn zoo(name: &str, seed: u64, train: Box<dyn Dataset + Sync>) -> Result<Job> {
         let m = crate::models::zoo::build(name, 64, seed)?;
         Job::new(name, analyze_graph(m.net.graph())?, m.sidecar, train)
+    }
+
+    /// `workload` (a zoo model, built with `seed`, or a graph) trained on `rows` synthetic
+    /// rows ([`Synthetic`]: noise for float inputs, classes for labels, drawn with `seed`):
+    /// for timing steps and adaptation without the user's data.
+    ///
+    /// # Errors
+    /// [`Error::UnknownModel`]; [`Error::DataType`] for an input synthetic rows cannot take
+    /// (strings); as [`Job::new`].
+    pub fn synthetic(workload: &Workload, rows: usize, seed: u64) -> Result<Job> {
+        let (name, analyzed, mut sidecar) = match workload {
+            Workload::Zoo(name) => {
+                let m = crate::models::zoo::build(name, 64, seed)?;
+                (name.clone(), analyze_graph(m.net.graph())?, m.sidecar)
+            }
+            Workload::Graph(g) => (g.name.clone(), g.analyze_again()?, g.sidecar.clone()),
+        };
+        sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
+        let specs = input_specs(&analyzed.op_graph, &sidecar)?;
+        let data = Synthetic::new(&specs, &sidecar.one_hot, rows, seed)?;
+        Job::new(&name, analyzed, sidecar, Box::new(data))
     }
 
     /// The job's graph as a [`Workload`], to plan it

@@ -116,6 +116,11 @@ pub struct StepProgress {
     pub images_per_sec: f64,
     /// The latest held-out metric.
     pub metric: Option<f64>,
+    /// Wall time of the latest synchronous step, ms (`None` while workers step
+    /// asynchronously).
+    pub step_ms: Option<f64>,
+    /// Live re-plans so far ([`TrainingOptions::adapt`](super::TrainingOptions::adapt)).
+    pub replans: usize,
 }
 
 /// A checkpoint the run wrote.
@@ -516,7 +521,7 @@ impl Keeper {
             self.last_log = (at.seconds, at.samples);
         }
         if let Some(f) = &self.progress {
-            if at.seconds - self.last_progress.0 >= PROGRESS_EVERY_S {
+            if f.is_every_step() || at.seconds - self.last_progress.0 >= PROGRESS_EVERY_S {
                 f.call(&StepProgress {
                     updates: at.updates,
                     samples: at.samples,
@@ -525,6 +530,8 @@ impl Keeper {
                     loss: at.loss_last,
                     images_per_sec: rate(self.last_progress),
                     metric: self.metric,
+                    step_ms: at.step_ms,
+                    replans: at.replans,
                 });
                 self.last_progress = (at.seconds, at.samples);
             }
@@ -604,6 +611,10 @@ pub(super) struct Snapshot<'a> {
     pub reached_at: Option<f64>,
     pub loss_first: Option<f32>,
     pub loss_last: Option<f32>,
+    /// Wall time of the latest synchronous step, ms.
+    pub step_ms: Option<f64>,
+    /// Live re-plans so far.
+    pub replans: usize,
 }
 
 #[cfg(test)]

@@ -25,31 +25,33 @@
 
 mod build;
 mod concurrent;
+mod contender;
 mod evaluate;
 mod gate;
 mod job;
 mod keep;
+mod options;
 mod sync;
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::tf_config::TfConfig;
 use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::data::Sampler;
 use crate::error::{Error, Result};
-use crate::parallel::{
-    DataParallelPlan, DataParallelStrategy, InfraAwareOptions, Shares, Updates, VarInfo,
-    WorkerCapacity,
-};
+use crate::parallel::{DataParallelPlan, DataParallelStrategy, Updates};
+use crate::runtime::adapt::{Adapter, ReplanRecord};
 use crate::runtime::checkpoint::{self, StateVar};
 use crate::runtime::session::PlacedSession;
+use crate::runtime::train::StepTimes;
 
 use build::{build, Built};
+pub use contender::{check_backups, contender, Contender, Feedback, Planning};
 use evaluate::Evaluator;
 use gate::{Clock, Gate};
 pub use job::{Job, Metric};
@@ -58,26 +60,50 @@ pub use keep::{
     CheckpointOptions, CheckpointWritten, Resumed, StepProgress, DEFAULT_CHECKPOINT_EVERY_S,
     DEFAULT_KEEP,
 };
+pub use options::TrainingOptions;
 
-/// A progress callback ([`TrainingOptions::progress`]): called with the run's figures a few times
-/// a second from the thread that coordinates the steps (keep it quick: the steps wait for it).
+/// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
+/// thread that coordinates the steps (keep it quick: the steps wait for it).
 #[derive(Clone)]
-pub struct OnProgress(Arc<dyn Fn(&StepProgress) + Send + Sync>);
+pub struct OnProgress {
+    f: Arc<dyn Fn(&StepProgress) + Send + Sync>,
+    every_step: bool,
+}
 
 impl OnProgress {
-    /// Calls `f` with the progress.
+    /// Calls `f` with the progress a few times a second.
     pub fn new(f: impl Fn(&StepProgress) + Send + Sync + 'static) -> Self {
-        OnProgress(Arc::new(f))
+        OnProgress {
+            f: Arc::new(f),
+            every_step: false,
+        }
+    }
+
+    /// Calls `f` after every step the coordinating thread runs (every synchronous update; a
+    /// few times a second for asynchronous workers, which step on threads of their own): for
+    /// per-step figures ([`StepProgress::step_ms`]) or acting at a given update.
+    pub fn every_step(f: impl Fn(&StepProgress) + Send + Sync + 'static) -> Self {
+        OnProgress {
+            f: Arc::new(f),
+            every_step: true,
+        }
+    }
+
+    /// Whether it is called after every step.
+    pub(crate) fn is_every_step(&self) -> bool {
+        self.every_step
     }
 
     pub(crate) fn call(&self, p: &StepProgress) {
-        (self.0)(p);
+        (self.f)(p);
     }
 }
 
 impl std::fmt::Debug for OnProgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OnProgress(..)")
+        f.debug_struct("OnProgress")
+            .field("every_step", &self.every_step)
+            .finish_non_exhaustive()
     }
 }
 
@@ -85,251 +111,6 @@ impl std::fmt::Debug for OnProgress {
 pub(crate) const PROBE_S: f64 = 1.5;
 /// Samples per second asynchronous training must read, relative to synchronous, to be chosen.
 pub(crate) const ASYNC_GAIN: f64 = 1.25;
-
-/// LB-BSP-style re-sizing of a synchronous plan's shares from measured replica times.
-#[derive(Clone, Debug)]
-pub struct Feedback {
-    /// Every `every`-th step is traced to measure the replicas (the interval doubling, up to
-    /// eight times, while decisions keep the shares); after three measurements of each the
-    /// shares are re-sized when the lower confidence bound of the predicted gain, given the noise
-    /// of those measurements, is at least `options.min_gain`
-    /// ([`decide_resize`](crate::parallel::noise::decide_resize)).
-    pub every: usize,
-    /// The calibration the plan was made from (fixed per-step costs, workers left out).
-    pub capacity: Vec<WorkerCapacity>,
-    /// Parameter servers and their relative speed, as for
-    /// [`infra_aware`](crate::parallel::infra_aware).
-    pub ps: Vec<(String, f64)>,
-    /// The variables.
-    pub vars: Vec<VarInfo>,
-    /// The planner's options.
-    pub options: InfraAwareOptions,
-}
-
-/// One contender: a strategy, its plan and how it trains.
-#[derive(Clone, Debug)]
-pub struct Contender {
-    /// The strategy.
-    pub strategy: DataParallelStrategy,
-    /// Workers, their shares (asynchronous and backup: each worker's per-step batch) and ps.
-    pub plan: DataParallelPlan,
-    /// Re-sizing of the shares (synchronous only).
-    pub feedback: Option<Feedback>,
-}
-
-impl Contender {
-    /// How its gradients reach the variables.
-    pub fn updates(&self) -> Updates {
-        self.strategy.updates()
-    }
-}
-
-/// What [`contender`] plans from.
-#[derive(Debug)]
-pub struct Planning<'a> {
-    /// Worker devices (first CPU of each worker task).
-    pub workers: &'a [String],
-    /// Parameter-server devices.
-    pub ps: &'a [String],
-    /// The variables to place on the ps tasks.
-    pub vars: &'a [VarInfo],
-    /// Samples per synchronous step; the asynchronous contenders' per-worker batches sum to it.
-    pub global_batch: usize,
-    /// Calibrated workers (for the infra-aware strategies).
-    pub calibration: &'a [WorkerCapacity],
-    /// The cluster with its live availability and free memory.
-    pub cluster: &'a Cluster,
-    /// Replica memory, capping shares by free memory.
-    pub memory: Option<&'a crate::parallel::ReplicaMemory>,
-    /// Synchronisation cost per replica assumed by the planner, ms.
-    pub per_replica_overhead_ms: f64,
-    /// `infra-aware` traces every this many steps to measure its replicas ([`Feedback`]; 0:
-    /// never re-sizes).
-    pub resize_every: usize,
-}
-
-/// The contender of `strategy`:
-/// - `replica-setter`: stock synchronous, equal shares;
-/// - `async-ps`: ParameterServerStrategy — every worker steps on its own on global batch ÷
-///   workers;
-/// - `sync-backup:K`: SyncReplicasOptimizer with K backup workers, equal shares;
-/// - `infra-aware`: synchronous, shares from the calibration at the live availability,
-///   re-sized from measured replica times ([`Feedback`], traced every `resize_every` steps);
-/// - `infra-aware-async`: each worker's batch sized by the same planner so that every worker's
-///   step takes as long and its updates arrive at the same rate (workers too slow to keep up get
-///   no share and are left out), trained asynchronously only where that measurably pays,
-///   synchronously otherwise.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] for as many backup workers as workers, or a calibrated strategy
-/// without a calibration; the planners' errors.
-pub fn contender(strategy: DataParallelStrategy, p: &Planning<'_>) -> Result<Contender> {
-    let options = InfraAwareOptions {
-        per_replica_overhead_ms: p.per_replica_overhead_ms,
-        ..InfraAwareOptions::default()
-    };
-    if let Updates::Backup { backups } = strategy.updates() {
-        check_backups(backups, p.workers.len())?;
-    }
-    let mut plan = match strategy.shares() {
-        Shares::Equal => crate::parallel::replica_setter(p.workers, p.ps, p.vars, p.global_batch)?,
-        Shares::Calibrated => {
-            if p.calibration.is_empty() {
-                return Err(bad(
-                    "calibration",
-                    format!(
-                        "`{strategy}` sizes shares from a calibration of the workers; none given"
-                    ),
-                ));
-            }
-            crate::parallel::plan_live(
-                p.calibration,
-                p.cluster,
-                p.ps,
-                p.vars,
-                p.global_batch,
-                p.memory,
-                &options,
-            )?
-        }
-    };
-    plan.strategy = strategy.to_string();
-    let feedback =
-        (strategy == DataParallelStrategy::InfraAware && p.resize_every > 0).then(|| Feedback {
-            every: p.resize_every,
-            capacity: crate::parallel::live_capacities(p.calibration, p.cluster, p.memory),
-            ps: crate::parallel::ps_capacities(p.ps, p.cluster),
-            vars: p.vars.to_vec(),
-            options: options.clone(),
-        });
-    Ok(Contender {
-        strategy,
-        plan,
-        feedback,
-    })
-}
-
-/// When to evaluate and when to stop. At least one of `steps`, `epochs` and `max_seconds` must
-/// bound the run; training stops at the first bound reached, or when the held-out metric
-/// reaches `target`.
-#[derive(Clone, Debug)]
-pub struct TrainingOptions {
-    /// Stop after this many updates of the variables.
-    pub steps: Option<u64>,
-    /// Stop after this many passes over the training set (samples read ÷ rows).
-    pub epochs: Option<f64>,
-    /// Stop after this many seconds of training (evaluations excluded).
-    pub max_seconds: Option<f64>,
-    /// Stop when the held-out metric reaches this value (from below for accuracy, from above
-    /// for a loss).
-    pub target: Option<f64>,
-    /// Seconds of training between evaluations (there is always one at the end).
-    pub eval_every_s: f64,
-    /// Seeds each worker's shuffle.
-    pub seed: u64,
-    /// Where asynchronous steps are mastered. `Some(tf_config)`: each worker's steps run through
-    /// its own server (its address in `tf_config`), as TF2's `ParameterServerStrategy` has each
-    /// worker run its own step function, inside the worker's CPU budget; the sessions share the
-    /// ps's variables (a session-isolating `config` is kept by putting this run's resources in a
-    /// container of their own). `None`: every step through `config.target`, one master for all
-    /// workers. Synchronous and backup-worker steps always run through `config.target` (the
-    /// chief's session, as in TensorFlow's recipes).
-    pub own_masters: Option<TfConfig>,
-    /// Checkpoints of the training state in TensorFlow's format (`None`: none). A directory that
-    /// already holds checkpoints resumes the run from the newest whole one: its updates, variables,
-    /// data position, training clock and evaluations carry on, so `steps`, `epochs` and
-    /// `max_seconds` bound the whole job, not this process's part of it.
-    pub checkpoints: Option<CheckpointOptions>,
-    /// A TensorBoard log directory (`None`: no event file): loss, images/s, the held-out metric,
-    /// each worker's share and availability, and re-plans, by update.
-    pub logdir: Option<PathBuf>,
-    /// Called with the progress a few times a second (`None`: nothing is called).
-    pub progress: Option<OnProgress>,
-}
-
-impl Default for TrainingOptions {
-    fn default() -> Self {
-        TrainingOptions {
-            steps: None,
-            epochs: Some(1.0),
-            max_seconds: None,
-            target: None,
-            eval_every_s: 5.0,
-            seed: 1,
-            own_masters: None,
-            checkpoints: None,
-            logdir: None,
-            progress: None,
-        }
-    }
-}
-
-fn bad(what: &str, reason: String) -> Error {
-    Error::InvalidArgument {
-        what: what.into(),
-        reason,
-    }
-}
-
-impl TrainingOptions {
-    /// Checks that every option is in range and that something bounds the run.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming the option.
-    pub fn validate(&self) -> Result<()> {
-        if self.steps.is_none() && self.epochs.is_none() && self.max_seconds.is_none() {
-            return Err(bad(
-                "training length",
-                "give steps, epochs or a time limit (a target alone may never be reached)".into(),
-            ));
-        }
-        if self.steps == Some(0) || self.steps.is_some_and(|s| s > 1 << 40) {
-            return Err(bad("steps", "must be in 1..=2^40".into()));
-        }
-        if let Some(e) = self.epochs {
-            if !(e > 0.0 && e <= 1e6) {
-                return Err(bad("epochs", format!("{e} is not in (0, 1e6]")));
-            }
-        }
-        if let Some(t) = self.max_seconds {
-            if !(t > 0.0 && t <= 7.0 * 86_400.0) {
-                return Err(bad(
-                    "training time limit",
-                    format!("{t} s is not in (0, one week]"),
-                ));
-            }
-        }
-        if let Some(t) = self.target {
-            if !t.is_finite() {
-                return Err(bad("target", format!("{t} is not a finite number")));
-            }
-        }
-        if !(self.eval_every_s > 0.0 && self.eval_every_s <= 86_400.0) {
-            return Err(bad(
-                "evaluation interval",
-                format!("{} s is not in (0, one day]", self.eval_every_s),
-            ));
-        }
-        if let Some(c) = &self.checkpoints {
-            c.validate()?;
-        }
-        Ok(())
-    }
-}
-
-/// Checks that `backups` backup workers of `workers` leave a gradient to aggregate.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] naming the backup workers.
-pub fn check_backups(backups: usize, workers: usize) -> Result<()> {
-    if backups >= workers {
-        return Err(bad(
-            "backup workers",
-            format!("{backups} of {workers} workers: at least one gradient must be aggregated"),
-        ));
-    }
-    Ok(())
-}
 
 /// One evaluation.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -437,7 +218,17 @@ pub struct TrainingReport {
     pub checkpoints: Vec<CheckpointWritten>,
     /// Its TensorBoard event file, if it logged.
     pub event_file: Option<PathBuf>,
+    /// Wall time of the synchronous steps, ms (traced ones included; the last
+    /// [`STEP_TIMES_KEPT`] steps), `None` without synchronous steps.
+    pub step_ms: Option<StepTimes>,
+    /// Every live re-plan ([`TrainingOptions::adapt`]).
+    pub replans: Vec<ReplanRecord>,
+    /// CPU share of one core the background metrics reader used ([`TrainingOptions::adapt`]).
+    pub metrics_cost_share: Option<f64>,
 }
+
+/// Synchronous step times [`TrainingReport::step_ms`] is computed from (the latest).
+pub const STEP_TIMES_KEPT: usize = 1 << 16;
 
 /// Evaluations and the stopping rule, shared by every mode.
 struct Progress<'a> {
@@ -452,6 +243,10 @@ struct Progress<'a> {
     keeper: Keeper,
     /// Evaluations carried over from the runs a resumed run continues.
     carried: usize,
+    /// Wall time of the latest synchronous step, ms (`None` in asynchronous phases).
+    step_ms: Option<f64>,
+    /// Live re-plans so far.
+    replans: usize,
 }
 
 impl Progress<'_> {
@@ -468,6 +263,7 @@ impl Progress<'_> {
             || o.epochs.is_some_and(|e| epochs >= e)
             || o.max_seconds.is_some_and(|t| clock.seconds() >= t)
             || self.reached_at.is_some()
+            || o.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
     }
 
     /// Evaluates `session`'s variables (the clock stopped); returns whether the target is
@@ -539,6 +335,8 @@ impl Progress<'_> {
             reached_at: self.reached_at,
             loss_first,
             loss_last,
+            step_ms: self.step_ms,
+            replans: self.replans,
         };
         let due = self.keeper.checkpoint_due(updates, at.seconds);
         if due || last && self.keeper.behind(updates) {
@@ -600,6 +398,22 @@ pub fn train(
     if let Updates::Backup { backups } = updates_mode {
         check_backups(backups, plan.replicas.len())?;
     }
+    let adapter = match (&options.adapt, &contender.replanning) {
+        (None, _) => None,
+        (Some(a), Some(r)) if matches!(updates_mode, Updates::Sync | Updates::Adaptive) => {
+            Some(Adapter::start(r, cluster, a)?)
+        }
+        (Some(_), _) => {
+            return Err(options::bad(
+                "adaptation",
+                format!(
+                    "live re-planning re-makes calibrated synchronous plans (infra-aware, \
+                     infra-aware-async); `{}` has none",
+                    contender.strategy
+                ),
+            ))
+        }
+    };
     if let Some(r) = plan.replicas.iter().find(|r| r.batch > job.train.len()) {
         return Err(Error::DataShare {
             file: job.train.name().into(),
@@ -644,6 +458,8 @@ pub fn train(
         carried: carried.evaluations.len(),
         evaluations: carried.evaluations,
         keeper,
+        step_ms: None,
+        replans: 0,
     };
     let mut run = Run {
         contender,
@@ -656,6 +472,8 @@ pub fn train(
         sampler: Sampler::resumed(job.train.len(), options.seed, carried.position.sync),
         built,
         seed: options.seed,
+        adapter,
+        step_ms: std::collections::VecDeque::new(),
     };
     let startup_seconds = started.elapsed().as_secs_f64();
     let first_plan = plan.clone();
@@ -742,6 +560,13 @@ pub fn train(
         event_file: keeper.event_file().map(PathBuf::from),
         resumed_from: keeper.resumed,
         checkpoints: keeper.written,
+        step_ms: StepTimes::from_samples(run.step_ms.make_contiguous()),
+        replans: run
+            .adapter
+            .as_ref()
+            .map(|a| a.records().to_vec())
+            .unwrap_or_default(),
+        metrics_cost_share: run.adapter.as_ref().and_then(Adapter::metrics_cost_share),
     })
 }
 
@@ -758,6 +583,10 @@ struct Run<'a> {
     sampler: Sampler,
     built: Built,
     seed: u64,
+    /// Live re-planning between synchronous steps.
+    adapter: Option<Adapter>,
+    /// Wall times of the latest synchronous steps, ms (at most [`STEP_TIMES_KEPT`]).
+    step_ms: std::collections::VecDeque<f64>,
 }
 
 impl Run<'_> {

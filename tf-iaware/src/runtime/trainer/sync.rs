@@ -1,15 +1,18 @@
 //! Synchronous steps over every replica, with LB-BSP re-sizing of the shares when the
-//! contender has [`Feedback`].
+//! contender has [`Feedback`], and live re-planning when the run adapts
+//! ([`TrainingOptions::adapt`](super::TrainingOptions::adapt)).
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use tensorflow::SessionRunArgs;
 
 use super::build::{build, run};
-use super::{Feedback, Progress, Run};
+use super::{Feedback, Progress, Run, STEP_TIMES_KEPT};
 use crate::error::{Error, Result};
 use crate::parallel::noise::{decide_resize, ResizeDecision};
 use crate::parallel::{DataParallelPlan, Updates};
+use crate::runtime::adapt::Adapter;
 use crate::runtime::checkpoint;
 use crate::runtime::data_parallel::replica_spans_ms;
 
@@ -23,7 +26,7 @@ impl Run<'_> {
         progress: &mut Progress<'_>,
         until: Option<f64>,
     ) -> Result<(DataParallelPlan, Vec<Vec<usize>>, bool)> {
-        let job = self.job;
+        let (job, contender) = (self.job, self.contender);
         let data = job.train.as_ref();
         let mut resized = Vec::new();
         let mut resizer = Resizer::default();
@@ -35,12 +38,15 @@ impl Run<'_> {
                 feeds.extend(self.built.feeds(k, &batch, data.name())?);
             }
             let (train, loss) = (&self.built.sync.0, &self.built.sync.1);
-            let feedback = self
-                .contender
+            let feedback = contender
                 .feedback
                 .as_ref()
                 .filter(|f| resizer.due(step, f.every));
-            let (loss_value, stats) = if feedback.is_some() {
+            let traced =
+                feedback.is_some() || self.adapter.as_ref().is_some_and(Adapter::traces_steps);
+            let (_, update) = self.gate.totals();
+            let started = Instant::now();
+            let (loss_value, stats) = if traced {
                 // A traced step measures every replica's compute time.
                 let mut args = SessionRunArgs::new();
                 for (op, t) in &feeds {
@@ -71,6 +77,7 @@ impl Run<'_> {
                 )?;
                 (value.unwrap_or(f32::NAN), None)
             };
+            let ms = started.elapsed().as_secs_f64() * 1e3;
             if !loss_value.is_finite() {
                 return Err(Error::NonFiniteLoss {
                     step,
@@ -79,37 +86,28 @@ impl Run<'_> {
             }
             self.gate.loss(loss_value);
             self.gate.account(&plan, true);
+            self.timed(ms, progress);
             step += 1;
-            if let (Some(f), Some(stats)) = (feedback, stats) {
-                if let Some(new) = resizer.propose(&plan, &stats, f)? {
-                    // Workers the new shares leave out get no replica (an empty batch's mean
-                    // loss is NaN).
-                    let new = DataParallelPlan {
-                        replicas: new.replicas.into_iter().filter(|r| r.batch > 0).collect(),
-                        ..new
-                    };
-                    // The variables move to a graph with the new shares (a session of its own).
-                    let checkpoint =
-                        checkpoint::save(&self.built.session, &self.built.state, step)?;
-                    let next = build(
-                        self.job,
-                        &new,
-                        Updates::Sync,
-                        self.cluster,
-                        self.config,
-                        self.tag,
-                        None,
-                    )?;
-                    checkpoint::restore(&next.session, &next.state, &checkpoint)?;
-                    self.gate.remap_counts(&plan, &new);
-                    resized.push(new.replicas.iter().map(|r| r.batch).collect());
-                    self.built = next;
-                    plan = new;
-                    let (_, updates) = self.gate.totals();
-                    progress
-                        .keeper
-                        .planned(updates, &plan, self.cluster, true)?;
+            // Live re-planning sees every step; LB-BSP's re-size waits for its traced ones.
+            let mut next = None;
+            if let Some(adapter) = &mut self.adapter {
+                next = adapter.after_step(update as usize, ms, stats.as_ref(), &plan)?;
+                if next.is_some() {
+                    progress.replans += 1;
+                    resizer = Resizer::default();
                 }
+            }
+            if let (None, Some(f), Some(stats)) = (&next, feedback, &stats) {
+                next = resizer.propose(&plan, stats, f)?;
+                if let Some(new) = &next {
+                    resized.push(new.replicas.iter().map(|r| r.batch).collect());
+                    if let Some(adapter) = &mut self.adapter {
+                        adapter.replanned();
+                    }
+                }
+            }
+            if let Some(new) = next {
+                plan = self.switch(plan, new, step, progress)?;
             }
             progress.keeper.position.sync = self.sampler.taken;
             let (samples, updates) = self.gate.totals();
@@ -134,6 +132,50 @@ impl Run<'_> {
                 return Ok((plan, resized, false));
             }
         }
+    }
+}
+
+impl Run<'_> {
+    /// Keeps a synchronous step's wall time `ms` for the report and the progress callback.
+    fn timed(&mut self, ms: f64, progress: &mut Progress<'_>) {
+        if self.step_ms.len() == STEP_TIMES_KEPT {
+            self.step_ms.pop_front();
+        }
+        self.step_ms.push_back(ms);
+        progress.step_ms = Some(ms);
+    }
+
+    /// Moves training from `plan` to `new` (re-sized or re-planned) between two steps: the
+    /// variables are read from the ps into a checkpoint and restored into a graph with the new
+    /// shares (a session of its own); workers the new shares leave out get no replica (an empty
+    /// batch's mean loss is NaN).
+    fn switch(
+        &mut self,
+        plan: DataParallelPlan,
+        new: DataParallelPlan,
+        step: usize,
+        progress: &mut Progress<'_>,
+    ) -> Result<DataParallelPlan> {
+        let new = DataParallelPlan {
+            replicas: new.replicas.into_iter().filter(|r| r.batch > 0).collect(),
+            ..new
+        };
+        let checkpoint = checkpoint::save(&self.built.session, &self.built.state, step)?;
+        let next = build(
+            self.job,
+            &new,
+            Updates::Sync,
+            self.cluster,
+            self.config,
+            self.tag,
+            None,
+        )?;
+        checkpoint::restore(&next.session, &next.state, &checkpoint)?;
+        self.gate.remap_counts(&plan, &new);
+        self.built = next;
+        let (_, updates) = self.gate.totals();
+        progress.keeper.planned(updates, &new, self.cluster, true)?;
+        Ok(new)
     }
 }
 
