@@ -355,6 +355,7 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
         memory: None,
         options: InfraAwareOptions::default(),
         metrics: Some(MetricsSource::TfConfig(cluster.tf_config().clone())),
+        tasks: None,
     };
     let first = parallel::plan_live(
         &replanning.calibration,

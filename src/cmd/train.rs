@@ -12,8 +12,8 @@ use serde::Serialize;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::trainer::{
-    CheckpointOptions, Job, OnProgress, StepProgress, TrainingOptions, TrainingReport,
-    DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
+    CheckpointOptions, Job, OnProgress, RecoverOptions, StepProgress, TrainingOptions,
+    TrainingReport, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
 };
 
 use crate::common;
@@ -81,6 +81,11 @@ pub struct Args {
     /// re-plans) to this directory.
     #[arg(long)]
     logdir: Option<PathBuf>,
+    /// On a TF_CONFIG cluster, recoveries from lost workers and parameter servers before a
+    /// failure ends the run (the strategy is re-planned over the tasks that still answer and
+    /// training goes on; 0: a lost task ends the run).
+    #[arg(long, default_value_t = 3)]
+    max_recoveries: usize,
     /// Re-plan live: watch every worker's metrics and step times and, when one gets busier or
     /// freer, make the plan again from the calibration between two steps (infra-aware,
     /// infra-aware-async).
@@ -155,6 +160,10 @@ pub fn run(args: &Args) -> Result<()> {
         progress: Some(watch.callback()),
         adapt: args.adapt.then(AdaptOptions::default),
         stop: None,
+        recover: (args.max_recoveries > 0).then(|| RecoverOptions {
+            max_recoveries: args.max_recoveries,
+            ..RecoverOptions::default()
+        }),
     };
     options.validate()?;
     let connection = common::connect(&args.cluster)?;

@@ -206,6 +206,7 @@ pub fn run(args: &Args) -> Result<()> {
         per_replica_overhead_ms: OVERHEAD_MS,
         resize_every: args.resize_every,
         metrics: None,
+        tasks: None,
     };
     let contenders = strategies
         .iter()

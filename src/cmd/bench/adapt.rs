@@ -201,6 +201,7 @@ fn contender_of(
             memory: setup.memory.copied(),
             options: options(),
             metrics,
+            tasks: None,
         }),
     }
 }

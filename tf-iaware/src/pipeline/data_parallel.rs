@@ -222,8 +222,8 @@ impl DataParallel<'_> {
             }),
             _ => None,
         };
-        let replanning = self.calibration.as_ref().map(|cal| Replanning {
-            calibration: cal.clone(),
+        let replanning = Some(Replanning {
+            calibration: self.calibration.clone().unwrap_or_default(),
             ps: self.ps.clone(),
             vars: self.vars.clone(),
             global_batch: self.global_batch,
@@ -233,6 +233,7 @@ impl DataParallel<'_> {
                 Some(t) => MetricsSource::TfConfig(t.clone()),
                 None => MetricsSource::Local,
             }),
+            tasks: c.tf_config().cloned(),
         });
         let contender = Contender {
             strategy: self.strategy,

@@ -32,7 +32,8 @@ use crate::cluster::{Cluster, LiveOptions, LiveSource, MetricsFeed};
 use crate::error::Result;
 use crate::monitor::snapshot::unix_now_ms;
 use crate::parallel::{
-    self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
+    self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Shares,
+    VarInfo, WorkerCapacity,
 };
 use crate::proto::StepStats;
 
@@ -412,11 +413,14 @@ impl MetricsSource {
     }
 }
 
-/// What a calibrated synchronous plan is re-made from when a worker moves: the planner's
-/// inputs ([`plan_live`](crate::parallel::plan_live)) and where the live metrics come from.
+/// What a plan is made again from while training: when a worker moves (live re-planning of a
+/// calibrated plan) or a task is lost (any strategy, over the survivors). The planner's inputs
+/// ([`plan_live`](crate::parallel::plan_live), [`replica_setter`](crate::parallel::replica_setter)),
+/// where the live metrics come from and the cluster's tasks.
 #[derive(Clone, Debug)]
 pub struct Replanning {
-    /// The calibration the plan was made from (each worker's figures at full availability).
+    /// The calibration a calibrated plan was made from (each worker's figures at full
+    /// availability); empty for equal shares.
     pub calibration: Vec<WorkerCapacity>,
     /// Parameter-server devices.
     pub ps: Vec<String>,
@@ -430,6 +434,53 @@ pub struct Replanning {
     pub options: InfraAwareOptions,
     /// Where live metrics are read (`None`: step windows only).
     pub metrics: Option<MetricsSource>,
+    /// The cluster's tasks and their addresses, to probe which still answer after a failure
+    /// (`None`: not a TF_CONFIG cluster; no recovery).
+    pub tasks: Option<TfConfig>,
+}
+
+impl Replanning {
+    /// `strategy`'s plan over `workers` and `ps` (lost tasks left out): equal shares, or shares
+    /// from the calibration of those workers at `cluster`'s live availability.
+    ///
+    /// # Errors
+    /// The planners' errors ([`Error::Infeasible`](crate::Error::Infeasible), …).
+    pub fn plan_over(
+        &self,
+        strategy: DataParallelStrategy,
+        workers: &[String],
+        ps: &[String],
+        cluster: &Cluster,
+    ) -> Result<DataParallelPlan> {
+        let mut plan = match strategy.shares() {
+            Shares::Equal => parallel::replica_setter(workers, ps, &self.vars, self.global_batch)?,
+            Shares::Calibrated => {
+                let calibration: Vec<WorkerCapacity> = self
+                    .calibration
+                    .iter()
+                    .filter(|c| workers.contains(&c.device))
+                    .cloned()
+                    .collect();
+                parallel::plan_live(
+                    &calibration,
+                    cluster,
+                    ps,
+                    &self.vars,
+                    self.global_batch,
+                    self.memory.as_ref(),
+                    &self.options,
+                )?
+            }
+        };
+        plan.strategy = strategy.to_string();
+        Ok(plan)
+    }
+
+    /// Leaves `lost` devices out of later plans.
+    pub(crate) fn forget(&mut self, lost: &[String]) {
+        self.calibration.retain(|c| !lost.contains(&c.device));
+        self.ps.retain(|p| !lost.contains(p));
+    }
 }
 
 /// Live re-planning between a synchronous trainer's steps (see the module docs): reads the
@@ -590,6 +641,12 @@ impl Adapter {
         });
         self.replanned();
         Ok(Some(new))
+    }
+
+    /// Leaves `lost` devices out of later plans (a recovery re-planned without them).
+    pub(crate) fn forget(&mut self, lost: &[String]) {
+        self.replanning.forget(lost);
+        self.replanned();
     }
 
     /// After any switch of plans (this one's or another re-size): the windows and the

@@ -34,12 +34,8 @@ impl Run<'_> {
             }
         }
         let (built, data, specs) = (&self.built, self.job.train.as_ref(), &self.job.specs[..]);
-        let base = &progress.keeper.base.workers;
-        let starts: Vec<u64> = plan
-            .replicas
-            .iter()
-            .map(|r| base.get(&r.device).copied().unwrap_or(0))
-            .collect();
+        let read = gate.lock().samples.clone();
+        let starts = progress.keeper.phase_started(plan, &read);
         let updates = self.contender.updates();
         let clock = &mut self.clock;
         let result = std::thread::scope(|scope| -> Result<bool> {
@@ -246,7 +242,12 @@ fn coordinate(
             gate.pause();
             let samples = gate.lock().samples.clone();
             progress.keeper.workers_read(plan, &samples);
-            let kept = progress.kept(built, gate, clock, plan, false);
+            let kept = progress
+                .kept(built, gate, clock, plan, false)
+                .and_then(|()| {
+                    let (_, updates) = gate.totals();
+                    progress.safeguard(built, updates)
+                });
             gate.resume();
             kept?;
         } else {

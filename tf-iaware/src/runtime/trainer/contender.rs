@@ -1,6 +1,7 @@
 //! What trains: a strategy, its plan, and how it adjusts while training ([`Contender`]).
 
-use super::options::bad;
+use super::bad;
+use crate::cluster::tf_config::TfConfig;
 use crate::cluster::Cluster;
 use crate::error::Result;
 use crate::parallel::{
@@ -38,8 +39,9 @@ pub struct Contender {
     pub plan: DataParallelPlan,
     /// Re-sizing of the shares (synchronous only).
     pub feedback: Option<Feedback>,
-    /// What the plan is made again from when a worker moves, for live re-planning
-    /// ([`TrainingOptions::adapt`](super::TrainingOptions::adapt); calibrated plans only).
+    /// What the plan is made again from when a worker moves (live re-planning,
+    /// [`TrainingOptions::adapt`](super::TrainingOptions::adapt); calibrated plans only) or a
+    /// task is lost ([`TrainingOptions::recover`](super::TrainingOptions::recover)).
     pub replanning: Option<Replanning>,
 }
 
@@ -74,6 +76,8 @@ pub struct Planning<'a> {
     pub resize_every: usize,
     /// Where live re-planning reads the workers' metrics (`None`: step windows only).
     pub metrics: Option<&'a MetricsSource>,
+    /// The cluster's tasks, for recovery from lost ones (`None`: no recovery).
+    pub tasks: Option<&'a TfConfig>,
 }
 
 /// The contender of `strategy`:
@@ -130,7 +134,7 @@ pub fn contender(strategy: DataParallelStrategy, p: &Planning<'_>) -> Result<Con
             vars: p.vars.to_vec(),
             options: options.clone(),
         });
-    let replanning = (strategy.shares() == Shares::Calibrated).then(|| Replanning {
+    let replanning = Some(Replanning {
         calibration: p.calibration.to_vec(),
         ps: p.ps.to_vec(),
         vars: p.vars.to_vec(),
@@ -138,6 +142,7 @@ pub fn contender(strategy: DataParallelStrategy, p: &Planning<'_>) -> Result<Con
         memory: p.memory.copied(),
         options: options.clone(),
         metrics: p.metrics.cloned(),
+        tasks: p.tasks.cloned(),
     });
     Ok(Contender {
         strategy,

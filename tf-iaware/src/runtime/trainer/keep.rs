@@ -28,76 +28,10 @@ use crate::parallel::DataParallelPlan;
 use crate::runtime::checkpoint;
 use tf_iaware_core::durable::events::tags;
 
-/// Seconds of training between checkpoints unless told otherwise (TensorFlow's
-/// `MonitoredTrainingSession` takes 600; a crash should cost a minute, and a checkpoint of a
-/// model of a few million parameters takes well under a second).
-pub const DEFAULT_CHECKPOINT_EVERY_S: f64 = 60.0;
-/// Checkpoints kept unless told otherwise (`tf.train.Saver`'s `max_to_keep`).
-pub const DEFAULT_KEEP: usize = 5;
 /// Seconds of training between two points of the TensorBoard scalars.
 const LOG_EVERY_S: f64 = 1.0;
 /// Seconds between two calls of the progress callback.
 const PROGRESS_EVERY_S: f64 = 0.25;
-
-/// Where and how often a run writes its checkpoints.
-#[derive(Clone, Debug)]
-pub struct CheckpointOptions {
-    /// The checkpoint directory, on the driver's own disk (created if missing). A run started
-    /// with a directory that holds checkpoints resumes from the newest whole one.
-    pub dir: PathBuf,
-    /// Updates between checkpoints (`None`: not by updates).
-    pub every_steps: Option<u64>,
-    /// Training seconds between checkpoints (`None`: not by time). Whichever of the two is due
-    /// first takes the checkpoint; there is always one at the end.
-    pub every_seconds: Option<f64>,
-    /// Checkpoints kept: older ones are deleted (at least 1).
-    pub keep: usize,
-}
-
-impl CheckpointOptions {
-    /// Checkpoints in `dir` every [`DEFAULT_CHECKPOINT_EVERY_S`] seconds, the last
-    /// [`DEFAULT_KEEP`] kept.
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        CheckpointOptions {
-            dir: dir.into(),
-            every_steps: None,
-            every_seconds: Some(DEFAULT_CHECKPOINT_EVERY_S),
-            keep: DEFAULT_KEEP,
-        }
-    }
-
-    /// Checks the interval and the number kept.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming the option.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |what: &str, reason: String| Error::InvalidArgument {
-            what: what.into(),
-            reason,
-        };
-        if self.every_steps == Some(0) || self.every_steps.is_some_and(|s| s > 1 << 40) {
-            return Err(bad(
-                "checkpoint interval",
-                "must be 1..=2^40 updates".into(),
-            ));
-        }
-        if let Some(s) = self.every_seconds {
-            if !(s > 0.0 && s <= 7.0 * 86_400.0) {
-                return Err(bad(
-                    "checkpoint interval",
-                    format!("{s} s is not in (0, one week]"),
-                ));
-            }
-        }
-        if !(1..=1_000_000).contains(&self.keep) {
-            return Err(bad(
-                "checkpoints kept",
-                format!("{} is not in 1..=1000000", self.keep),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// Where the training so far is at, as a progress callback sees it.
 #[derive(Clone, Debug, Serialize)]
@@ -198,9 +132,11 @@ pub(super) struct Keeper {
     strategy: String,
     pub written: Vec<CheckpointWritten>,
     pub resumed: Option<Resumed>,
-    /// Where each sampler started (a resumed run's checkpoint) and where it is now.
-    pub base: DataPosition,
+    /// Where each sampler is now.
     pub position: DataPosition,
+    /// Each asynchronous worker's position when its phase started, and what it had read by
+    /// then (its count in the gate), by device.
+    phase: BTreeMap<String, (u64, u64)>,
     pub replans: u64,
     last_log: (f64, u64),
     last_progress: (f64, u64),
@@ -298,7 +234,7 @@ impl Keeper {
                 strategy: strategy.to_string(),
                 written: Vec::new(),
                 resumed: None,
-                base: DataPosition::default(),
+                phase: BTreeMap::new(),
                 position: DataPosition::default(),
                 replans: 0,
                 last_log: (0.0, 0),
@@ -349,7 +285,6 @@ impl Keeper {
             log::info!("another seed than the checkpoint's: the data is reshuffled");
             DataPosition::default()
         };
-        self.base = position.clone();
         self.position = position.clone();
         let carried = Carried {
             updates: state.global_step,
@@ -392,12 +327,30 @@ impl Keeper {
         Ok(carried)
     }
 
-    /// Each worker sampler's position: where it started plus `samples[k]`, what replica `k` of
-    /// `plan` has read since.
+    /// An asynchronous phase of `plan` starts: each worker's sampler at its position now,
+    /// returned in replica order; `samples[k]` is what replica `k` has read so far.
+    pub fn phase_started(&mut self, plan: &DataParallelPlan, samples: &[u64]) -> Vec<u64> {
+        self.phase.clear();
+        plan.replicas
+            .iter()
+            .enumerate()
+            .map(|(k, r)| {
+                let start = self.position.workers.get(&r.device).copied().unwrap_or(0);
+                let read = samples.get(k).copied().unwrap_or(0);
+                self.phase.insert(r.device.clone(), (start, read));
+                start
+            })
+            .collect()
+    }
+
+    /// Each worker sampler's position: where its phase started plus what replica `k` of
+    /// `plan` has read since (`samples[k]` now, less its count then).
     pub fn workers_read(&mut self, plan: &DataParallelPlan, samples: &[u64]) {
         for (r, n) in plan.replicas.iter().zip(samples) {
-            let base = self.base.workers.get(&r.device).copied().unwrap_or(0);
-            self.position.workers.insert(r.device.clone(), base + n);
+            let (start, read) = self.phase.get(&r.device).copied().unwrap_or((0, 0));
+            self.position
+                .workers
+                .insert(r.device.clone(), start + n.saturating_sub(read));
         }
     }
 
@@ -615,36 +568,4 @@ pub(super) struct Snapshot<'a> {
     pub step_ms: Option<f64>,
     /// Live re-plans so far.
     pub replans: usize,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn checkpoint_options_out_of_range_are_refused() {
-        let ok = CheckpointOptions::new("/tmp/x");
-        assert!(ok.validate().is_ok());
-        for bad in [
-            CheckpointOptions {
-                every_steps: Some(0),
-                ..ok.clone()
-            },
-            CheckpointOptions {
-                every_seconds: Some(f64::NAN),
-                ..ok.clone()
-            },
-            CheckpointOptions {
-                every_seconds: Some(-1.0),
-                ..ok.clone()
-            },
-            CheckpointOptions {
-                keep: 0,
-                ..ok.clone()
-            },
-        ] {
-            let e = bad.validate().unwrap_err().to_string();
-            assert!(e.contains("checkpoint"), "{e}");
-        }
-    }
 }

@@ -31,6 +31,7 @@ mod gate;
 mod job;
 mod keep;
 mod options;
+mod recover;
 mod sync;
 
 use std::path::PathBuf;
@@ -44,9 +45,10 @@ use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::data::Sampler;
 use crate::error::{Error, Result};
-use crate::parallel::{DataParallelPlan, DataParallelStrategy, Updates};
+use crate::parallel::{DataParallelPlan, DataParallelStrategy, Shares, Updates};
 use crate::runtime::adapt::{Adapter, ReplanRecord};
 use crate::runtime::checkpoint::{self, StateVar};
+use crate::runtime::data_parallel::plan_ps;
 use crate::runtime::session::PlacedSession;
 use crate::runtime::train::StepTimes;
 
@@ -56,11 +58,12 @@ use evaluate::Evaluator;
 use gate::{Clock, Gate};
 pub use job::{Job, Metric};
 use keep::{Carried, Keeper, Snapshot};
-pub use keep::{
-    CheckpointOptions, CheckpointWritten, Resumed, StepProgress, DEFAULT_CHECKPOINT_EVERY_S,
-    DEFAULT_KEEP,
+pub use keep::{CheckpointWritten, Resumed, StepProgress};
+pub use options::{
+    CheckpointOptions, RecoverOptions, TrainingOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
 };
-pub use options::TrainingOptions;
+pub use recover::Recovered;
+use recover::Safekeeping;
 
 /// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
 /// thread that coordinates the steps (keep it quick: the steps wait for it).
@@ -104,6 +107,14 @@ impl std::fmt::Debug for OnProgress {
         f.debug_struct("OnProgress")
             .field("every_step", &self.every_step)
             .finish_non_exhaustive()
+    }
+}
+
+/// An [`Error::InvalidArgument`] naming `what`.
+fn bad(what: &str, reason: String) -> Error {
+    Error::InvalidArgument {
+        what: what.into(),
+        reason,
     }
 }
 
@@ -225,6 +236,8 @@ pub struct TrainingReport {
     pub replans: Vec<ReplanRecord>,
     /// CPU share of one core the background metrics reader used ([`TrainingOptions::adapt`]).
     pub metrics_cost_share: Option<f64>,
+    /// Every recovery from lost tasks ([`TrainingOptions::recover`]).
+    pub recoveries: Vec<Recovered>,
 }
 
 /// Synchronous step times [`TrainingReport::step_ms`] is computed from (the latest).
@@ -247,6 +260,8 @@ struct Progress<'a> {
     step_ms: Option<f64>,
     /// Live re-plans so far.
     replans: usize,
+    /// The driver's copies of the variables and the recoveries ([`TrainingOptions::recover`]).
+    safe: Option<Safekeeping>,
 }
 
 impl Progress<'_> {
@@ -308,6 +323,7 @@ impl Progress<'_> {
     fn checkpoint_due(&self, gate: &Gate, clock: &Clock) -> bool {
         let (_, updates) = gate.totals();
         self.keeper.checkpoint_due(updates, clock.seconds())
+            || self.safe.as_ref().is_some_and(|s| s.due(updates))
     }
 
     /// After a step: a checkpoint of `built`'s variables when due (or, with `last`, when the
@@ -400,11 +416,15 @@ pub fn train(
     }
     let adapter = match (&options.adapt, &contender.replanning) {
         (None, _) => None,
-        (Some(a), Some(r)) if matches!(updates_mode, Updates::Sync | Updates::Adaptive) => {
+        (Some(a), Some(r))
+            if matches!(updates_mode, Updates::Sync | Updates::Adaptive)
+                && contender.strategy.shares() == Shares::Calibrated
+                && !r.calibration.is_empty() =>
+        {
             Some(Adapter::start(r, cluster, a)?)
         }
         (Some(_), _) => {
-            return Err(options::bad(
+            return Err(bad(
                 "adaptation",
                 format!(
                     "live re-planning re-makes calibrated synchronous plans (infra-aware, \
@@ -460,12 +480,25 @@ pub fn train(
         keeper,
         step_ms: None,
         replans: 0,
+        safe: None,
     };
+    if options.recover.is_some() {
+        progress.safe = Some(Safekeeping::new(
+            options.recover.as_ref().map_or(1, |r| r.every_updates),
+        ));
+        progress.safeguard(&built, carried.updates)?;
+    }
     let mut run = Run {
         contender,
         job,
         cluster,
-        config,
+        config: config.clone(),
+        ps: contender
+            .replanning
+            .as_ref()
+            .map_or_else(|| plan_ps(&plan), |r| r.ps.clone()),
+        current: plan.clone(),
+        resized: Vec::new(),
         tag: &tag,
         gate: &gate,
         clock: Clock::resumed(carried.train_seconds),
@@ -479,26 +512,27 @@ pub fn train(
     let first_plan = plan.clone();
     let mut chosen = None;
     let (samples, updates) = gate.totals();
-    let (plan, resized) = match updates_mode {
+    let mut plan = plan;
+    if progress.bound_reached(&run.clock, samples, updates) {
         // Resumed from a checkpoint at or past a bound: nothing left to train.
-        _ if progress.bound_reached(&run.clock, samples, updates) => {
-            run.clock.stop();
-            (plan, Vec::new())
+        run.clock.stop();
+    } else {
+        loop {
+            run.current = plan.clone();
+            match run.phase(updates_mode, plan, &mut progress) {
+                Ok((end, choice)) => {
+                    plan = end;
+                    chosen = choice;
+                    break;
+                }
+                Err(failure) => {
+                    let current = run.current.clone();
+                    plan = run.recover(failure, &current, &mut progress)?;
+                }
+            }
         }
-        Updates::Sync => {
-            let (plan, resized, _) = run.sync(plan, &mut progress, None)?;
-            (plan, resized)
-        }
-        Updates::Async | Updates::Backup { .. } => {
-            run.concurrent(&plan, options.seed, &mut progress, None)?;
-            (plan, Vec::new())
-        }
-        Updates::Adaptive => {
-            let (plan, choice) = run.adaptive(plan, &mut progress)?;
-            chosen = Some(choice);
-            (plan, Vec::new())
-        }
-    };
+    }
+    let resized = std::mem::take(&mut run.resized);
     run.clock.stop();
     let (samples, updates) = gate.totals();
     progress.evaluate_final(
@@ -567,6 +601,7 @@ pub fn train(
             .map(|a| a.records().to_vec())
             .unwrap_or_default(),
         metrics_cost_share: run.adapter.as_ref().and_then(Adapter::metrics_cost_share),
+        recoveries: progress.safe.map(|s| s.recoveries).unwrap_or_default(),
     })
 }
 
@@ -575,7 +610,14 @@ struct Run<'a> {
     contender: &'a Contender,
     job: &'a Job,
     cluster: &'a Cluster,
-    config: &'a SessionConfig,
+    /// Sessions' configuration (its master moves when a recovery loses its task).
+    config: SessionConfig,
+    /// The parameter servers in use.
+    ps: Vec<String>,
+    /// The plan training now.
+    current: DataParallelPlan,
+    /// The shares after each LB-BSP re-size.
+    resized: Vec<Vec<usize>>,
     tag: &'a str,
     gate: &'a Gate,
     clock: Clock,
@@ -590,6 +632,27 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Trains `plan` in `mode` until a bound or the target; returns the plan at the end and,
+    /// for [`Updates::Adaptive`], its choice.
+    fn phase(
+        &mut self,
+        mode: Updates,
+        plan: DataParallelPlan,
+        progress: &mut Progress<'_>,
+    ) -> Result<(DataParallelPlan, Option<Choice>)> {
+        Ok(match mode {
+            Updates::Sync => (self.sync(plan, progress, None)?.0, None),
+            Updates::Async | Updates::Backup { .. } => {
+                self.concurrent(&plan, self.seed, progress, None)?;
+                (plan, None)
+            }
+            Updates::Adaptive => {
+                let (plan, choice) = self.adaptive(plan, progress)?;
+                (plan, Some(choice))
+            }
+        })
+    }
+
     /// `infra-aware-async`: a synchronous and an asynchronous probe window, then the faster
     /// by at least [`ASYNC_GAIN`]; equal shares train synchronously without probing.
     fn adaptive(
@@ -606,7 +669,7 @@ impl Run<'_> {
         let even = is_even_split(&plan);
         let start = window(self);
         let until = (!even).then_some(start.0 + PROBE_S);
-        let (plan, _, mut done) = self.sync(plan, progress, until)?;
+        let (plan, mut done) = self.sync(plan, progress, until)?;
         let middle = window(self);
         let sync_rate = rate(start, middle);
         let mut async_rate = None;

@@ -1,12 +1,12 @@
-//! When a run evaluates, checkpoints, adapts and stops: [`TrainingOptions`].
+//! When a run evaluates, checkpoints, adapts, recovers and stops: [`TrainingOptions`],
+//! [`CheckpointOptions`], [`RecoverOptions`].
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{CheckpointOptions, OnProgress};
-#[cfg(doc)]
-use super::{Contender, TrainingReport};
+use super::{bad, OnProgress};
 use crate::cluster::tf_config::TfConfig;
 use crate::error::{Error, Result};
 use crate::runtime::adapt::AdaptOptions;
@@ -51,13 +51,17 @@ pub struct TrainingOptions {
     /// Live re-planning between synchronous steps (`None`: none): the workers' live metrics
     /// are read in the background and the replicas' step windows watched, and when a worker's
     /// availability or speed moves beyond these thresholds the plan is made again from the
-    /// calibration ([`Contender::replanning`]; `infra-aware` and the synchronous phase of
+    /// calibration ([`Contender::replanning`](super::Contender::replanning); `infra-aware` and the synchronous phase of
     /// `infra-aware-async`) and training switches to it between two steps, the variables
-    /// carried over ([`TrainingReport::replans`]).
+    /// carried over ([`TrainingReport::replans`](super::TrainingReport::replans)).
     pub adapt: Option<AdaptOptions>,
     /// Set from anywhere (a signal handler, a progress callback) to end the run after the step
     /// in flight, as if a bound were reached: the final evaluation and checkpoint follow.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Training through lost workers and parameter servers on a TF_CONFIG cluster (`None`: a
+    /// lost task ends the run with TensorFlow's error): the strategy is re-planned over the
+    /// tasks that still answer and training goes on ([`TrainingReport::recoveries`](super::TrainingReport::recoveries)).
+    pub recover: Option<RecoverOptions>,
 }
 
 impl Default for TrainingOptions {
@@ -75,14 +79,8 @@ impl Default for TrainingOptions {
             progress: None,
             adapt: None,
             stop: None,
+            recover: None,
         }
-    }
-}
-
-pub(super) fn bad(what: &str, reason: String) -> Error {
-    Error::InvalidArgument {
-        what: what.into(),
-        reason,
     }
 }
 
@@ -128,6 +126,183 @@ impl TrainingOptions {
         if let Some(c) = &self.checkpoints {
             c.validate()?;
         }
+        if let Some(r) = &self.recover {
+            r.validate()?;
+        }
         Ok(())
+    }
+}
+
+/// Seconds of training between checkpoints unless told otherwise (TensorFlow's
+/// `MonitoredTrainingSession` takes 600; a crash should cost a minute, and a checkpoint of a
+/// model of a few million parameters takes well under a second).
+pub const DEFAULT_CHECKPOINT_EVERY_S: f64 = 60.0;
+/// Checkpoints kept unless told otherwise (`tf.train.Saver`'s `max_to_keep`).
+pub const DEFAULT_KEEP: usize = 5;
+/// Where and how often a run writes its checkpoints.
+#[derive(Clone, Debug)]
+pub struct CheckpointOptions {
+    /// The checkpoint directory, on the driver's own disk (created if missing). A run started
+    /// with a directory that holds checkpoints resumes from the newest whole one.
+    pub dir: PathBuf,
+    /// Updates between checkpoints (`None`: not by updates).
+    pub every_steps: Option<u64>,
+    /// Training seconds between checkpoints (`None`: not by time). Whichever of the two is due
+    /// first takes the checkpoint; there is always one at the end.
+    pub every_seconds: Option<f64>,
+    /// Checkpoints kept: older ones are deleted (at least 1).
+    pub keep: usize,
+}
+
+impl CheckpointOptions {
+    /// Checkpoints in `dir` every [`DEFAULT_CHECKPOINT_EVERY_S`] seconds, the last
+    /// [`DEFAULT_KEEP`] kept.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        CheckpointOptions {
+            dir: dir.into(),
+            every_steps: None,
+            every_seconds: Some(DEFAULT_CHECKPOINT_EVERY_S),
+            keep: DEFAULT_KEEP,
+        }
+    }
+
+    /// Checks the interval and the number kept.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the option.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: &str, reason: String| Error::InvalidArgument {
+            what: what.into(),
+            reason,
+        };
+        if self.every_steps == Some(0) || self.every_steps.is_some_and(|s| s > 1 << 40) {
+            return Err(bad(
+                "checkpoint interval",
+                "must be 1..=2^40 updates".into(),
+            ));
+        }
+        if let Some(s) = self.every_seconds {
+            if !(s > 0.0 && s <= 7.0 * 86_400.0) {
+                return Err(bad(
+                    "checkpoint interval",
+                    format!("{s} s is not in (0, one week]"),
+                ));
+            }
+        }
+        if !(1..=1_000_000).contains(&self.keep) {
+            return Err(bad(
+                "checkpoints kept",
+                format!("{} is not in 1..=1000000", self.keep),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How a run survives lost tasks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoverOptions {
+    /// Recoveries before a failure ends the run (default 3).
+    pub max_recoveries: usize,
+    /// Updates between the driver's in-memory copies of the variables (default 50): at most
+    /// this many updates are trained again after a parameter server is lost.
+    pub every_updates: u64,
+    /// How long a parameter server that stopped answering is waited for (a cluster manager
+    /// restarting it at its address) before its variables are re-planned onto the others
+    /// (default 10 s).
+    pub ps_wait: Duration,
+}
+
+impl Default for RecoverOptions {
+    fn default() -> Self {
+        RecoverOptions {
+            max_recoveries: 3,
+            every_updates: 50,
+            ps_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RecoverOptions {
+    /// Checks the options.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if self.every_updates == 0 || self.every_updates > 1 << 40 {
+            return Err(bad(
+                "recovery interval",
+                format!("{} updates is not in 1..=2^40", self.every_updates),
+            ));
+        }
+        if self.ps_wait > Duration::from_secs(3_600) {
+            return Err(bad(
+                "parameter-server wait",
+                format!("{:?} is more than an hour", self.ps_wait),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_options_out_of_range_are_refused() {
+        let ok = CheckpointOptions::new("/tmp/x");
+        assert!(ok.validate().is_ok());
+        for bad in [
+            CheckpointOptions {
+                every_steps: Some(0),
+                ..ok.clone()
+            },
+            CheckpointOptions {
+                every_seconds: Some(f64::NAN),
+                ..ok.clone()
+            },
+            CheckpointOptions {
+                every_seconds: Some(-1.0),
+                ..ok.clone()
+            },
+            CheckpointOptions {
+                keep: 0,
+                ..ok.clone()
+            },
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("checkpoint"), "{e}");
+        }
+    }
+
+    #[test]
+    fn recovery_options_out_of_range_are_refused() {
+        assert!(RecoverOptions::default().validate().is_ok());
+        for (bad, named) in [
+            (
+                RecoverOptions {
+                    every_updates: 0,
+                    ..RecoverOptions::default()
+                },
+                "recovery interval",
+            ),
+            (
+                RecoverOptions {
+                    ps_wait: Duration::from_secs(7_200),
+                    ..RecoverOptions::default()
+                },
+                "parameter-server wait",
+            ),
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains(named), "{e}");
+            // And through the training options.
+            let options = TrainingOptions {
+                recover: Some(bad),
+                ..TrainingOptions::default()
+            };
+            assert!(options.validate().is_err());
+        }
     }
 }

@@ -18,17 +18,17 @@ use crate::runtime::data_parallel::replica_spans_ms;
 
 impl Run<'_> {
     /// Synchronous steps of `plan` until a bound, the target or `until` training seconds;
-    /// returns the plan at the end (re-sized or not), the shares of each re-size, and whether
-    /// the run is over (a bound or the target, not `until`).
+    /// returns the plan at the end (re-sized or re-planned, also kept in `self.current`, the
+    /// shares of each re-size in `self.resized`) and whether the run is over (a bound or the
+    /// target, not `until`).
     pub(super) fn sync(
         &mut self,
         mut plan: DataParallelPlan,
         progress: &mut Progress<'_>,
         until: Option<f64>,
-    ) -> Result<(DataParallelPlan, Vec<Vec<usize>>, bool)> {
+    ) -> Result<(DataParallelPlan, bool)> {
         let (job, contender) = (self.job, self.contender);
         let data = job.train.as_ref();
-        let mut resized = Vec::new();
         let mut resizer = Resizer::default();
         let mut step = 0usize;
         loop {
@@ -100,7 +100,8 @@ impl Run<'_> {
             if let (None, Some(f), Some(stats)) = (&next, feedback, &stats) {
                 next = resizer.propose(&plan, stats, f)?;
                 if let Some(new) = &next {
-                    resized.push(new.replicas.iter().map(|r| r.batch).collect());
+                    self.resized
+                        .push(new.replicas.iter().map(|r| r.batch).collect());
                     if let Some(adapter) = &mut self.adapter {
                         adapter.replanned();
                     }
@@ -124,12 +125,13 @@ impl Run<'_> {
             }
             if progress.bound_reached(&self.clock, samples, updates) {
                 self.clock.stop();
-                return Ok((plan, resized, true));
+                return Ok((plan, true));
             }
             // Not at the end, whose checkpoint follows the last evaluation.
             progress.kept(&self.built, self.gate, &self.clock, &plan, false)?;
+            progress.safeguard(&self.built, updates)?;
             if until.is_some_and(|u| self.clock.seconds() >= u) {
-                return Ok((plan, resized, false));
+                return Ok((plan, false));
             }
         }
     }
@@ -166,13 +168,14 @@ impl Run<'_> {
             &new,
             Updates::Sync,
             self.cluster,
-            self.config,
+            &self.config,
             self.tag,
             None,
         )?;
         checkpoint::restore(&next.session, &next.state, &checkpoint)?;
         self.gate.remap_counts(&plan, &new);
         self.built = next;
+        self.current = new.clone();
         let (_, updates) = self.gate.totals();
         progress.keeper.planned(updates, &new, self.cluster, true)?;
         Ok(new)
