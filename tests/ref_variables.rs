@@ -219,3 +219,79 @@ fn a_ref_variable_model_trains_data_parallel() {
         assert_eq!(read, r.samples, "{strategy}");
     }
 }
+
+/// `tf-iaware args…` succeeds within three minutes (the command line has no run-deadline flag:
+/// a step that hangs is killed here instead of after the default ten minutes); its stdout.
+fn ok_within(args: &[&str]) -> String {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let mut child = common::bin()
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read both pipes while the command runs: a full pipe would stall it.
+    let pipe = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            r.read_to_string(&mut s).unwrap();
+            s
+        })
+    };
+    let out = pipe(Box::new(child.stdout.take().unwrap()));
+    let err = pipe(Box::new(child.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(180) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("tf-iaware {args:?} still running after 180 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert!(status.success(), "tf-iaware {args:?} failed: {err}\n{out}");
+    out
+}
+
+#[test]
+fn the_command_line_trains_an_exported_ref_variable_graph_across_tasks() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let graph = ref_model::export(dir.path());
+    let graph = graph.to_str().unwrap();
+    for (strategy, parallel) in [("replica-setter", "data"), ("round-robin", "model")] {
+        let out = ok_within(&[
+            "run",
+            "--graph",
+            graph,
+            "--cluster",
+            "emulated:workers=1,1",
+            "--strategy",
+            strategy,
+            "--parallel",
+            parallel,
+            "--steps",
+            "4",
+            "--batch",
+            "16",
+            "--json",
+        ]);
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["strategy"], strategy, "{out}");
+        let (first, last) = (
+            report["loss_first"].as_f64().unwrap(),
+            report["loss_last"].as_f64().unwrap(),
+        );
+        assert!(
+            last.is_finite() && last < first,
+            "{strategy}: {first} -> {last}"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //! (`VariableV2`, the crate's `Variable` builder), gradients from `Graph::add_gradients` and
 //! momentum SGD through `ApplyMomentum` with accumulators the user made (plain `VariableV2`s, no
 //! `_class` colocation). Two 3×3 convolutions and two dense layers over 8×8 single-channel images
-//! into 4 classes, int64 labels.
+//! into 4 classes, int64 labels (or float one-hot rows, as a GraphDef for the command line).
 #![allow(dead_code)]
 
 use tf_iaware::tensorflow::{
@@ -25,7 +25,8 @@ pub struct RefModel {
     pub scope: Scope,
     /// Float images `[batch, SIDE, SIDE, 1]`.
     pub x: Operation,
-    /// Int64 class labels `[batch]`.
+    /// Int64 class labels `[batch]` (float one-hot rows `[batch, CLASSES]` with
+    /// [`build_with`]`(true)`).
     pub labels: Operation,
     /// Initialises every variable and accumulator.
     pub init: Operation,
@@ -68,6 +69,11 @@ fn zeros(shape: &[u64], name: &str, scope: &mut Scope) -> Result<Variable, Statu
 
 /// Builds the model.
 pub fn build() -> Result<RefModel, Status> {
+    build_with(false)
+}
+
+/// Builds the model, its labels float one-hot rows with `one_hot_labels`.
+pub fn build_with(one_hot_labels: bool) -> Result<RefModel, Status> {
     let mut scope = Scope::new_root_scope();
     let x = ops::Placeholder::new()
         .dtype(DataType::Float)
@@ -78,10 +84,17 @@ pub fn build() -> Result<RefModel, Status> {
             Some(1),
         ])))
         .build(&mut scope.with_op_name("x"))?;
-    let labels = ops::Placeholder::new()
-        .dtype(DataType::Int64)
-        .shape(Shape::from(Some(vec![None])))
-        .build(&mut scope.with_op_name("labels"))?;
+    let labels = if one_hot_labels {
+        ops::Placeholder::new()
+            .dtype(DataType::Float)
+            .shape(Shape::from(Some(vec![None, Some(CLASSES as i64)])))
+            .build(&mut scope.with_op_name("labels"))?
+    } else {
+        ops::Placeholder::new()
+            .dtype(DataType::Int64)
+            .shape(Shape::from(Some(vec![None])))
+            .build(&mut scope.with_op_name("labels"))?
+    };
 
     let filter = variable(&[3, 3, 1, FILTERS], 0.3, 1, "conv1/filter", &mut scope)?;
     let conv_bias = zeros(&[FILTERS], "conv1/bias", &mut scope)?;
@@ -138,13 +151,19 @@ pub fn build() -> Result<RefModel, Status> {
         b2.output().clone(),
         &mut scope.with_op_name("logits"),
     )?;
-    let one_hot = ops::OneHot::new().build(
-        labels.clone(),
-        ops::constant(CLASSES as i32, &mut scope)?,
-        ops::constant(1.0f32, &mut scope)?,
-        ops::constant(0.0f32, &mut scope)?,
-        &mut scope,
-    )?;
+    let one_hot: Output = if one_hot_labels {
+        labels.clone().into()
+    } else {
+        ops::OneHot::new()
+            .build(
+                labels.clone(),
+                ops::constant(CLASSES as i32, &mut scope)?,
+                ops::constant(1.0f32, &mut scope)?,
+                ops::constant(0.0f32, &mut scope)?,
+                &mut scope,
+            )?
+            .into()
+    };
     let xent =
         ops::SoftmaxCrossEntropyWithLogits::new().build(logits.clone(), one_hot, &mut scope)?;
     let loss: Output = ops::mean(
@@ -297,4 +316,18 @@ pub fn job() -> tf_iaware::runtime::trainer::Job {
     .unwrap()
     .with_held_out(Box::new(rows("held out", 256, 2)))
     .unwrap()
+}
+
+/// Writes the model with float one-hot labels as the user would export it: `ref_cnn.pb` and its
+/// sidecar `ref_cnn.json` in `dir`. Returns the GraphDef's path.
+pub fn export(dir: &std::path::Path) -> std::path::PathBuf {
+    let m = build_with(true).unwrap();
+    let path = dir.join("ref_cnn.pb");
+    std::fs::write(&path, m.scope.graph().graph_def().unwrap()).unwrap();
+    let sidecar = format!(
+        r#"{{"inputs": {{"x": [-1, {SIDE}, {SIDE}, 1], "labels": [-1, {CLASSES}]}},
+           "init": "init", "train": "train", "loss": "loss", "one_hot": ["labels"]}}"#
+    );
+    std::fs::write(dir.join("ref_cnn.json"), sidecar).unwrap();
+    path
 }
