@@ -188,7 +188,9 @@ fn an_update_placed_apart_from_its_ref_variable_is_refused_naming_it() {
 #[test]
 fn a_ref_variable_model_trains_data_parallel() {
     let _one = serial();
-    let mut connection = connection("workers=1,1");
+    // Two ps tasks: the variables are spread over both, each with the accumulator its
+    // ApplyMomentum updates (one colocation group, planned as one).
+    let mut connection = connection("workers=1,1:ps=2");
     connection.session_config_mut().run_timeout_ms = RUN_MS;
     let job = ref_model::job();
     for strategy in ["replica-setter", "infra-aware"] {
@@ -204,6 +206,11 @@ fn a_ref_variable_model_trains_data_parallel() {
             seed: 5,
             ..Default::default()
         };
+        let planned_vars = &planned.plan().variable_devices;
+        assert_eq!(planned_vars.len(), 8, "{strategy}: {planned_vars:?}");
+        assert!(!planned_vars.keys().any(|v| v.ends_with("/accum")));
+        let ps: std::collections::BTreeSet<&String> = planned_vars.values().collect();
+        assert_eq!(ps.len(), 2, "{strategy}: {planned_vars:?}");
         let r = planned.fit(&job, &options).unwrap();
         eprintln!(
             "{strategy}: {} updates, loss {:?} -> {:?}, accuracy {:?}",
