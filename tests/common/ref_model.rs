@@ -188,9 +188,12 @@ pub fn build_with(one_hot_labels: bool) -> Result<RefModel, Status> {
     ];
     let variables = vec![filter, conv_bias, filter2, conv_bias2, w1, b1, w2, b2];
     let xs: Vec<Output> = variables.iter().map(|v| v.output().clone()).collect();
-    let grads = scope
-        .graph_mut()
-        .add_gradients(Some("gradients"), &[loss.clone()], &xs, None)?;
+    let grads = scope.graph_mut().add_gradients(
+        Some("gradients"),
+        std::slice::from_ref(&loss),
+        &xs,
+        None,
+    )?;
     let lr = ops::constant(0.05f32, &mut scope)?;
     let momentum = ops::constant(0.9f32, &mut scope)?;
     let mut accumulators = Vec::new();
