@@ -1,6 +1,7 @@
 //! Applying a [`Placement`]: validation against the graph and the cluster, then a GraphDef
-//! rewrite that sets `NodeDef.device` and leaves everything else untouched, then import into a
-//! fresh TensorFlow graph.
+//! rewrite that sets `NodeDef.device` and, where a ref-typed variable is read on another device,
+//! adds the explicit read TensorFlow needs ([`ref_reads`](crate::graph::ref_reads)); everything else is left untouched;
+//! then import into a fresh TensorFlow graph.
 
 use std::collections::HashMap;
 
@@ -9,6 +10,7 @@ use tensorflow::{Graph, ImportGraphDefOptions};
 
 use crate::cluster::Cluster;
 use crate::error::Result;
+use crate::graph::ref_reads::add_ref_reads;
 use crate::graph::{DeviceName, OpGraph};
 use crate::placer::resolve::{check_kernel, split_colocation};
 use crate::placer::Placement;
@@ -77,11 +79,14 @@ pub fn validate(
 }
 
 /// Validates `placement` and rewrites `graph_def`: every placed op gets its full device name,
-/// unplaced ops keep what they had; names, inputs, attributes, the function library, versions and
-/// debug info are carried over unchanged. Pure: no TensorFlow call.
+/// unplaced ops keep what they had; a ref-typed output read on another device is read through an
+/// `Identity` added beside it ([`add_ref_reads`]: without it TensorFlow can deadlock the step);
+/// names, the other inputs, attributes, the function library, versions and debug info are carried
+/// over unchanged. Pure: no TensorFlow call.
 ///
 /// # Errors
-/// Validation errors of [`validate`].
+/// Validation errors of [`validate`]; [`Error::InvalidGraph`](crate::Error::InvalidGraph) if
+/// `graph` is not the analysis of `graph_def`.
 pub(crate) fn rewrite(
     graph_def: &GraphDef,
     graph: &OpGraph,
@@ -94,6 +99,18 @@ pub(crate) fn rewrite(
         if let Some(device) = resolved.get(&node.name) {
             node.device = device.clone();
         }
+    }
+    let reads = add_ref_reads(&mut def, graph)?;
+    for r in &reads {
+        log::debug!(
+            "{}: `{}` reads ref `{}:{}` on {} for {} op(s) elsewhere",
+            placement.strategy,
+            r.read,
+            r.source,
+            r.output,
+            r.device,
+            r.consumers.len()
+        );
     }
     Ok(def)
 }

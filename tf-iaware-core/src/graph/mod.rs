@@ -10,6 +10,7 @@ mod dtype;
 pub mod graph_def;
 pub mod library;
 mod model;
+pub mod ref_reads;
 mod sidecar;
 mod signature;
 
