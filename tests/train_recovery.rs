@@ -8,8 +8,8 @@
 mod own_job;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use own_job::job;
@@ -21,14 +21,18 @@ use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 const STEPS: u64 = 120;
 
-/// Trains the own job with `strategy` on `cluster` for [`STEPS`] updates; once `fault_at`
-/// updates are applied, `fault` runs on this thread (the cluster's processes are this test's).
+/// A fault: once this many updates are applied, this runs on the cluster, the trainer waiting
+/// after that update until it has.
+type Fault = (u64, Box<dyn FnOnce(&mut EmulatedCluster) + Send>);
+
+/// Trains the own job with `strategy` on `cluster` for `steps` updates, `faults` landing at
+/// their update counts (the cluster's processes are this test's).
 fn train_through(
     cluster: &mut EmulatedCluster,
     strategy: DataParallelStrategy,
     recover: Option<RecoverOptions>,
-    fault_at: u64,
-    fault: impl FnOnce(&mut EmulatedCluster) + Send,
+    steps: u64,
+    faults: Vec<Fault>,
 ) -> tf_iaware::Result<TrainingReport> {
     let tf_config = cluster.tf_config().clone();
     let master = TaskId {
@@ -46,10 +50,13 @@ fn train_through(
     let planned = connection
         .plan_data_parallel(job.workload(), &strategy.to_string(), Some(32))
         .unwrap();
-    let updates = Arc::new(AtomicU64::new(0));
-    let seen = updates.clone();
+    // (updates applied, faults landed); the trainer's callback holds the steps at a fault's
+    // update until it has landed.
+    let shared = Arc::new((Mutex::new((0u64, 0usize)), Condvar::new()));
+    let at: Vec<u64> = faults.iter().map(|f| f.0).collect();
+    let seen = shared.clone();
     let options = TrainingOptions {
-        steps: Some(STEPS),
+        steps: Some(steps),
         epochs: None,
         max_seconds: Some(600.0),
         seed: 5,
@@ -57,31 +64,41 @@ fn train_through(
             .then(|| tf_config.clone()),
         recover,
         progress: Some(OnProgress::every_step(move |p| {
-            seen.store(p.updates, Ordering::SeqCst);
+            let (lock, cv) = &*seen;
+            let mut s = lock.lock().unwrap();
+            s.0 = p.updates;
+            cv.notify_all();
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while at.get(s.1).is_some_and(|&u| p.updates >= u) && Instant::now() < deadline {
+                s = cv.wait_timeout(s, Duration::from_millis(100)).unwrap().0;
+            }
         })),
         ..TrainingOptions::default()
     };
-    // The connection stays on this thread; the fault lands from another once `fault_at`
-    // updates are applied (or training ended first).
     let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            let started = Instant::now();
-            while updates.load(Ordering::SeqCst) < fault_at
-                && !done.load(Ordering::SeqCst)
-                && started.elapsed() < Duration::from_secs(300)
-            {
-                std::thread::sleep(Duration::from_millis(20));
+            let (lock, cv) = &*shared;
+            for (update, fault) in faults {
+                let mut s = lock.lock().unwrap();
+                while s.0 < update && !done.load(Ordering::SeqCst) {
+                    s = cv.wait_timeout(s, Duration::from_millis(100)).unwrap().0;
+                }
+                drop(s);
+                fault(cluster);
+                lock.lock().unwrap().1 += 1;
+                cv.notify_all();
             }
-            fault(cluster);
             // A task restarted from this thread dies with it (the emulated servers ask for
             // SIGKILL when the thread that started them exits): stay until training ends.
             while !done.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
+        // The connection stays on this thread.
         let report = planned.fit(&job, &options);
         done.store(true, Ordering::SeqCst);
+        shared.1.notify_all();
         report
     })
 }
@@ -110,8 +127,8 @@ fn a_lost_worker_is_re_planned_around_and_every_update_is_applied() {
             &mut cluster,
             strategy,
             Some(RecoverOptions::default()),
-            30,
-            |c| c.kill_worker(2),
+            STEPS,
+            vec![(30, Box::new(|c: &mut EmulatedCluster| c.kill_worker(2)))],
         )
         .unwrap_or_else(|e| panic!("{strategy}: {e}"));
         // Asynchronous workers still in flight at the bound apply their updates too.
@@ -169,11 +186,14 @@ fn a_restarted_ps_is_waited_for_and_training_goes_on_from_the_drivers_copy() {
             ps_wait: Duration::from_secs(60),
             ..RecoverOptions::default()
         }),
-        40,
-        |c| {
-            c.kill_ps(0);
-            c.restart_ps(0).unwrap();
-        },
+        STEPS,
+        vec![(
+            40,
+            Box::new(|c: &mut EmulatedCluster| {
+                c.kill_ps(0);
+                c.restart_ps(0).unwrap();
+            }),
+        )],
     )
     .unwrap();
     assert_eq!(report.updates, STEPS);
@@ -194,9 +214,9 @@ fn a_hung_worker_is_dropped_once_its_step_passes_the_run_deadline() {
         &mut cluster,
         DataParallelStrategy::ReplicaSetter,
         Some(RecoverOptions::default()),
-        30,
+        STEPS,
         // SIGSTOP: its port still completes handshakes, its agent is silent.
-        |c| c.stop_worker(1),
+        vec![(30, Box::new(|c: &mut EmulatedCluster| c.stop_worker(1)))],
     );
     cluster.continue_worker(1);
     let report = report.unwrap();
@@ -220,10 +240,40 @@ fn without_recovery_a_lost_worker_ends_the_run_with_tensorflows_error() {
         &mut cluster,
         DataParallelStrategy::ReplicaSetter,
         None,
-        10,
-        |c| c.kill_worker(1),
+        STEPS,
+        vec![(10, Box::new(|c: &mut EmulatedCluster| c.kill_worker(1)))],
     ) {
         Err(Error::TensorFlow { .. }) | Err(Error::TaskDown { .. }) => {}
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_lost_worker_that_comes_back_is_taken_back() {
+    let _one = serial();
+    let mut cluster = start("workers=0.5,0.5,0.5");
+    let report = train_through(
+        &mut cluster,
+        DataParallelStrategy::ReplicaSetter,
+        Some(RecoverOptions::default()),
+        300,
+        vec![
+            (30, Box::new(|c: &mut EmulatedCluster| c.kill_worker(2))),
+            // A cluster manager restarts it at its address.
+            (
+                60,
+                Box::new(|c: &mut EmulatedCluster| c.restart_worker(2).unwrap()),
+            ),
+        ],
+    )
+    .unwrap();
+    assert_eq!(report.updates, 300);
+    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
+    assert_eq!(report.readmissions.len(), 1, "{:?}", report.readmissions);
+    let back = &report.readmissions[0];
+    assert!(back.update >= 60, "{back:?}");
+    assert!(back.workers[0].contains("task:2"), "{back:?}");
+    assert_eq!(back.shares.len(), 3, "{back:?}");
+    assert_eq!(report.plan.replicas.len(), 3, "{:?}", report.plan);
+    assert!(report.final_metric.is_some_and(|a| a > 0.6));
 }

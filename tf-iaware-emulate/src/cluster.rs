@@ -511,6 +511,18 @@ impl EmulatedCluster {
         }
     }
 
+    /// Starts worker `k` again, as `EmulatedCluster::restart_task` (back in its CPU-quota
+    /// cgroup).
+    ///
+    /// # Errors
+    /// As `EmulatedCluster::restart_task`.
+    pub fn restart_worker(&mut self, k: usize) -> Result<()> {
+        self.restart_task(&TaskId {
+            job: "worker".into(),
+            index: k,
+        })
+    }
+
     /// Starts ps `k` again, as `EmulatedCluster::restart_task`.
     ///
     /// # Errors

@@ -211,7 +211,7 @@ fn coordinate(
         if progress.bound_reached(clock, samples, done) {
             return Ok(true);
         }
-        if until.is_some_and(|u| clock.seconds() >= u) {
+        if until.is_some_and(|u| clock.seconds() >= u) || progress.readmit_due() {
             return Ok(false);
         }
         match &chief {

@@ -41,6 +41,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::tf_config::TfConfig;
 use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::data::Sampler;
@@ -62,7 +63,7 @@ pub use keep::{CheckpointWritten, Resumed, StepProgress};
 pub use options::{
     CheckpointOptions, RecoverOptions, TrainingOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
 };
-pub use recover::Recovered;
+pub use recover::{Readmitted, Recovered};
 use recover::Safekeeping;
 
 /// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
@@ -238,6 +239,8 @@ pub struct TrainingReport {
     pub metrics_cost_share: Option<f64>,
     /// Every recovery from lost tasks ([`TrainingOptions::recover`]).
     pub recoveries: Vec<Recovered>,
+    /// Workers recoveries dropped and took back once they answered again.
+    pub readmissions: Vec<Readmitted>,
 }
 
 /// Synchronous step times [`TrainingReport::step_ms`] is computed from (the latest).
@@ -262,6 +265,16 @@ struct Progress<'a> {
     replans: usize,
     /// The driver's copies of the variables and the recoveries ([`TrainingOptions::recover`]).
     safe: Option<Safekeeping>,
+    /// The cluster's tasks, when lost ones may be recovered from and taken back.
+    tasks: Option<&'a TfConfig>,
+    /// Workers recoveries dropped, probed to be taken back.
+    dropped: Vec<String>,
+    /// Dropped workers that answer again, waiting for the phase to end.
+    back: Vec<String>,
+    /// When the dropped workers were last probed.
+    probed: Option<Instant>,
+    /// Workers taken back.
+    readmitted: Vec<Readmitted>,
 }
 
 impl Progress<'_> {
@@ -481,6 +494,15 @@ pub fn train(
         step_ms: None,
         replans: 0,
         safe: None,
+        tasks: options
+            .recover
+            .as_ref()
+            .and(contender.replanning.as_ref())
+            .and_then(|r| r.tasks.as_ref()),
+        dropped: Vec::new(),
+        back: Vec::new(),
+        probed: None,
+        readmitted: Vec::new(),
     };
     if options.recover.is_some() {
         progress.safe = Some(Safekeeping::new(
@@ -520,6 +542,11 @@ pub fn train(
         loop {
             run.current = plan.clone();
             match run.phase(updates_mode, plan, &mut progress) {
+                Ok((end, choice)) if !progress.back.is_empty() => {
+                    // Ended early: dropped workers answer again.
+                    chosen = choice.or(chosen);
+                    plan = run.readmit(end, &mut progress)?;
+                }
                 Ok((end, choice)) => {
                     plan = end;
                     chosen = choice;
@@ -601,6 +628,7 @@ pub fn train(
             .map(|a| a.records().to_vec())
             .unwrap_or_default(),
         metrics_cost_share: run.adapter.as_ref().and_then(Adapter::metrics_cost_share),
+        readmissions: std::mem::take(&mut progress.readmitted),
         recoveries: progress.safe.map(|s| s.recoveries).unwrap_or_default(),
     })
 }

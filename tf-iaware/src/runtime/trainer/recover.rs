@@ -46,6 +46,22 @@ pub struct Recovered {
     pub seconds: f64,
 }
 
+/// Workers taken back after they answered again.
+#[derive(Clone, Debug, Serialize)]
+pub struct Readmitted {
+    /// Updates applied when they were taken back.
+    pub update: u64,
+    /// Their devices.
+    pub workers: Vec<String>,
+    /// The new plan's shares, (worker, samples).
+    pub shares: Vec<(String, usize)>,
+    /// Seconds the switch took (re-planning, building, moving the variables).
+    pub seconds: f64,
+}
+
+/// Seconds between two probes of the dropped workers.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
 /// The state a recovery goes on from: the variables and where each sampler was.
 struct SafePoint {
     checkpoint: Checkpoint,
@@ -95,6 +111,31 @@ impl Progress<'_> {
             workers: self.keeper.position.workers.clone(),
         });
         Ok(())
+    }
+}
+
+impl Progress<'_> {
+    /// Whether dropped workers answer again (their port and their agent), probed at most once
+    /// per [`PROBE_EVERY`]; those that do wait in `back` until the phase ends and the plan takes
+    /// them.
+    pub(super) fn readmit_due(&mut self) -> bool {
+        if !self.back.is_empty() {
+            return true;
+        }
+        let Some(tasks) = self.tasks else {
+            return false;
+        };
+        if self.dropped.is_empty() || self.probed.is_some_and(|t| t.elapsed() < PROBE_EVERY) {
+            return false;
+        }
+        self.probed = Some(Instant::now());
+        let answering = reachable(&self.dropped, tasks);
+        let agents = agents_of(&answering, tasks);
+        self.back = answering
+            .into_iter()
+            .filter(|w| agents.get(w).is_none_or(|a| healthz(a, AGENT_TIMEOUT)))
+            .collect();
+        !self.back.is_empty()
     }
 }
 
@@ -239,6 +280,12 @@ impl Run<'_> {
         if let Some(adapter) = &mut self.adapter {
             adapter.forget(&lost);
         }
+        // Workers dropped are probed from now on, and taken back when they answer.
+        for d in lost.iter().filter(|d| workers.contains(d)) {
+            if !progress.dropped.contains(d) {
+                progress.dropped.push(d.clone());
+            }
+        }
         progress
             .keeper
             .planned(restored_from, &new, self.cluster, true)?;
@@ -266,6 +313,51 @@ impl Run<'_> {
             safe.latest = None;
         }
         progress.safeguard(&self.built, restored_from)?;
+        self.clock.start();
+        Ok(new)
+    }
+
+    /// Takes the workers in `progress.back` into `plan`: the strategy planned again with them,
+    /// the variables moved into the new plan's graph.
+    ///
+    /// # Errors
+    /// Errors of re-planning, building, reading and restoring the variables.
+    pub(super) fn readmit(
+        &mut self,
+        plan: DataParallelPlan,
+        progress: &mut Progress<'_>,
+    ) -> Result<DataParallelPlan> {
+        let started = Instant::now();
+        let back = std::mem::take(&mut progress.back);
+        progress.dropped.retain(|d| !back.contains(d));
+        let mut workers: Vec<String> = plan.replicas.iter().map(|r| r.device.clone()).collect();
+        workers.extend(back.iter().cloned());
+        let new = self.replan(&workers, &self.ps.clone())?;
+        let (_, update) = self.gate.totals();
+        if self.contender.updates() != Updates::Sync {
+            let samples = self.gate.lock().samples.clone();
+            progress.keeper.workers_read(&plan, &samples);
+        }
+        let new = self.switch(plan, new, update as usize, progress)?;
+        let readmitted = Readmitted {
+            update,
+            workers: back,
+            shares: new
+                .replicas
+                .iter()
+                .map(|r| (r.device.clone(), r.batch))
+                .collect(),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        log::info!(
+            "took back {:?} at update {update}: shares {:?}",
+            readmitted.workers,
+            readmitted.shares
+        );
+        progress.readmitted.push(readmitted);
+        if let Some(adapter) = &mut self.adapter {
+            adapter.replanned();
+        }
         self.clock.start();
         Ok(new)
     }

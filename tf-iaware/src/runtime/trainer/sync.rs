@@ -11,7 +11,7 @@ use super::build::{build, run};
 use super::{Feedback, Progress, Run, STEP_TIMES_KEPT};
 use crate::error::{Error, Result};
 use crate::parallel::noise::{decide_resize, ResizeDecision};
-use crate::parallel::{DataParallelPlan, Updates};
+use crate::parallel::DataParallelPlan;
 use crate::runtime::adapt::Adapter;
 use crate::runtime::checkpoint;
 use crate::runtime::data_parallel::replica_spans_ms;
@@ -130,7 +130,8 @@ impl Run<'_> {
             // Not at the end, whose checkpoint follows the last evaluation.
             progress.kept(&self.built, self.gate, &self.clock, &plan, false)?;
             progress.safeguard(&self.built, updates)?;
-            if until.is_some_and(|u| self.clock.seconds() >= u) {
+            if until.is_some_and(|u| self.clock.seconds() >= u) || progress.readmit_due()
+            {
                 return Ok((plan, false));
             }
         }
@@ -147,11 +148,11 @@ impl Run<'_> {
         progress.step_ms = Some(ms);
     }
 
-    /// Moves training from `plan` to `new` (re-sized or re-planned) between two steps: the
+    /// Moves training from `plan` to `new` (re-sized, re-planned or grown) between two steps: the
     /// variables are read from the ps into a checkpoint and restored into a graph with the new
     /// shares (a session of its own); workers the new shares leave out get no replica (an empty
     /// batch's mean loss is NaN).
-    fn switch(
+    pub(super) fn switch(
         &mut self,
         plan: DataParallelPlan,
         new: DataParallelPlan,
@@ -166,14 +167,20 @@ impl Run<'_> {
         let next = build(
             self.job,
             &new,
-            Updates::Sync,
+            self.contender.updates(),
             self.cluster,
             &self.config,
             self.tag,
-            None,
+            progress.options.own_masters.as_ref(),
         )?;
         checkpoint::restore(&next.session, &next.state, &checkpoint)?;
         self.gate.remap_counts(&plan, &new);
+        {
+            // A new graph's accumulators start at step 0 (backup workers).
+            let mut s = self.gate.lock();
+            s.global_step = 0;
+            s.tokens.clear();
+        }
         self.built = next;
         self.current = new.clone();
         let (_, updates) = self.gate.totals();
