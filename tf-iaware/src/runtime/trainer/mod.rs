@@ -63,8 +63,8 @@ pub use keep::{CheckpointWritten, Resumed, StepProgress};
 pub use options::{
     CheckpointOptions, RecoverOptions, TrainingOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
 };
-pub use recover::{Readmitted, Recovered};
 use recover::Safekeeping;
+pub use recover::{Readmitted, Recovered};
 
 /// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
 /// thread that coordinates the steps (keep it quick: the steps wait for it).
@@ -271,8 +271,9 @@ struct Progress<'a> {
     dropped: Vec<String>,
     /// Dropped workers that answer again, waiting for the phase to end.
     back: Vec<String>,
-    /// When the dropped workers were last probed.
-    probed: Option<Instant>,
+    /// The probe of the dropped workers in flight (off this thread: a hung worker's agent
+    /// takes its whole timeout not to answer).
+    probe: Option<std::thread::JoinHandle<Vec<String>>>,
     /// Workers taken back.
     readmitted: Vec<Readmitted>,
 }
@@ -501,7 +502,7 @@ pub fn train(
             .and_then(|r| r.tasks.as_ref()),
         dropped: Vec::new(),
         back: Vec::new(),
-        probed: None,
+        probe: None,
         readmitted: Vec::new(),
     };
     if options.recover.is_some() {

@@ -115,9 +115,9 @@ impl Progress<'_> {
 }
 
 impl Progress<'_> {
-    /// Whether dropped workers answer again (their port and their agent), probed at most once
-    /// per [`PROBE_EVERY`]; those that do wait in `back` until the phase ends and the plan takes
-    /// them.
+    /// Whether dropped workers answer again (their port and their agent): a probe runs on a
+    /// thread of its own, one at a time, each [`PROBE_EVERY`] after the last; those that answer
+    /// wait in `back` until the phase ends and the plan takes them.
     pub(super) fn readmit_due(&mut self) -> bool {
         if !self.back.is_empty() {
             return true;
@@ -125,16 +125,33 @@ impl Progress<'_> {
         let Some(tasks) = self.tasks else {
             return false;
         };
-        if self.dropped.is_empty() || self.probed.is_some_and(|t| t.elapsed() < PROBE_EVERY) {
-            return false;
+        match self.probe.take() {
+            Some(probe) if probe.is_finished() => {
+                let answered = probe.join().unwrap_or_default();
+                self.back = answered
+                    .into_iter()
+                    .filter(|w| self.dropped.contains(w))
+                    .collect();
+            }
+            Some(probe) => self.probe = Some(probe),
+            None if !self.dropped.is_empty() => {
+                let (dropped, tasks) = (self.dropped.clone(), tasks.clone());
+                // A thread that cannot start leaves the workers dropped; the next call tries again.
+                self.probe = std::thread::Builder::new()
+                    .name("tf-iaware-readmit".into())
+                    .spawn(move || {
+                        std::thread::sleep(PROBE_EVERY);
+                        let answering = reachable(&dropped, &tasks);
+                        let agents = agents_of(&answering, &tasks);
+                        answering
+                            .into_iter()
+                            .filter(|w| agents.get(w).is_none_or(|a| healthz(a, AGENT_TIMEOUT)))
+                            .collect()
+                    })
+                    .ok();
+            }
+            None => {}
         }
-        self.probed = Some(Instant::now());
-        let answering = reachable(&self.dropped, tasks);
-        let agents = agents_of(&answering, tasks);
-        self.back = answering
-            .into_iter()
-            .filter(|w| agents.get(w).is_none_or(|a| healthz(a, AGENT_TIMEOUT)))
-            .collect();
         !self.back.is_empty()
     }
 }

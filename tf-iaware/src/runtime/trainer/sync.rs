@@ -130,8 +130,7 @@ impl Run<'_> {
             // Not at the end, whose checkpoint follows the last evaluation.
             progress.kept(&self.built, self.gate, &self.clock, &plan, false)?;
             progress.safeguard(&self.built, updates)?;
-            if until.is_some_and(|u| self.clock.seconds() >= u) || progress.readmit_due()
-            {
+            if until.is_some_and(|u| self.clock.seconds() >= u) || progress.readmit_due() {
                 return Ok((plan, false));
             }
         }
