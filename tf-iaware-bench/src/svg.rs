@@ -1,21 +1,22 @@
 //! Small SVG charts of benchmark results: median step time per strategy (bars with p10–p90
-//! whiskers), and step time over steps with and without adaptation.
+//! whiskers), step time over steps with and without adaptation, held-out accuracy over training
+//! time, and the scale study's planning cost on log axes.
 
 use tf_iaware::runtime::trainer::TrainingReport;
+use tf_iaware::scale::{Growth, StudyRow};
 
-use super::adapt::AdaptationReport;
-use super::StrategyResult;
+use crate::report::{AdaptationReport, StrategyResult};
 
 const W: f64 = 640.0;
 const H: f64 = 360.0;
 const LEFT: f64 = 70.0;
 const BOTTOM: f64 = 50.0;
 const TOP: f64 = 40.0;
-pub(super) const COLORS: [&str; 6] = [
+const COLORS: [&str; 6] = [
     "#888888", "#2a7ab0", "#d9822b", "#3a9a5b", "#9b59b6", "#c0392b",
 ];
 
-pub(super) fn escape(s: &str) -> String {
+fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -205,4 +206,155 @@ pub fn accuracy_chart(
         "held-out accuracy (%)",
         &body,
     )
+}
+
+/// One line of a growth chart: its label, its colour's index and its (size, ms) points.
+type Series = (String, usize, Vec<(f64, f64)>);
+
+const PANEL_W: f64 = 420.0;
+const PANEL_H: f64 = 320.0;
+const MARGIN: f64 = 60.0;
+
+/// Powers of ten covering `lo..=hi` (both positive).
+fn decades(lo: f64, hi: f64) -> (f64, f64) {
+    (
+        lo.log10().floor(),
+        hi.log10().ceil().max(lo.log10().floor() + 1.0),
+    )
+}
+
+/// One log-log panel at `(x0, y0)`: plan time against size, a line per planner.
+fn panel(x0: f64, y0: f64, title: &str, x_label: &str, series: &[Series]) -> String {
+    let pts = series.iter().flat_map(|s| s.2.iter());
+    let (xs, ys): (Vec<f64>, Vec<f64>) = pts.cloned().unzip();
+    if xs.is_empty() {
+        return String::new();
+    }
+    let (x_lo, x_hi) = decades(
+        xs.iter().cloned().fold(f64::INFINITY, f64::min),
+        xs.iter().cloned().fold(0.0, f64::max),
+    );
+    let (y_lo, y_hi) = decades(
+        ys.iter().cloned().fold(f64::INFINITY, f64::min),
+        ys.iter().cloned().fold(0.0, f64::max),
+    );
+    let (w, h) = (PANEL_W - MARGIN - 10.0, PANEL_H - MARGIN - 40.0);
+    let px = |x: f64| x0 + MARGIN + w * (x.log10() - x_lo) / (x_hi - x_lo);
+    let py = |y: f64| y0 + 40.0 + h - h * (y.log10() - y_lo) / (y_hi - y_lo);
+    let mut s = format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"13\">{}</text>\n",
+        x0 + MARGIN + w / 2.0,
+        y0 + 24.0,
+        escape(title)
+    );
+    for e in (x_lo as i32)..=(x_hi as i32) {
+        let x = px(10f64.powi(e));
+        s += &format!(
+            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">1e{e}</text>\n",
+            y0 + 40.0,
+            y0 + 40.0 + h,
+            y0 + 40.0 + h + 16.0
+        );
+    }
+    for e in (y_lo as i32)..=(y_hi as i32) {
+        let y = py(10f64.powi(e));
+        s += &format!(
+            "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">1e{e}</text>\n",
+            x0 + MARGIN,
+            x0 + MARGIN + w,
+            x0 + MARGIN - 6.0,
+            y + 4.0
+        );
+    }
+    s += &format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n\
+         <text x=\"{:.1}\" y=\"{:.1}\" transform=\"rotate(-90 {:.1} {:.1})\" text-anchor=\"middle\">time to plan (ms)</text>\n",
+        x0 + MARGIN + w / 2.0,
+        y0 + PANEL_H - 6.0,
+        escape(x_label),
+        x0 + 16.0,
+        y0 + 40.0 + h / 2.0,
+        x0 + 16.0,
+        y0 + 40.0 + h / 2.0
+    );
+    for (k, (label, color, points)) in series.iter().enumerate() {
+        let color = COLORS[color % COLORS.len()];
+        let path: Vec<String> = points
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        s += &format!(
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>\n",
+            path.join(" ")
+        );
+        for &(x, y) in points {
+            s += &format!(
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>\n",
+                px(x),
+                py(y)
+            );
+        }
+        s += &format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{color}\">{}</text>\n",
+            x0 + MARGIN + 8.0,
+            y0 + 54.0 + 14.0 * k as f64,
+            escape(label)
+        );
+    }
+    s
+}
+
+/// Time to plan against size on log axes: left, against workers (data-parallel planners) and
+/// devices (per-op strategies at a fixed graph); right, against ops (per-op strategies on a
+/// fixed cluster). Labels carry the fitted exponents.
+pub fn growth_chart(rows: &[StudyRow], growth: &[Growth]) -> String {
+    let mut planners: Vec<&str> = Vec::new();
+    for r in rows {
+        if !planners.contains(&r.planner.as_str()) {
+            planners.push(&r.planner);
+        }
+    }
+    let series = |sweeps: &[&str]| -> Vec<Series> {
+        let mut out = Vec::new();
+        for (color, p) in planners.iter().enumerate() {
+            for sweep in sweeps {
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.planner == *p && r.sweep == *sweep && r.plan_ms > 0.0)
+                    .map(|r| (r.size as f64, r.plan_ms))
+                    .collect();
+                if pts.is_empty() {
+                    continue;
+                }
+                let e = growth
+                    .iter()
+                    .find(|g| g.planner == *p && g.sweep == *sweep)
+                    .map_or(String::new(), |g| format!(", ∝ n^{:.2}", g.exponent));
+                out.push((format!("{p} ({sweep}{e})"), color, pts));
+            }
+        }
+        out
+    };
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{PANEL_H}\" font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+        2.0 * PANEL_W
+    );
+    s += &panel(
+        0.0,
+        0.0,
+        "planning cost vs workers / devices",
+        "workers (devices)",
+        &series(&["workers", "devices"]),
+    );
+    s += &panel(
+        PANEL_W,
+        0.0,
+        "planning cost vs graph size",
+        "ops",
+        &series(&["ops"]),
+    );
+    s + "</svg>\n"
 }
