@@ -41,9 +41,9 @@ pub enum Error {
     },
 
     // --- running ---
-    /// The library or an emulated cluster failed.
+    /// The library or an emulated cluster failed (boxed: the library's error is large).
     #[error(transparent)]
-    Library(#[from] tf_iaware::Error),
+    Library(Box<tf_iaware::Error>),
     /// The library or an emulated cluster failed during `what` (a contender and round, a
     /// phase of the drift experiment).
     #[error("{what}: {source}")]
@@ -52,7 +52,7 @@ pub enum Error {
         what: String,
         /// The failure.
         #[source]
-        source: tf_iaware::Error,
+        source: Box<tf_iaware::Error>,
     },
     /// The thread that trained a drift run panicked.
     #[error("the training thread of the drift experiment panicked")]
@@ -68,6 +68,12 @@ pub enum Error {
     Report(#[source] std::io::Error),
 }
 
+impl From<tf_iaware::Error> for Error {
+    fn from(e: tf_iaware::Error) -> Error {
+        Error::Library(Box::new(e))
+    }
+}
+
 /// The crate's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -81,7 +87,7 @@ impl<T> During<T> for std::result::Result<T, tf_iaware::Error> {
     fn during(self, what: impl FnOnce() -> String) -> Result<T> {
         self.map_err(|source| Error::During {
             what: what(),
-            source,
+            source: Box::new(source),
         })
     }
 }

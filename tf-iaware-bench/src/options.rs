@@ -223,7 +223,8 @@ mod tests {
 
     #[test]
     fn each_bad_number_names_its_option() {
-        let cases: [(&str, fn(&mut BenchOptions)); 6] = [
+        type Break = fn(&mut BenchOptions);
+        let cases: [(&str, Break); 6] = [
             ("--steps", |o| o.steps = 0),
             ("--steps", |o| o.steps = MAX_STEPS + 1),
             ("--warmup", |o| o.warmup = MAX_STEPS + 1),

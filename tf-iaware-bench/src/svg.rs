@@ -358,3 +358,63 @@ pub fn growth_chart(rows: &[StudyRow], growth: &[Growth]) -> String {
     );
     s + "</svg>\n"
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tf_iaware::runtime::StepTimes;
+
+    fn result(strategy: &str, steps: &[f64]) -> StrategyResult {
+        let step_ms = StepTimes::from_samples(steps).expect("steps");
+        StrategyResult {
+            strategy: strategy.into(),
+            plan: None,
+            ops_per_device: None,
+            images_per_sec: 64.0 / (step_ms.median / 1e3),
+            step_ms,
+            step_ms_all: steps.to_vec(),
+            images_per_sec_std: 0.0,
+            time_to_train_s: 1.0,
+            reduction_vs_stock: None,
+            lower_bound_ms: 10.0,
+            ratio_to_lower_bound: 2.0,
+            predicted_step_ms: None,
+            prediction_error: None,
+            loss_first: 1.0,
+            loss_last: 0.5,
+        }
+    }
+
+    #[test]
+    fn names_are_escaped() {
+        assert_eq!(escape("a<b>&c"), "a&lt;b&gt;&amp;c");
+    }
+
+    #[test]
+    fn a_bar_per_strategy_with_its_name() {
+        let results = [
+            result("replica-setter", &[30.0, 32.0]),
+            result("<heft>", &[20.0]),
+        ];
+        let svg = strategy_chart(&results, "paper", "mlp");
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("replica-setter") && svg.contains("&lt;heft&gt;"));
+        assert!(!svg.contains("<heft>"));
+    }
+
+    #[test]
+    fn the_growth_chart_has_a_line_per_planner_and_sweep() {
+        let o = crate::SimOptions {
+            cluster: crate::synthetic_cluster("synthetic:workers=8:ps=2").expect("spec"),
+            strategies: vec!["replica-setter".parse().expect("planner")],
+            ops: 50,
+            batch_per_worker: 4,
+            repeats: 1,
+            backups: 1,
+        };
+        let study = crate::scale_study(&o, &[4, 8], &[], &mut |_| Ok(())).expect("study");
+        let svg = growth_chart(&study.rows, &study.growth);
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert!(svg.contains("replica-setter (workers"));
+    }
+}
