@@ -101,7 +101,11 @@ pub(crate) fn contenders(o: &BenchOptions) -> Result<Vec<DataParallelStrategy>> 
             Planner::DataParallel(d) => Ok(d),
             Planner::PerOp(_) => Err(Error::Strategy {
                 strategy: s,
-                reason: format!("is not a data-parallel contender (--data {})", o.data),
+                reason: format!(
+                    "is not a data-parallel contender (--data {} trains: {})",
+                    o.data,
+                    DataParallelStrategy::known()
+                ),
             }),
         })
         .collect()

@@ -31,6 +31,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs, unreachable_pub)]
+
 mod accuracy;
 mod adapt;
 mod calibrate;
