@@ -313,7 +313,10 @@ impl Shown {
                 outln!("{}", trained_line(round, report))?;
                 if let Some(dir) = &args.tsv {
                     let path = dir.join(tf_iaware_bench::evaluations_tsv_name(report, round));
-                    crate::common::write_file(&path, &tf_iaware_bench::evaluations_tsv(report))?;
+                    crate::common::write_file(
+                        &path,
+                        &tf_iaware_bench::evaluations_tsv(&report.evaluations),
+                    )?;
                 }
             }
             Event::StudyRow(r) => outln!("{}", study_line(r))?,

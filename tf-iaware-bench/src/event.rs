@@ -81,3 +81,33 @@ pub(crate) fn emit(on_event: &mut OnEvent<'_>, event: Event<'_>) -> crate::Resul
 pub(crate) fn note(on_event: &mut OnEvent<'_>, line: &str) -> crate::Result<()> {
     emit(on_event, Event::Note(line))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_the_spread_in_percent_of_the_mean() {
+        let stats = RoundStats {
+            strategy: "heft".parse().expect("a per-op strategy"),
+            timed_steps: 4,
+            images_per_sec: 200.0,
+            images_per_sec_std: 10.0,
+            last_loss: 1.0,
+        };
+        assert_eq!(stats.jitter_percent(), 5.0);
+        let idle = RoundStats {
+            images_per_sec: 0.0,
+            ..stats
+        };
+        assert!(idle.jitter_percent().is_finite());
+    }
+
+    #[test]
+    fn a_failing_handler_is_a_report_error() {
+        let mut failing = |_: Event<'_>| Err(std::io::Error::other("stdout is closed"));
+        let err = note(&mut failing, "x").expect_err("the handler fails");
+        assert!(matches!(err, crate::Error::Report(_)));
+        assert_eq!(err.to_string(), "stdout is closed");
+    }
+}

@@ -3,6 +3,7 @@
 use serde::Serialize;
 use tf_iaware::parallel::{DataParallelPlan, DataParallelStrategy, WorkerCapacity};
 use tf_iaware::runtime::adapt::{ReplanRecord, Trigger};
+use tf_iaware::runtime::trainer::Evaluation;
 use tf_iaware::runtime::StepTimes;
 use tf_iaware::scale::StudyRow;
 use tf_iaware::TrainingReport;
@@ -203,11 +204,11 @@ impl AccuracyReport {
     }
 }
 
-/// `epoch  seconds  accuracy` of every evaluation of `run`, tab-separated with a header
-/// (DAWNBench style).
-pub fn evaluations_tsv(run: &TrainingReport) -> String {
+/// `epoch  seconds  accuracy` of every evaluation of a run ([`TrainingReport::evaluations`]),
+/// tab-separated with a header (DAWNBench style).
+pub fn evaluations_tsv(evaluations: &[Evaluation]) -> String {
     let mut tsv = String::from("epoch\tseconds\taccuracy\n");
-    for p in &run.evaluations {
+    for p in evaluations {
         tsv += &format!("{:.3}\t{:.2}\t{:.4}\n", p.epoch, p.seconds, p.metric);
     }
     tsv
@@ -265,6 +266,22 @@ pub(crate) fn mean_std(xs: &[f64]) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_tsv_line_per_evaluation() {
+        let at = |seconds, epoch, metric| Evaluation {
+            seconds,
+            epoch,
+            updates: 3,
+            metric,
+        };
+        let tsv = evaluations_tsv(&[at(0.5, 0.25, 0.4), at(1.25, 0.5, 0.91234)]);
+        assert_eq!(
+            tsv,
+            "epoch\tseconds\taccuracy\n0.250\t0.50\t0.4000\n0.500\t1.25\t0.9123\n"
+        );
+        assert_eq!(evaluations_tsv(&[]), "epoch\tseconds\taccuracy\n");
+    }
 
     #[test]
     fn median_of_odd_even_and_none() {
