@@ -1,8 +1,7 @@
-//! The model-parallel contender of `bench`: the zoo model (or `--graph`) at the global batch as one graph, its
+//! The model-parallel contender of the images/s bench: the zoo model (or `--graph`) at the global batch as one graph, its
 //! ops placed over the workers by a per-op strategy (`heft`, `etf`, …) with each worker's speed
 //! taken from the data-parallel calibration, trained through the same gRPC cluster.
 
-use anyhow::Result;
 use tf_iaware::apply;
 use tf_iaware::cluster::model::CalibrationProfile;
 use tf_iaware::cluster::Cluster;
@@ -10,30 +9,31 @@ use tf_iaware::cost::CostModel;
 use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::models;
 use tf_iaware::parallel::WorkerCapacity;
-use tf_iaware::placer;
+use tf_iaware::placer::{OpPlacementStrategy, PlaceOptions};
 use tf_iaware::report::PlaceWithReport;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{calibrate, PlacedSession, SessionConfig, Trainer};
+use tf_iaware::Result;
 
 /// Tensor sizes timed on each link between workers, bytes: small enough that a shaped link
 /// (tens of Mbit/s) is timed in a second or two.
 const LINK_BYTES: [u64; 3] = [4 << 10, 64 << 10, 512 << 10];
 
 /// A per-op strategy's placement, ready to step.
-pub struct Prepared {
-    pub trainer: Trainer,
+pub(crate) struct Prepared {
+    pub(crate) trainer: Trainer,
     /// The simulator's step time for the placement, ms.
-    pub predicted_ms: f64,
+    pub(crate) predicted_ms: f64,
     /// Ops per device.
-    pub ops_per_device: Vec<(String, usize)>,
+    pub(crate) ops_per_device: Vec<(String, usize)>,
 }
 
 /// Builds `model` at `batch`, places it with `strategy` over the `workers` of `devices` (ps
 /// tasks only hold the data-parallel variables; they get no ops here), with worker speeds
 /// scaled to `calibration` ([`calibrate::scale_to_replicas`]) and links between them timed
 /// ([`calibrate::calibrate_links`]), and opens a session.
-pub fn prepare(
-    strategy: &str,
+pub(crate) fn prepare(
+    strategy: OpPlacementStrategy,
     workload: &Workload,
     batch: usize,
     devices: &Cluster,
@@ -69,8 +69,9 @@ pub fn prepare(
     calibrate::scale_to_replicas(&mut cluster, g, &step, batch, calibration)?;
     let mut cost = CostModel::new(g, &cluster)?;
     cost.restrict_to(g, step)?;
-    let (placement, report) =
-        placer::by_name(strategy)?.place_with_report(&analyzed.op_graph, &cluster, &cost)?;
+    let (placement, report) = strategy
+        .build(&PlaceOptions::default())?
+        .place_with_report(&analyzed.op_graph, &cluster, &cost)?;
     let placed = apply::apply(
         &analyzed.graph_def,
         &analyzed.op_graph,

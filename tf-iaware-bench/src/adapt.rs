@@ -4,8 +4,6 @@
 //! re-plans between steps). A fresh plan made after
 //! the change is the yardstick.
 
-use anyhow::Result;
-use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use tf_iaware::cluster::connect::connect_tf_config_live;
@@ -14,14 +12,17 @@ use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
 };
 
-use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, ReplanRecord, Replanning, Trigger};
+use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, ReplanRecord, Replanning};
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::trainer::{self, Contender, OnProgress, StepProgress};
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
 use tf_iaware::{DataParallelStrategy, Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
-use super::OVERHEAD_MS;
+use crate::calibrate::{probe_batch, OVERHEAD_MS};
+use crate::error::{Error, Result};
+use crate::event::{note, OnEvent};
+use crate::report::AdaptationReport;
 
 /// Steps run after the last drift event.
 const AFTER: usize = 8;
@@ -29,41 +30,13 @@ const AFTER: usize = 8;
 const WITHIN: f64 = 0.15;
 
 /// What the drift experiment needs of the benchmark.
-pub struct Setup<'a> {
+pub(crate) struct Setup<'a> {
     pub workload: &'a Workload,
     pub workers: &'a [String],
     pub ps: &'a [String],
     pub vars: &'a [VarInfo],
     pub batch: usize,
     pub memory: Option<&'a ReplicaMemory>,
-}
-
-#[derive(Serialize)]
-pub struct AdaptationReport {
-    /// First step that runs after the change.
-    pub drift_step: usize,
-    /// Step time of every step, ms, without adaptation.
-    pub static_ms: Vec<f64>,
-    /// Step time of every step, ms, with adaptation.
-    pub adaptive_ms: Vec<f64>,
-    /// Steps before which the adaptive run switched plans.
-    pub replans: Vec<usize>,
-    /// Each switch: trigger, detection latency, steps until recovered (library record).
-    pub replan_records: Vec<ReplanRecord>,
-    /// Steps from the change to the first re-plan (1: re-planned right after the first
-    /// step that ran with the change).
-    pub replanned_after_steps: Option<usize>,
-    /// Trigger of the first re-plan after the change.
-    pub first_trigger: Option<Trigger>,
-    /// Median step of a plan made from scratch after the change, ms.
-    pub fresh_plan_ms: f64,
-    /// Steps after the change until the adaptive run is within 15 % of the fresh plan (and
-    /// stays there); `None` if it never is.
-    pub recovered_after_steps: Option<usize>,
-    /// Median of the static run's steps after the change ÷ the fresh plan's.
-    pub static_slowdown: f64,
-    /// Share of the adaptive run's wall time its metrics reader spent reading.
-    pub metrics_cost_share: Option<f64>,
 }
 
 fn options() -> InfraAwareOptions {
@@ -86,7 +59,7 @@ fn plan(setup: &Setup, capacity: &[WorkerCapacity], live: &Cluster) -> Result<Da
 }
 
 fn calibrate(setup: &Setup, live: &Cluster, config: &SessionConfig) -> Result<Vec<WorkerCapacity>> {
-    let probe = (setup.batch / setup.workers.len()).clamp(3, 12);
+    let probe = probe_batch(setup.batch, setup.workers.len());
     Ok(data_parallel::calibrate_workers(
         setup.workload,
         setup.workers,
@@ -169,7 +142,7 @@ fn train_steps(
         drop((updates_rx, ack_tx));
         let trained = match training.join() {
             Ok(r) => r,
-            Err(_) => anyhow::bail!("the training thread panicked"),
+            Err(_) => return Err(Error::TrainingPanicked),
         };
         match failed {
             Some(e) => Err(e),
@@ -273,23 +246,26 @@ fn run_once(
     })
 }
 
-pub fn run(
+/// Runs the drift experiment of `scenario` on `cluster`: without adaptation, with it, and a
+/// fresh plan after the change as the yardstick.
+pub(crate) fn run(
     cluster: &mut EmulatedCluster,
     setup: &Setup,
     config: &SessionConfig,
     scenario: &Scenario,
+    on_event: &mut OnEvent<'_>,
 ) -> Result<AdaptationReport> {
     // Variables must outlive a re-plan: sessions share the ps's state here.
     let config = SessionConfig {
         isolate_state: false,
         ..config.clone()
     };
-    eprintln!("drift: run without adaptation…");
+    note(on_event, "drift: run without adaptation…")?;
     let static_run = run_once(cluster, setup, &config, scenario, false)?;
-    eprintln!("drift: run with adaptation…");
+    note(on_event, "drift: run with adaptation…")?;
     let adaptive_run = run_once(cluster, setup, &config, scenario, true)?;
     let (static_ms, adaptive_ms) = (static_run.times, adaptive_run.times);
-    eprintln!("drift: fresh plan after the change…");
+    note(on_event, "drift: fresh plan after the change…")?;
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let live = connect_tf_config_live(
         cluster.tf_config(),
@@ -320,11 +296,9 @@ pub fn run(
     let recovered_after_steps = (drift_step..adaptive_ms.len())
         .find(|&s| adaptive_ms[s..].iter().all(|&ms| within(ms)))
         .map(|s| s - drift_step + 1);
-    let after_static = StepTimes::from_samples(&static_ms[drift_step.min(static_ms.len())..])
-        .map_or(0.0, |t| t.median);
-    let out = AdaptationReport {
+    let mut out = AdaptationReport {
         drift_step,
-        static_slowdown: after_static / fresh_plan_ms,
+        static_slowdown: 0.0,
         static_ms,
         adaptive_ms,
         replanned_after_steps: first.map(|r| r.before_step - drift_step),
@@ -335,34 +309,6 @@ pub fn run(
         recovered_after_steps,
         metrics_cost_share: adaptive_run.cost,
     };
-    println!();
-    println!(
-        "drift at step {}: fresh plan {:.1} ms/step",
-        out.drift_step, out.fresh_plan_ms
-    );
-    println!(
-        "  without adaptation: {:.1} ms/step after the change ({:.2}× the fresh plan)",
-        after_static, out.static_slowdown
-    );
-    for r in &out.replan_records {
-        println!(
-            "  re-plan before step {} ({:?}, first seen at step {}, detected in {:.0} ms): shares {:?}",
-            r.before_step,
-            r.trigger,
-            r.first_signal_step,
-            r.detection_latency_ms,
-            r.shares.iter().map(|s| s.1).collect::<Vec<_>>()
-        );
-    }
-    match out.recovered_after_steps {
-        Some(n) => println!("  with adaptation: re-planned before step(s) {:?}; within 15 % of the fresh plan after {n} step(s)", out.replans),
-        None => println!("  with adaptation: re-planned before step(s) {:?}; never within 15 % of the fresh plan", out.replans),
-    }
-    if let Some(c) = out.metrics_cost_share {
-        println!(
-            "  metrics reading: {:.2} % of the adaptive run's wall time",
-            c * 100.0
-        );
-    }
+    out.static_slowdown = out.static_after_ms() / fresh_plan_ms;
     Ok(out)
 }
