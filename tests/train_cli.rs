@@ -85,6 +85,25 @@ fn run_feeds_the_graphs_own_types_and_train_refuses_data_that_does_not_fit() {
         "--steps",
         "2",
     ]);
+    // Data-parallel synthetic batches take the graph's types too: int64 classes on each worker.
+    let out = ok(&[
+        "run",
+        "--graph",
+        s(&graph),
+        "--parallel",
+        "data",
+        "--cluster",
+        "emulated:workers=0.5,0.5",
+        "--strategy",
+        "replica-setter",
+        "--batch",
+        "16",
+        "--steps",
+        "2",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["loss_last"].as_f64().is_some_and(f64::is_finite), "{out}");
     // The CNN's images fed to the MLP: the input and the file are named.
     let wrong = fixture("data_cnn_train.npz");
     let err = fails(&[

@@ -124,6 +124,21 @@ pub(crate) fn int32_scalar(v: i64) -> Vec<u8> {
     })
 }
 
+/// A `tensor` attribute: an integer scalar of type `dtype` (`DT_INT64`, otherwise `DT_INT32`,
+/// truncated to 32 bits).
+pub(crate) fn int_scalar(dtype: i32, v: i64) -> Vec<u8> {
+    let mut t = TensorProto {
+        dtype,
+        tensor_shape: Some(TensorShapeProto::default()),
+        ..TensorProto::default()
+    };
+    match dtype {
+        DT_INT64 => t.int64_val.push(v),
+        _ => t.int_val.push(v as i32),
+    }
+    tensor(t)
+}
+
 /// A `tensor` attribute: a float scalar of type `dtype` (`DT_DOUBLE`, `DT_HALF`, otherwise
 /// `DT_FLOAT`'s encoding) holding `v`.
 pub(crate) fn float_scalar(dtype: i32, v: f64) -> Vec<u8> {

@@ -7,7 +7,7 @@ use super::{refuse, replica_name, Output, Role};
 use crate::error::Result;
 use crate::graph::Sidecar;
 use crate::parallel::plan::Replica;
-use crate::proto::attr::{self, DT_FLOAT, DT_INT32};
+use crate::proto::attr::{self, DT_DOUBLE, DT_FLOAT, DT_INT32, DT_INT64};
 use crate::proto::{NodeDef, TensorShapeProto};
 
 /// Where each replica's share of the batch comes from.
@@ -98,11 +98,25 @@ pub(super) fn add_batch_data(
                         format!("a synthetic batch needs a known shape, not {dims:?}"),
                     ));
                 }
+                // The batch has the placeholder's element type (int64 labels stay int64).
+                let dtype = attr::get(&out.graph_def.node[at], "dtype")
+                    .and_then(|a| a.r#type)
+                    .unwrap_or(DT_FLOAT);
+                if !matches!(dtype, DT_FLOAT | DT_DOUBLE | DT_INT32 | DT_INT64) {
+                    return Err(refuse(
+                        name,
+                        format!(
+                            "a synthetic batch is float, double or integer classes; this input \
+                             takes DataType {dtype}"
+                        ),
+                    ));
+                }
                 let input = SyntheticInput {
                     base: format!("tf_iaware_data/r{k}_b{}/{name}", r.batch),
                     dims,
                     seed: seed.wrapping_mul(1000).wrapping_add((k * 100 + i) as i64),
                     one_hot: sidecar.one_hot.contains(name),
+                    dtype,
                 };
                 let (handle, assign) = input.variable(&mut added);
                 assigns.push(format!("^{assign}"));
@@ -111,7 +125,7 @@ pub(super) fn add_batch_data(
                     &read,
                     "ReadVariableOp",
                     vec![handle],
-                    vec![("dtype", attr::dtype(DT_FLOAT))],
+                    vec![("dtype", attr::dtype(dtype))],
                 );
                 for n in &added {
                     out.roles.entry(n.name.clone()).or_insert(Role::Replica(k));
@@ -140,14 +154,17 @@ pub(super) fn add_batch_data(
     Ok(())
 }
 
-/// One replica's synthetic batch of one input: a float variable of shape `dims` under `base`,
-/// assigned uniform noise in [-1, 1) or one-hot rows.
+/// One replica's synthetic batch of one input: a variable of shape `dims` and element type
+/// `dtype` under `base`, assigned uniform noise in [-1, 1) or one-hot rows (float, double), or
+/// classes 0 and 1 (integers: sparse labels, valid for any classifier of two or more classes).
 struct SyntheticInput {
     base: String,
     dims: Vec<i64>,
     /// The random ops' `seed`.
     seed: i64,
     one_hot: bool,
+    /// `DT_FLOAT`, `DT_DOUBLE`, `DT_INT32` or `DT_INT64`.
+    dtype: i32,
 }
 
 impl SyntheticInput {
@@ -155,7 +172,7 @@ impl SyntheticInput {
     /// handle and the assignment's name.
     fn variable(&self, added: &mut Vec<NodeDef>) -> (String, String) {
         let base = &self.base;
-        let float = attr::dtype(DT_FLOAT);
+        let float = attr::dtype(self.dtype);
         let handle = format!("{base}/handle");
         added.push(attr::node(
             &handle,
@@ -167,10 +184,10 @@ impl SyntheticInput {
                 ("shared_name", attr::string(&handle)),
             ],
         ));
-        let value = if self.one_hot {
-            self.one_hot_rows(added)
-        } else {
-            self.uniform(added)
+        let value = match self.dtype {
+            DT_INT32 | DT_INT64 => self.classes(added),
+            _ if self.one_hot => self.one_hot_rows(added),
+            _ => self.uniform(added),
         };
         let assign = format!("{base}/assign");
         added.push(attr::node(
@@ -185,7 +202,7 @@ impl SyntheticInput {
     /// One-hot rows of random classes (the last dimension is the number of classes).
     fn one_hot_rows(&self, added: &mut Vec<NodeDef>) -> String {
         let (base, dims) = (&self.base, &self.dims);
-        let float = attr::dtype(DT_FLOAT);
+        let float = attr::dtype(self.dtype);
         let int32 = attr::dtype(DT_INT32);
         let classes = *dims.last().unwrap_or(&1);
         let constant = |name: &str, dtype: &Vec<u8>, value: Vec<u8>| {
@@ -215,8 +232,8 @@ impl SyntheticInput {
                 ("seed2", attr::int(7)),
             ],
         ));
-        added.push(constant("on", &float, attr::float_scalar(DT_FLOAT, 1.0)));
-        added.push(constant("off", &float, attr::float_scalar(DT_FLOAT, 0.0)));
+        added.push(constant("on", &float, attr::float_scalar(self.dtype, 1.0)));
+        added.push(constant("off", &float, attr::float_scalar(self.dtype, 0.0)));
         let value = format!("{base}/value");
         added.push(attr::node(
             &value,
@@ -232,10 +249,53 @@ impl SyntheticInput {
         value
     }
 
+    /// Classes 0 and 1 of the input's integer type.
+    fn classes(&self, added: &mut Vec<NodeDef>) -> String {
+        let base = &self.base;
+        let (int, int32) = (attr::dtype(self.dtype), attr::dtype(DT_INT32));
+        added.push(attr::node(
+            &format!("{base}/shape"),
+            "Const",
+            vec![],
+            vec![
+                ("dtype", int32.clone()),
+                ("value", attr::int32_vector(&self.dims)),
+            ],
+        ));
+        for (name, v) in [("low", 0), ("high", 2)] {
+            added.push(attr::node(
+                &format!("{base}/{name}"),
+                "Const",
+                vec![],
+                vec![
+                    ("dtype", int.clone()),
+                    ("value", attr::int_scalar(self.dtype, v)),
+                ],
+            ));
+        }
+        let value = format!("{base}/value");
+        added.push(attr::node(
+            &value,
+            "RandomUniformInt",
+            vec![
+                format!("{base}/shape"),
+                format!("{base}/low"),
+                format!("{base}/high"),
+            ],
+            vec![
+                ("T", int32),
+                ("Tout", int),
+                ("seed", attr::int(self.seed)),
+                ("seed2", attr::int(7)),
+            ],
+        ));
+        value
+    }
+
     /// Uniform noise in [-1, 1).
     fn uniform(&self, added: &mut Vec<NodeDef>) -> String {
         let base = &self.base;
-        let float = attr::dtype(DT_FLOAT);
+        let float = attr::dtype(self.dtype);
         let int32 = attr::dtype(DT_INT32);
         added.push(attr::node(
             &format!("{base}/shape"),
@@ -264,7 +324,7 @@ impl SyntheticInput {
                 vec![],
                 vec![
                     ("dtype", float.clone()),
-                    ("value", attr::float_scalar(DT_FLOAT, v)),
+                    ("value", attr::float_scalar(self.dtype, v)),
                 ],
             ));
         }

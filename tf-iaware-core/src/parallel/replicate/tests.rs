@@ -540,3 +540,47 @@ fn colocation_follows_the_replicas() {
         [b"loc:@replica_1/pred".to_vec(), b"loc:@w".to_vec()]
     );
 }
+
+#[test]
+fn synthetic_batches_take_each_inputs_element_type() {
+    // Sparse labels: `y` an int64 placeholder of classes.
+    let mut def = linear();
+    let y = def.node.iter_mut().find(|n| n.name == "y").unwrap();
+    y.attr.insert("dtype".into(), attr::dtype(DT_INT64));
+    let r = replicate(
+        &def,
+        &signatures(),
+        &sidecar(),
+        &plan(),
+        BatchData::Synthetic { seed: 5 },
+    )
+    .unwrap();
+    let dtype = |name: &str| attr::get(node(&r, name), "dtype").and_then(|a| a.r#type);
+    assert_eq!(dtype("replica_0/y"), Some(DT_INT64));
+    assert_eq!(dtype("tf_iaware_data/r0_b3/y/handle"), Some(DT_INT64));
+    let value = node(&r, "tf_iaware_data/r0_b3/y/value");
+    assert_eq!(value.op, "RandomUniformInt");
+    assert_eq!(
+        attr::get(value, "Tout").and_then(|a| a.r#type),
+        Some(DT_INT64)
+    );
+    // Float inputs keep their noise.
+    assert_eq!(dtype("replica_0/x"), Some(DT_FLOAT));
+    assert_eq!(
+        node(&r, "tf_iaware_data/r0_b3/x/uniform").op,
+        "RandomUniform"
+    );
+    // A string input has no synthetic batch: refused, naming it.
+    let mut def = linear();
+    let x = def.node.iter_mut().find(|n| n.name == "x").unwrap();
+    x.attr.insert("dtype".into(), attr::dtype(7));
+    let e = replicate(
+        &def,
+        &signatures(),
+        &sidecar(),
+        &plan(),
+        BatchData::Synthetic { seed: 5 },
+    )
+    .unwrap_err();
+    assert_eq!(refused_op(e), "x");
+}
