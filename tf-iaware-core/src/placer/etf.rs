@@ -304,126 +304,170 @@ mod by_timeline {
         }
     }
 
-    /// m-ETF with per-timeline queues.
-    pub(super) fn schedule(
-        graph: &OpGraph,
-        cluster: &Cluster,
-        cost: &CostModel,
-    ) -> Result<Schedule> {
-        let mut state = State::new(graph, cluster, cost)?;
-        let dag = cost.dag();
-        let n = cost.num_nodes();
-        let nd = cost.num_devices();
-        let rank = upward_ranks(cost);
-        let (tl, base) = timelines(cost);
-        let mut lines: Vec<Timeline> = (0..base.len() - 1)
-            .map(|t| Timeline {
-                devices: cost.device_ids().filter(|&d| tl[d] == t).collect(),
-                lanes: vec![0.0; base[t + 1] - base[t]],
-                free: 0.0,
-                waiting: BinaryHeap::new(),
-                arrived: BinaryHeap::new(),
-            })
-            .collect();
-        let mut done = vec![false; n];
-        let mut ready_at = vec![0.0f64; nd];
-        let mut pending: Vec<u32> = cost.node_ids().map(|i| dag.preds(i).len() as u32).collect();
-        // Each timeline's best pair while nothing it depends on has changed.
-        let mut cache: Vec<Option<Candidate>> = vec![None; lines.len()];
-        let mut valid = vec![false; lines.len()];
-        // Ready ops not yet scheduled, and queue entries in all (for compaction).
-        let mut queued: usize = 0;
-        let mut entries: usize = 0;
-        let mut ready: Vec<NodeId> = dag
-            .topo()
-            .iter()
-            .copied()
-            .filter(|&i| pending[i] == 0)
-            .collect();
-        ready.reverse();
-        loop {
-            // Float free ops; queue the others on every timeline that may take them.
-            while let Some(id) = ready.pop() {
-                let i = id;
+    /// The per-timeline scheduler's bookkeeping between steps.
+    struct Queues {
+        lines: Vec<Timeline>,
+        /// Upward rank of every node.
+        rank: Vec<f64>,
+        done: Vec<bool>,
+        /// Unscheduled predecessors of every node.
+        pending: Vec<u32>,
+        /// Ops whose predecessors are all scheduled, not yet queued.
+        ready: Vec<NodeId>,
+        /// Scratch: when the op being queued has its inputs on each device.
+        ready_at: Vec<f64>,
+        /// Each timeline's best pair while nothing it depends on has changed.
+        cache: Vec<Option<Candidate>>,
+        valid: Vec<bool>,
+        /// Ready ops not yet scheduled.
+        queued: usize,
+        /// Queue entries in all (for compaction).
+        entries: usize,
+    }
+
+    impl Queues {
+        fn new(cost: &CostModel) -> Self {
+            let dag = cost.dag();
+            let (tl, base) = timelines(cost);
+            let lines: Vec<Timeline> = (0..base.len() - 1)
+                .map(|t| Timeline {
+                    devices: cost.device_ids().filter(|&d| tl[d] == t).collect(),
+                    lanes: vec![0.0; base[t + 1] - base[t]],
+                    free: 0.0,
+                    waiting: BinaryHeap::new(),
+                    arrived: BinaryHeap::new(),
+                })
+                .collect();
+            let pending: Vec<u32> = cost.node_ids().map(|i| dag.preds(i).len() as u32).collect();
+            let mut ready: Vec<NodeId> = dag
+                .topo()
+                .iter()
+                .copied()
+                .filter(|&i| pending[i] == 0)
+                .collect();
+            ready.reverse();
+            Queues {
+                cache: vec![None; lines.len()],
+                valid: vec![false; lines.len()],
+                lines,
+                rank: upward_ranks(cost),
+                done: vec![false; cost.num_nodes()],
+                pending,
+                ready,
+                ready_at: vec![0.0f64; cost.num_devices()],
+                queued: 0,
+                entries: 0,
+            }
+        }
+
+        /// Marks `i`'s successors' input from `i` as there; those with all their inputs become
+        /// ready.
+        fn release(&mut self, cost: &CostModel, i: NodeId) {
+            for e in cost.dag().succs(i) {
+                let c = e.node;
+                self.pending[c] -= 1;
+                if self.pending[c] == 0 {
+                    self.ready.push(c);
+                }
+            }
+        }
+
+        /// Floats the ready free ops; queues the others on every timeline that may take them.
+        ///
+        /// # Errors
+        /// An op no device may take.
+        fn enqueue_ready(&mut self, state: &mut State<'_>) -> Result<()> {
+            let cost = state.cost;
+            while let Some(i) = self.ready.pop() {
                 if state.should_float(i) {
                     state.float(i);
-                    done[i] = true;
-                    for e in dag.succs(i) {
-                        let c = e.node;
-                        pending[c] -= 1;
-                        if pending[c] == 0 {
-                            ready.push(c);
-                        }
-                    }
+                    self.done[i] = true;
+                    self.release(cost, i);
                     continue;
                 }
-                let mut anywhere = false;
-                state.data_ready_all(i, &mut ready_at);
-                for (t, line) in lines.iter_mut().enumerate() {
-                    let Some((start, finish, device)) =
-                        best_with(&state, &line.devices, line.free, i, |d| ready_at[d])
-                    else {
-                        continue;
-                    };
-                    anywhere = true;
-                    entries += 1;
-                    let here = Candidate {
-                        start,
-                        rank: rank[i],
-                        pos: dag.position(i) as u32,
-                        node: id,
-                        finish,
-                        device,
-                    };
-                    if start <= line.free {
-                        line.arrived.push(Arrived {
-                            rank: here.rank,
-                            pos: here.pos,
-                            node: id,
-                        });
-                    } else {
-                        line.waiting.push(Waiting {
-                            arrival: start,
-                            rank: here.rank,
-                            pos: here.pos,
-                            node: id,
-                        });
-                    }
-                    // A valid cached best stays valid unless the new op beats it.
-                    if valid[t] && cache[t].is_none_or(|c| here.before(&c)) {
-                        cache[t] = Some(here);
-                    }
-                }
-                if !anywhere {
+                if !self.enqueue(state, i) {
                     return Err(state.no_device(i));
                 }
-                queued += 1;
+                self.queued += 1;
             }
-            if queued == 0 {
-                break;
-            }
-            let mut best: Option<(Candidate, usize)> = None;
-            for (t, line) in lines.iter_mut().enumerate() {
-                if !valid[t] {
-                    cache[t] = line.candidate(&state, &done);
-                    valid[t] = true;
+            Ok(())
+        }
+
+        /// Queues ready op `i` on every timeline that may take it; whether any may.
+        fn enqueue(&mut self, state: &State<'_>, i: NodeId) -> bool {
+            let mut anywhere = false;
+            state.data_ready_all(i, &mut self.ready_at);
+            let ready_at = &self.ready_at;
+            for (t, line) in self.lines.iter_mut().enumerate() {
+                let Some((start, finish, device)) =
+                    best_with(state, &line.devices, line.free, i, |d| ready_at[d])
+                else {
+                    continue;
+                };
+                anywhere = true;
+                self.entries += 1;
+                let here = Candidate {
+                    start,
+                    rank: self.rank[i],
+                    pos: state.cost.dag().position(i) as u32,
+                    node: i,
+                    finish,
+                    device,
+                };
+                if start <= line.free {
+                    line.arrived.push(Arrived {
+                        rank: here.rank,
+                        pos: here.pos,
+                        node: i,
+                    });
+                } else {
+                    line.waiting.push(Waiting {
+                        arrival: start,
+                        rank: here.rank,
+                        pos: here.pos,
+                        node: i,
+                    });
                 }
-                if let Some(c) = cache[t] {
+                // A valid cached best stays valid unless the new op beats it.
+                if self.valid[t] && self.cache[t].is_none_or(|c| here.before(&c)) {
+                    self.cache[t] = Some(here);
+                }
+            }
+            anywhere
+        }
+
+        /// The best pair over every timeline, and its timeline.
+        fn best(&mut self, state: &State<'_>) -> Option<(Candidate, usize)> {
+            let mut best: Option<(Candidate, usize)> = None;
+            for (t, line) in self.lines.iter_mut().enumerate() {
+                if !self.valid[t] {
+                    self.cache[t] = line.candidate(state, &self.done);
+                    self.valid[t] = true;
+                }
+                if let Some(c) = self.cache[t] {
                     if best.is_none_or(|(b, _)| c.before(&b)) {
                         best = Some((c, t));
                     }
                 }
             }
-            let Some((c, t)) = best else {
-                // Ready ops remain but no timeline may take any of them (memory ran out).
-                let stuck = cost
-                    .node_ids()
-                    .find(|&i| !done[i] && pending[i] == 0)
-                    .unwrap_or(NodeId::new(0));
-                return Err(state.no_device(stuck));
-            };
+            best
+        }
+
+        /// A ready op no timeline may take (memory ran out).
+        fn stuck(&self, cost: &CostModel) -> NodeId {
+            cost.node_ids()
+                .find(|&i| !self.done[i] && self.pending[i] == 0)
+                .unwrap_or(NodeId::new(0))
+        }
+
+        /// Schedules pair `c` on timeline `t`.
+        ///
+        /// # Errors
+        /// As [`State::commit`].
+        fn take(&mut self, state: &mut State<'_>, c: Candidate, t: usize) -> Result<()> {
+            let cost = state.cost;
             let i = c.node;
-            let line = &mut lines[t];
+            let line = &mut self.lines[t];
             let lane = line
                 .lanes
                 .iter()
@@ -432,41 +476,61 @@ mod by_timeline {
                 .map_or(0, |(l, _)| l);
             line.lanes[lane] = c.finish;
             line.free = line.lanes.iter().copied().fold(f64::INFINITY, f64::min);
-            done[i] = true;
-            queued -= 1;
+            self.done[i] = true;
+            self.queued -= 1;
             let g = cost.group_of(i);
             let group_was_free = state.group_dev[g] == NONE;
             state.commit(i, c.device, c.start, c.finish)?;
             // What changed: this timeline's clock and memory; the feasibility of the group's
             // other members; with floating producers placed, memory and arrivals anywhere.
-            valid[t] = false;
+            self.valid[t] = false;
             let adopted = !state.newly_placed.is_empty();
             state.newly_placed.clear();
-            for (u, cached) in cache.iter().enumerate() {
+            for (u, cached) in self.cache.iter().enumerate() {
                 let hit = cached
                     .is_some_and(|x| x.node == i || (group_was_free && cost.group_of(x.node) == g));
                 if adopted || hit {
-                    valid[u] = false;
+                    self.valid[u] = false;
                 }
             }
-            // Entries of scheduled ops are dropped when they reach a top; sweep them when they
-            // outnumber the live ones.
-            if entries > 4 * (queued + 16) * lines.len() {
-                for line in &mut lines {
-                    line.compact(&done);
+            self.compact_if_due();
+            self.release(cost, i);
+            Ok(())
+        }
+
+        /// Entries of scheduled ops are dropped when they reach a top; sweeps them when they
+        /// outnumber the live ones.
+        fn compact_if_due(&mut self) {
+            if self.entries > 4 * (self.queued + 16) * self.lines.len() {
+                for line in &mut self.lines {
+                    line.compact(&self.done);
                 }
-                entries = lines
+                self.entries = self
+                    .lines
                     .iter()
                     .map(|l| l.waiting.len() + l.arrived.len())
                     .sum();
             }
-            for e in dag.succs(i) {
-                let c = e.node;
-                pending[c] -= 1;
-                if pending[c] == 0 {
-                    ready.push(c);
-                }
+        }
+    }
+
+    /// m-ETF with per-timeline queues.
+    pub(super) fn schedule(
+        graph: &OpGraph,
+        cluster: &Cluster,
+        cost: &CostModel,
+    ) -> Result<Schedule> {
+        let mut state = State::new(graph, cluster, cost)?;
+        let mut queues = Queues::new(cost);
+        loop {
+            queues.enqueue_ready(&mut state)?;
+            if queues.queued == 0 {
+                break;
             }
+            let Some((c, t)) = queues.best(&state) else {
+                return Err(state.no_device(queues.stuck(cost)));
+            };
+            queues.take(&mut state, c, t)?;
         }
         state.finish_groups()
     }
