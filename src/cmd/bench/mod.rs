@@ -323,8 +323,10 @@ fn calibrate(
         &ps[0],
         devices,
         config,
-        probe,
-        1.0,
+        calibrate::WorkerProbe {
+            batch: probe,
+            min_seconds: 1.0,
+        },
         &CalibrateOptions::default(),
     )?;
     drop(spinner);
