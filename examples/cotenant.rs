@@ -78,8 +78,10 @@ fn main() -> Result<()> {
         &ps[0],
         &devices,
         &config,
-        probe,
-        1.0,
+        calibrate::WorkerProbe {
+            batch: probe,
+            min_seconds: 1.0,
+        },
         &CalibrateOptions::default(),
     )?;
     let before_plan = plan(&first.capacity, &devices)?;
@@ -108,8 +110,10 @@ fn main() -> Result<()> {
         &ps[0],
         &devices,
         &config,
-        probe,
-        1.0,
+        calibrate::WorkerProbe {
+            batch: probe,
+            min_seconds: 1.0,
+        },
         &CalibrateOptions::default(),
     )?;
     let cached_plan = plan(&cached.capacity, &devices)?;

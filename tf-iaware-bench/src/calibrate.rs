@@ -56,8 +56,10 @@ pub(crate) fn calibrate(
         &c.ps[0],
         c.devices,
         c.config,
-        probe,
-        1.0,
+        calibrate::WorkerProbe {
+            batch: probe,
+            min_seconds: 1.0,
+        },
         &CalibrateOptions::default(),
     );
     emit(on_event, Event::Busy(None))?;

@@ -16,9 +16,13 @@
 //! link keeps its figures, which were measured at the throttle. The means used for ranking
 //! (`mean_latency`, `mean_inv_bandwidth`) are of the unstretched links.
 
+mod build;
+
 use std::collections::HashMap;
 
-use super::link::{Locality, Place};
+use build::{by_machine, explicit_links, Coordinates};
+
+use super::link::Locality;
 use super::model::{Cluster, Device, Link, MIN_AVAILABILITY};
 use super::{DeviceId, DeviceType};
 
@@ -122,11 +126,6 @@ pub(crate) struct LinkTable {
     answer: Vec<f64>,
 }
 
-fn intern<'a>(map: &mut HashMap<&'a str, u32>, key: &'a str) -> u32 {
-    let next = map.len() as u32;
-    *map.entry(key).or_insert(next)
-}
-
 /// `n × (n − 1)`: ordered pairs of distinct members of a set of `n`.
 fn ordered_pairs(n: u64) -> u64 {
     n * n.saturating_sub(1)
@@ -138,58 +137,8 @@ impl LinkTable {
     /// `O(devices + explicit links)` time and memory (hashing each device's machine, rack and
     /// process once).
     pub(crate) fn new(cluster: &Cluster) -> Self {
-        let n = cluster.devices.len();
-        let places: Vec<Place> = cluster.devices.iter().map(Place::of).collect();
-        let mut machines: HashMap<&str, u32> = HashMap::new();
-        let mut racks: HashMap<&str, u32> = HashMap::new();
-        type ProcessKey<'a> = (&'a str, &'a (Option<String>, Option<u32>, Option<u32>));
-        let mut processes: HashMap<ProcessKey, u32> = HashMap::new();
-        let (mut machine, mut rack, mut process, mut cpu) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        // Processes of devices whose name does not parse: one each, numbered after the others
-        // (renumbered below once their count is known).
-        let mut lone = Vec::new();
-        for (i, p) in places.iter().enumerate() {
-            machine.push(intern(&mut machines, p.machine));
-            rack.push(p.rack.map_or(NO_RACK, |r| intern(&mut racks, r)));
-            cpu.push(p.cpu);
-            match &p.task {
-                Some(task) => {
-                    let next = processes.len() as u32;
-                    process.push(*processes.entry((p.host, task)).or_insert(next));
-                }
-                None => {
-                    lone.push(i);
-                    process.push(u32::MAX);
-                }
-            }
-        }
-        let named = processes.len() as u32;
-        for (k, &i) in lone.iter().enumerate() {
-            process[i] = named + k as u32;
-        }
-        let n_processes = named as usize + lone.len();
-
-        // Devices by machine (counting sort: ascending device order within a machine).
-        let n_machines = machines.len();
-        let mut machine_start = vec![0u32; n_machines + 1];
-        for &m in &machine {
-            machine_start[m as usize + 1] += 1;
-        }
-        for m in 0..n_machines {
-            machine_start[m + 1] += machine_start[m];
-        }
-        let mut fill = machine_start.clone();
-        let mut machine_devices = vec![0u32; n];
-        for (d, &m) in machine.iter().enumerate() {
-            machine_devices[fill[m as usize] as usize] = d as u32;
-            fill[m as usize] += 1;
-        }
-
+        let coords = Coordinates::of(cluster);
+        let (machine_start, machine_devices) = by_machine(&coords.machine, coords.n_machines);
         let defaults = &cluster.link_defaults;
         let tier_link = TIERS.map(|t| {
             defaults
@@ -198,57 +147,18 @@ impl LinkTable {
         });
         let tier_latency = tier_link.map(|l| l.latency);
         let tier_inv_bandwidth = tier_link.map(|l| 1.0 / l.bandwidth);
-
-        // Explicit links: by (sender, receiver), the last entry of a pair kept (a stable sort
-        // keeps the cluster's order among entries of one pair).
-        let index: HashMap<&str, u32> = cluster
-            .devices
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.name.as_str(), i as u32))
-            .collect();
-        let mut pairs: Vec<(u32, Explicit)> = cluster
-            .links
-            .iter()
-            .filter_map(|spec| {
-                let (&a, &b) = (index.get(spec.from.as_str())?, index.get(spec.to.as_str())?);
-                (a != b).then_some((
-                    a,
-                    Explicit {
-                        to: b,
-                        latency: spec.link.latency,
-                        inv_bandwidth: 1.0 / spec.link.bandwidth,
-                        link: spec.link,
-                    },
-                ))
-            })
-            .collect();
-        pairs.sort_by_key(|&(a, e)| (a, e.to));
-        let mut explicit: Vec<Explicit> = Vec::with_capacity(pairs.len());
-        let mut explicit_start = vec![0u32; n + 1];
-        for (k, &(a, e)) in pairs.iter().enumerate() {
-            let last_of_pair = pairs
-                .get(k + 1)
-                .is_none_or(|&(a2, e2)| (a2, e2.to) != (a, e.to));
-            if last_of_pair {
-                explicit.push(e);
-                explicit_start[a as usize + 1] += 1;
-            }
-        }
-        for d in 0..n {
-            explicit_start[d + 1] += explicit_start[d];
-        }
-
-        let rack_key = rack
+        let (explicit_start, explicit) = explicit_links(cluster);
+        let rack_key = coords
+            .rack
             .iter()
             .map(|&r| if r == NO_RACK { -1.0 } else { f64::from(r) })
             .collect();
         let mut table = LinkTable {
-            machine,
-            rack,
+            machine: coords.machine,
+            rack: coords.rack,
             rack_key,
-            process,
-            cpu,
+            process: coords.process,
+            cpu: coords.cpu,
             machine_start,
             machine_devices,
             tier_link,
@@ -260,7 +170,7 @@ impl LinkTable {
             mean_inv_bandwidth: 0.0,
             answer: cluster.devices.iter().map(answer_factor).collect(),
         };
-        table.set_means(n_processes);
+        table.set_means(coords.n_processes);
         table
     }
 

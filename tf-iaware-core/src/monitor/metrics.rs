@@ -101,18 +101,6 @@ mod tests {
 
     /// A snapshot with every field set to an awkward value.
     pub(crate) fn full_snapshot() -> Snapshot {
-        let secs = |b: f64| CpuModeSeconds {
-            user: b + 0.01,
-            nice: b + 0.02,
-            system: b + 0.03,
-            idle: b + 0.04,
-            iowait: Some(b + 0.05),
-            irq: Some(0.0),
-            softirq: Some(b + 0.07),
-            steal: Some(b + 0.08),
-            guest: Some(b + 0.09),
-            guest_nice: Some(0.1),
-        };
         Snapshot {
             source: "local".into(),
             host: "worker \"3\"\\x".into(),
@@ -125,117 +113,154 @@ mod tests {
             window_s: 60.0,
             stale: false,
             stale_reason: None,
-            cpu: crate::monitor::snapshot::CpuSnapshot {
-                logical_cores: 2,
-                utilisation: Some(sm(0.3)),
-                cores: vec![
-                    CoreSnapshot {
-                        cpu: 0,
-                        utilisation: Some(sm(0.1)),
-                        seconds: secs(100.0),
-                    },
-                    CoreSnapshot {
-                        cpu: 3,
-                        utilisation: Some(sm(0.7)),
-                        seconds: secs(200.0),
-                    },
-                ],
-                seconds: Some(secs(300.5)),
-                allowed_cpus: Some(vec![0, 3]),
-                own_cores: Some(sm(0.25)),
-                own_seconds_total: Some(12.34),
-                cotenant_cores: Some(sm(0.35)),
-                limit_cores: 1.5,
-                available_cores: Some(sm(1.15)),
-                load: Some(LoadAverage {
-                    one: 0.52,
-                    five: 0.58,
-                    fifteen: 0.59,
-                }),
-                runnable_tasks: Some(sm(3.5)),
-                pressure_some_ratio: Some(sm(0.25)),
-            },
+            cpu: full_cpu(),
             memory: MemorySnapshot {
                 total_bytes: Some(25_157_943_296),
                 available_bytes: Some(22_897_917_952),
                 free_bytes: Some(19_183_759_360),
                 available_to_us_bytes: Some(1_000_000_001),
             },
-            cgroup: Some(CgroupSnapshot {
-                version: 1,
-                path: "/tf-iaware/worker,1".into(),
-                cpu_quota_cores: Some(1.5),
-                cpu_allotment_cores: Some(2.0),
-                cpu_usage_seconds_total: Some(99.125),
-                cpu_usage_cores: Some(sm(1.2)),
-                periods_total: Some(1000),
-                throttled_periods_total: Some(17),
-                throttled_seconds_total: Some(3.25),
-                cpu_pressure_some_ratio: Some(sm(0.125)),
-                memory_limit_bytes: Some(2_147_483_648),
-                memory_usage_bytes: Some(1_147_483_648),
-                memory_working_set_bytes: Some(1_047_483_648),
-            }),
+            cgroup: Some(full_cgroup()),
             cgroup_unavailable: None,
-            network: vec![
-                NetworkInterface {
-                    name: "eth0".into(),
-                    rx_bytes_total: 881_312_873,
-                    tx_bytes_total: 15_718_346,
-                    rx_bytes_per_sec: Some(1234.5),
-                    tx_bytes_per_sec: Some(0.0),
-                },
-                NetworkInterface {
-                    name: "lo".into(),
-                    rx_bytes_total: 1,
-                    tx_bytes_total: 1,
-                    rx_bytes_per_sec: None,
-                    tx_bytes_per_sec: None,
-                },
-            ],
-            gpus: vec![GpuSnapshot {
-                index: 0,
-                uuid: "GPU-3a5b7c9d-1e2f-4a6b-8c0d-2e4f6a8b0c1d".into(),
-                name: "NVIDIA A100-SXM4-40GB".into(),
-                minor_number: Some(0),
-                pci_bus_id: Some("00000000:07:00.0".into()),
-                utilisation_percent: Some(sm(87.0)),
-                memory_utilisation_percent: Some(41.0),
-                own_utilisation_percent: Some(62.0),
-                memory_total_bytes: Some(42_949_672_960),
-                memory_used_bytes: Some(31_675_383_809),
-                memory_free_bytes: Some(11_274_289_151),
-                sm_clock_mhz: Some(1410.0),
-                sm_clock_max_mhz: Some(1410.0),
-                power_watts: Some(312.547),
-                power_limit_watts: Some(400.0),
-                temperature_celsius: Some(61.0),
-                pcie_tx_bytes_per_sec: Some(18_874_368.0),
-                pcie_rx_bytes_per_sec: Some(1_073_741_824.0),
-                compute_processes: Some(2),
-                unsupported: vec!["power_limit: Not Supported".into()],
-            }],
+            network: full_network(),
+            gpus: vec![full_gpu()],
             gpus_unavailable: None,
-            devices: vec![
-                DeviceAvailability {
-                    device: "CPU:0".into(),
-                    kind: DeviceKind::Cpu,
-                    capacity: 2.0,
-                    compute_share: sm(0.575),
-                    free_memory_bytes: Some(1_000_000_001),
-                    age_ms: 0,
-                },
-                DeviceAvailability {
-                    device: "GPU:0".into(),
-                    kind: DeviceKind::Gpu,
-                    capacity: 1.0,
-                    compute_share: sm(0.75),
-                    free_memory_bytes: Some(11_274_289_151),
-                    age_ms: 0,
-                },
-            ],
+            devices: full_devices(),
             notes: vec!["/proc/net/dev: \"weird\"\nnote".into()],
         }
+    }
+
+    /// [`full_snapshot`]'s CPUs.
+    fn full_cpu() -> crate::monitor::snapshot::CpuSnapshot {
+        let secs = |b: f64| CpuModeSeconds {
+            user: b + 0.01,
+            nice: b + 0.02,
+            system: b + 0.03,
+            idle: b + 0.04,
+            iowait: Some(b + 0.05),
+            irq: Some(0.0),
+            softirq: Some(b + 0.07),
+            steal: Some(b + 0.08),
+            guest: Some(b + 0.09),
+            guest_nice: Some(0.1),
+        };
+        crate::monitor::snapshot::CpuSnapshot {
+            logical_cores: 2,
+            utilisation: Some(sm(0.3)),
+            cores: vec![
+                CoreSnapshot {
+                    cpu: 0,
+                    utilisation: Some(sm(0.1)),
+                    seconds: secs(100.0),
+                },
+                CoreSnapshot {
+                    cpu: 3,
+                    utilisation: Some(sm(0.7)),
+                    seconds: secs(200.0),
+                },
+            ],
+            seconds: Some(secs(300.5)),
+            allowed_cpus: Some(vec![0, 3]),
+            own_cores: Some(sm(0.25)),
+            own_seconds_total: Some(12.34),
+            cotenant_cores: Some(sm(0.35)),
+            limit_cores: 1.5,
+            available_cores: Some(sm(1.15)),
+            load: Some(LoadAverage {
+                one: 0.52,
+                five: 0.58,
+                fifteen: 0.59,
+            }),
+            runnable_tasks: Some(sm(3.5)),
+            pressure_some_ratio: Some(sm(0.25)),
+        }
+    }
+
+    /// [`full_snapshot`]'s cgroup.
+    fn full_cgroup() -> CgroupSnapshot {
+        CgroupSnapshot {
+            version: 1,
+            path: "/tf-iaware/worker,1".into(),
+            cpu_quota_cores: Some(1.5),
+            cpu_allotment_cores: Some(2.0),
+            cpu_usage_seconds_total: Some(99.125),
+            cpu_usage_cores: Some(sm(1.2)),
+            periods_total: Some(1000),
+            throttled_periods_total: Some(17),
+            throttled_seconds_total: Some(3.25),
+            cpu_pressure_some_ratio: Some(sm(0.125)),
+            memory_limit_bytes: Some(2_147_483_648),
+            memory_usage_bytes: Some(1_147_483_648),
+            memory_working_set_bytes: Some(1_047_483_648),
+        }
+    }
+
+    /// [`full_snapshot`]'s network interfaces.
+    fn full_network() -> Vec<NetworkInterface> {
+        vec![
+            NetworkInterface {
+                name: "eth0".into(),
+                rx_bytes_total: 881_312_873,
+                tx_bytes_total: 15_718_346,
+                rx_bytes_per_sec: Some(1234.5),
+                tx_bytes_per_sec: Some(0.0),
+            },
+            NetworkInterface {
+                name: "lo".into(),
+                rx_bytes_total: 1,
+                tx_bytes_total: 1,
+                rx_bytes_per_sec: None,
+                tx_bytes_per_sec: None,
+            },
+        ]
+    }
+
+    /// [`full_snapshot`]'s GPU.
+    fn full_gpu() -> GpuSnapshot {
+        GpuSnapshot {
+            index: 0,
+            uuid: "GPU-3a5b7c9d-1e2f-4a6b-8c0d-2e4f6a8b0c1d".into(),
+            name: "NVIDIA A100-SXM4-40GB".into(),
+            minor_number: Some(0),
+            pci_bus_id: Some("00000000:07:00.0".into()),
+            utilisation_percent: Some(sm(87.0)),
+            memory_utilisation_percent: Some(41.0),
+            own_utilisation_percent: Some(62.0),
+            memory_total_bytes: Some(42_949_672_960),
+            memory_used_bytes: Some(31_675_383_809),
+            memory_free_bytes: Some(11_274_289_151),
+            sm_clock_mhz: Some(1410.0),
+            sm_clock_max_mhz: Some(1410.0),
+            power_watts: Some(312.547),
+            power_limit_watts: Some(400.0),
+            temperature_celsius: Some(61.0),
+            pcie_tx_bytes_per_sec: Some(18_874_368.0),
+            pcie_rx_bytes_per_sec: Some(1_073_741_824.0),
+            compute_processes: Some(2),
+            unsupported: vec!["power_limit: Not Supported".into()],
+        }
+    }
+
+    /// [`full_snapshot`]'s devices.
+    fn full_devices() -> Vec<DeviceAvailability> {
+        vec![
+            DeviceAvailability {
+                device: "CPU:0".into(),
+                kind: DeviceKind::Cpu,
+                capacity: 2.0,
+                compute_share: sm(0.575),
+                free_memory_bytes: Some(1_000_000_001),
+                age_ms: 0,
+            },
+            DeviceAvailability {
+                device: "GPU:0".into(),
+                kind: DeviceKind::Gpu,
+                capacity: 1.0,
+                compute_share: sm(0.75),
+                free_memory_bytes: Some(11_274_289_151),
+                age_ms: 0,
+            },
+        ]
     }
 
     /// [`full_snapshot`] with about half of its optional readings missing, to take the branches

@@ -27,6 +27,16 @@ fn stats(s: &Smoothed) -> [(&'static str, f64); 5] {
 /// older than `max_age_ms` plus that, is refused.
 pub fn implausible_readings(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64) -> Vec<String> {
     let mut out = Vec::new();
+    cpu_readings(s, &mut out);
+    share_readings(s, &mut out);
+    gpu_readings(s, &mut out);
+    timestamp_reading(s, now_unix_ms, max_age_ms, &mut out);
+    out
+}
+
+/// The CPU figures of `s` out of range: available and limit cores, the cgroup's allotment,
+/// runnable tasks.
+fn cpu_readings(s: &Snapshot, out: &mut Vec<String>) {
     let cores = f64::from(s.cpu.logical_cores);
     if let Some(avail) = &s.cpu.available_cores {
         if s.cpu.logical_cores == 0 {
@@ -70,6 +80,10 @@ pub fn implausible_readings(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64) -> 
             "tf_iaware_runnable_tasks{{stat=\"{stat}\"}} reads {v}: not a count of tasks ≥ 0"
         ));
     }
+}
+
+/// The shares of `s` outside 0 to 1: CPU pressures, devices' available shares.
+fn share_readings(s: &Snapshot, out: &mut Vec<String>) {
     let pressures = [
         (
             "tf_iaware_cpu_pressure_some_ratio",
@@ -105,6 +119,10 @@ pub fn implausible_readings(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64) -> 
             ));
         }
     }
+}
+
+/// The GPU utilisations of `s` outside 0 to 100 %.
+fn gpu_readings(s: &Snapshot, out: &mut Vec<String>) {
     for g in &s.gpus {
         let util = g
             .utilisation_percent
@@ -124,6 +142,11 @@ pub fn implausible_readings(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64) -> 
             ));
         }
     }
+}
+
+/// The time stamp of `s` when it lies in the future of `now_unix_ms` or is older than
+/// `max_age_ms`, each beyond [`CLOCK_SKEW_MS`].
+fn timestamp_reading(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64, out: &mut Vec<String>) {
     if s.taken_unix_ms > 0 {
         let taken = s.taken_unix_ms;
         if taken > now_unix_ms.saturating_add(CLOCK_SKEW_MS) {
@@ -145,7 +168,6 @@ pub fn implausible_readings(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64) -> 
             }
         }
     }
-    out
 }
 
 #[cfg(test)]

@@ -102,6 +102,88 @@ fn group_anchors(cost: &CostModel) -> Vec<usize> {
     anchor
 }
 
+/// What every capability-proportional split of one placement problem shares.
+struct Slicing<'a> {
+    graph: &'a OpGraph,
+    cluster: &'a Cluster,
+    cost: &'a CostModel,
+    /// Groups in the order their work happens.
+    order: Vec<GroupId>,
+    /// Each group's time on the reference device, seconds.
+    work: Vec<f64>,
+    /// Every device, fastest first: where a group goes when none of a split's devices fits it.
+    fallback: Vec<DeviceId>,
+}
+
+impl<'a> Slicing<'a> {
+    /// Groups ordered by [`group_anchors`], timed on `reference`.
+    fn new(
+        graph: &'a OpGraph,
+        cluster: &'a Cluster,
+        cost: &'a CostModel,
+        reference: DeviceId,
+    ) -> Self {
+        let mut fallback: Vec<DeviceId> = cost.device_ids().collect();
+        fallback.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
+        let anchors = group_anchors(cost);
+        let mut order: Vec<GroupId> = cost.group_ids().collect();
+        order.sort_by_key(|&g| (anchors[g], g));
+        let mut work = vec![0.0f64; cost.num_groups()];
+        for (i, w) in cost.node_ids().map(|i| (i, cost.op_time(i, reference))) {
+            work[cost.group_of(i)] += w;
+        }
+        Slicing {
+            graph,
+            cluster,
+            cost,
+            order,
+            work,
+            fallback,
+        }
+    }
+
+    /// The contiguous, capability-proportional split of the groups (in `order`) over `devices`.
+    ///
+    /// # Errors
+    /// [`Error::Infeasible`](crate::Error::Infeasible) naming a group that fits nowhere.
+    fn proportional(&self, devices: &[DeviceId]) -> Result<Vec<DeviceId>> {
+        let (cost, work) = (self.cost, &self.work);
+        let total: f64 = work.iter().sum();
+        let score: f64 = devices.iter().map(|&d| cost.speed(d)).sum();
+        let mut bounds = Vec::with_capacity(devices.len());
+        let mut acc = 0.0;
+        for &d in devices {
+            acc += cost.speed(d);
+            bounds.push(total * acc / score);
+        }
+        let mut left = memory_left(cost);
+        let mut group_device = vec![DeviceId::new(0); cost.num_groups()];
+        let mut cum = 0.0;
+        for &g in &self.order {
+            let mid = cum + work[g] / 2.0;
+            cum += work[g];
+            let j = bounds
+                .iter()
+                .position(|&b| mid <= b)
+                .unwrap_or(devices.len() - 1);
+            let need = cost.group_memory(g);
+            let fits = |d: DeviceId, left: &[u64]| cost.group_allowed(g, d) && need <= left[d];
+            let pick = devices[j..]
+                .iter()
+                .chain(devices[..j].iter().rev())
+                .chain(&self.fallback)
+                .copied()
+                .find(|&d| fits(d, &left));
+            let Some(d) = pick else {
+                return Err(out_of_memory(self.graph, self.cluster, cost, &left, g));
+            };
+            take(&mut left[d], need);
+            group_device[g] = d;
+        }
+        Ok(group_device)
+    }
+}
+
 impl InfraAware {
     /// Devices in decreasing capability × availability that pass the threshold.
     pub(crate) fn ranked_devices(&self, cost: &CostModel) -> Vec<DeviceId> {
@@ -117,53 +199,6 @@ impl InfraAware {
         order
     }
 
-    /// The contiguous, capability-proportional split of the groups (in `order`) over `devices`.
-    #[allow(clippy::too_many_arguments)]
-    fn proportional(
-        &self,
-        graph: &OpGraph,
-        cluster: &Cluster,
-        cost: &CostModel,
-        order: &[GroupId],
-        work: &[f64],
-        devices: &[DeviceId],
-        fallback: &[DeviceId],
-    ) -> Result<Vec<DeviceId>> {
-        let total: f64 = work.iter().sum();
-        let score: f64 = devices.iter().map(|&d| cost.speed(d)).sum();
-        let mut bounds = Vec::with_capacity(devices.len());
-        let mut acc = 0.0;
-        for &d in devices {
-            acc += cost.speed(d);
-            bounds.push(total * acc / score);
-        }
-        let mut left = memory_left(cost);
-        let mut group_device = vec![DeviceId::new(0); cost.num_groups()];
-        let mut cum = 0.0;
-        for &g in order {
-            let mid = cum + work[g] / 2.0;
-            cum += work[g];
-            let j = bounds
-                .iter()
-                .position(|&b| mid <= b)
-                .unwrap_or(devices.len() - 1);
-            let need = cost.group_memory(g);
-            let fits = |d: DeviceId, left: &[u64]| cost.group_allowed(g, d) && need <= left[d];
-            let pick = devices[j..]
-                .iter()
-                .chain(devices[..j].iter().rev())
-                .chain(fallback)
-                .copied()
-                .find(|&d| fits(d, &left));
-            let Some(d) = pick else {
-                return Err(out_of_memory(graph, cluster, cost, &left, g));
-            };
-            take(&mut left[d], need);
-            group_device[g] = d;
-        }
-        Ok(group_device)
-    }
-
     /// The chosen split and its predicted step time (seconds).
     ///
     /// # Errors
@@ -176,16 +211,8 @@ impl InfraAware {
     ) -> Result<(Vec<DeviceId>, f64)> {
         check_groups(graph, cluster, cost)?;
         let ranked = self.ranked_devices(cost);
-        let mut all: Vec<DeviceId> = cost.device_ids().collect();
-        all.sort_by(|&a, &b| cost.speed(b).total_cmp(&cost.speed(a)).then(a.cmp(&b)));
-        let anchors = group_anchors(cost);
-        let mut order: Vec<GroupId> = cost.group_ids().collect();
-        order.sort_by_key(|&g| (anchors[g], g));
         let reference = ranked[0];
-        let mut work = vec![0.0f64; cost.num_groups()];
-        for (i, w) in cost.node_ids().map(|i| (i, cost.op_time(i, reference))) {
-            work[cost.group_of(i)] += w;
-        }
+        let slicing = Slicing::new(graph, cluster, cost, reference);
         let mut assignment = vec![reference; cost.num_nodes()];
         let mut best: Option<(Vec<DeviceId>, f64)> = None;
         let mut last_err = None;
@@ -195,7 +222,7 @@ impl InfraAware {
             // Two ways to fill the k best devices: capability-proportional slices, and HEFT
             // restricted to them; the simulator judges both.
             let mut round: Option<(Vec<DeviceId>, f64)> = None;
-            let sliced = self.proportional(graph, cluster, cost, &order, &work, &ranked[..k], &all);
+            let sliced = slicing.proportional(&ranked[..k]);
             mask.fill(false);
             for &d in &ranked[..k] {
                 mask[d] = true;

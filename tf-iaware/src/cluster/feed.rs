@@ -24,7 +24,9 @@ use super::{live, LiveSource};
 use crate::error::Result;
 use crate::monitor::plausible::implausible_readings;
 use crate::monitor::snapshot::unix_now_ms;
-use crate::monitor::{Monitor, MonitorConfig, ScrapeOptions, Scraper, Snapshot, Target};
+use crate::monitor::{
+    Monitor, MonitorConfig, ScrapeOptions, ScrapeReport, Scraper, Snapshot, Target,
+};
 
 /// Port a task's metrics are read on when TF_CONFIG has no `"metrics"` entry for it.
 pub(crate) const FALLBACK_METRICS_PORT: u16 = 9100;
@@ -281,37 +283,14 @@ impl MetricsFeed {
     pub fn refresh(&mut self, cluster: &mut Cluster) -> Vec<LiveWarning> {
         let first = self.refreshes == 0;
         self.refreshes += 1;
-        let wait = self.options.first_reading_wait;
+        let wait = first.then_some(self.options.first_reading_wait);
         let warnings = match &mut self.kind {
             Kind::Off => Vec::new(),
             Kind::Local { monitor, cpu_model } => {
-                if first {
-                    monitor.wait_for_samples(2, wait);
-                }
-                let s = monitor.snapshot();
-                let now = unix_now_ms();
-                let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-                let applied = live::apply_snapshot(
-                    cluster,
-                    None,
-                    &s,
-                    &LiveSource::LocalSampler,
-                    cpu_model.as_deref(),
-                    visible.as_deref(),
-                    now,
-                );
+                let s = local_reading(monitor, wait);
+                let warnings = apply_local(cluster, &s, cpu_model.as_deref());
                 self.latest.insert("local".into(), s);
-                if applied == 0 {
-                    let w = LiveWarning {
-                        task: "local".into(),
-                        endpoint: "local-sampler".into(),
-                        reason: "the sampler has no reading yet".into(),
-                    };
-                    live::mark_stale(cluster, None, &w.to_string(), now);
-                    vec![w]
-                } else {
-                    Vec::new()
-                }
+                warnings
             }
             Kind::Remote {
                 scraper,
@@ -319,94 +298,17 @@ impl MetricsFeed {
                 unread,
                 max_age,
             } => {
-                let deadline = Instant::now() + if first { wait } else { Duration::ZERO };
-                let mut reports = scraper.scrape();
-                // An agent that is still starting (refuses, or has one sample), or an exporter
-                // read once, has no availability yet: read again until every endpoint has one
-                // or the wait is over.
-                while first
-                    && Instant::now() < deadline
-                    && reports.iter().any(|r| {
-                        r.error.is_some() || live::cpu_figures(&r.snapshot, None).is_none()
-                    })
-                {
-                    std::thread::sleep(Duration::from_millis(300));
-                    reports = scraper.scrape();
-                }
+                let reports = scrape_until_ready(scraper, wait);
                 let now = unix_now_ms();
                 let mut warnings = Vec::new();
                 for (e, r) in endpoints.iter().zip(reports) {
-                    let source = LiveSource::Agent(e.address.clone());
-                    let problem = if let Some(err) = &r.error {
-                        Some(if e.declared {
-                            err.to_string()
-                        } else {
-                            format!(
-                                "TF_CONFIG names no \"metrics\" agent for it and the fallback {} failed: {err}",
-                                e.address
-                            )
-                        })
-                    } else if r.snapshot.stale {
-                        Some(
-                            r.snapshot
-                                .stale_reason
-                                .clone()
-                                .unwrap_or_else(|| "the reading is stale".into()),
-                        )
-                    } else if let Some(bad) = Some(implausible_readings(
-                        &r.snapshot,
-                        now,
-                        u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX),
-                    ))
-                    .filter(|b| !b.is_empty())
-                    {
-                        Some(format!("reading not used: {}", bad.join("; ")))
-                    } else if live::cpu_figures(&r.snapshot, None).is_none() {
-                        Some("the agent has no CPU availability reading yet".into())
-                    } else {
-                        None
-                    };
+                    let problem = endpoint_problem(e, &r, *max_age, now);
+                    warnings.extend(apply_endpoint(cluster, e, &r.snapshot, problem, now));
                     for t in &e.tasks {
-                        let filter = Some((t.job.as_str(), t.index as u32));
-                        match &problem {
-                            Some(reason) => {
-                                let w = LiveWarning {
-                                    task: label(t),
-                                    endpoint: e.address.clone(),
-                                    reason: reason.clone(),
-                                };
-                                live::mark_stale(cluster, filter, &w.to_string(), now);
-                                warnings.push(w);
-                            }
-                            None => {
-                                live::apply_snapshot(
-                                    cluster,
-                                    filter,
-                                    &r.snapshot,
-                                    &source,
-                                    None,
-                                    None,
-                                    now,
-                                );
-                            }
-                        }
                         self.latest.insert(label(t), r.snapshot.clone());
                     }
                 }
-                for t in unread.iter() {
-                    let w = LiveWarning {
-                        task: label(t),
-                        endpoint: "none".into(),
-                        reason: "TF_CONFIG names no \"metrics\" agent for it and no fallback port is set".into(),
-                    };
-                    live::mark_stale(
-                        cluster,
-                        Some((t.job.as_str(), t.index as u32)),
-                        &w.to_string(),
-                        now,
-                    );
-                    warnings.push(w);
-                }
+                warnings.extend(unread.iter().map(|t| mark_unread(cluster, t, now)));
                 warnings
             }
         };
@@ -415,6 +317,141 @@ impl MetricsFeed {
         }
         warnings
     }
+}
+
+/// The in-process monitor's snapshot; with `wait`, after up to that long for two samples.
+fn local_reading(monitor: &Monitor, wait: Option<Duration>) -> Snapshot {
+    if let Some(wait) = wait {
+        monitor.wait_for_samples(2, wait);
+    }
+    monitor.snapshot()
+}
+
+/// Writes the in-process snapshot `s` onto `cluster`'s devices (the GPUs this process sees); a
+/// warning, with the devices marked stale, when the sampler has no reading yet.
+fn apply_local(cluster: &mut Cluster, s: &Snapshot, cpu_model: Option<&str>) -> Vec<LiveWarning> {
+    let now = unix_now_ms();
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let applied = live::apply_snapshot(
+        cluster,
+        None,
+        s,
+        &LiveSource::LocalSampler,
+        cpu_model,
+        visible.as_deref(),
+        now,
+    );
+    if applied == 0 {
+        let w = LiveWarning {
+            task: "local".into(),
+            endpoint: "local-sampler".into(),
+            reason: "the sampler has no reading yet".into(),
+        };
+        live::mark_stale(cluster, None, &w.to_string(), now);
+        vec![w]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Every endpoint's report; with `wait`, scraped again until every endpoint has an availability
+/// reading or that long has passed.
+fn scrape_until_ready(scraper: &mut Scraper, wait: Option<Duration>) -> Vec<ScrapeReport> {
+    let first = wait.is_some();
+    let deadline = Instant::now() + wait.unwrap_or(Duration::ZERO);
+    let mut reports = scraper.scrape();
+    // An agent that is still starting (refuses, or has one sample), or an exporter
+    // read once, has no availability yet: read again until every endpoint has one
+    // or the wait is over.
+    while first
+        && Instant::now() < deadline
+        && reports
+            .iter()
+            .any(|r| r.error.is_some() || live::cpu_figures(&r.snapshot, None).is_none())
+    {
+        std::thread::sleep(Duration::from_millis(300));
+        reports = scraper.scrape();
+    }
+    reports
+}
+
+/// Why endpoint `e`'s report `r` cannot be used at `now` (unix ms), if it cannot: an error, a
+/// stale or implausible reading, or no CPU availability yet.
+fn endpoint_problem(e: &Endpoint, r: &ScrapeReport, max_age: Duration, now: u64) -> Option<String> {
+    if let Some(err) = &r.error {
+        return Some(if e.declared {
+            err.to_string()
+        } else {
+            format!(
+                "TF_CONFIG names no \"metrics\" agent for it and the fallback {} failed: {err}",
+                e.address
+            )
+        });
+    }
+    if r.snapshot.stale {
+        return Some(
+            r.snapshot
+                .stale_reason
+                .clone()
+                .unwrap_or_else(|| "the reading is stale".into()),
+        );
+    }
+    let max_age_ms = u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX);
+    let bad = implausible_readings(&r.snapshot, now, max_age_ms);
+    if !bad.is_empty() {
+        return Some(format!("reading not used: {}", bad.join("; ")));
+    }
+    if live::cpu_figures(&r.snapshot, None).is_none() {
+        return Some("the agent has no CPU availability reading yet".into());
+    }
+    None
+}
+
+/// Writes endpoint `e`'s snapshot onto the devices of each of its tasks, or, with a `problem`,
+/// marks them stale and returns one warning per task.
+fn apply_endpoint(
+    cluster: &mut Cluster,
+    e: &Endpoint,
+    snapshot: &Snapshot,
+    problem: Option<String>,
+    now: u64,
+) -> Vec<LiveWarning> {
+    let source = LiveSource::Agent(e.address.clone());
+    let mut warnings = Vec::new();
+    for t in &e.tasks {
+        let filter = Some((t.job.as_str(), t.index as u32));
+        match &problem {
+            Some(reason) => {
+                let w = LiveWarning {
+                    task: label(t),
+                    endpoint: e.address.clone(),
+                    reason: reason.clone(),
+                };
+                live::mark_stale(cluster, filter, &w.to_string(), now);
+                warnings.push(w);
+            }
+            None => {
+                live::apply_snapshot(cluster, filter, snapshot, &source, None, None, now);
+            }
+        }
+    }
+    warnings
+}
+
+/// Marks the devices of task `t`, which has no agent to read, stale; its warning.
+fn mark_unread(cluster: &mut Cluster, t: &TaskId, now: u64) -> LiveWarning {
+    let w = LiveWarning {
+        task: label(t),
+        endpoint: "none".into(),
+        reason: "TF_CONFIG names no \"metrics\" agent for it and no fallback port is set".into(),
+    };
+    live::mark_stale(
+        cluster,
+        Some((t.job.as_str(), t.index as u32)),
+        &w.to_string(),
+        now,
+    );
+    w
 }
 
 #[cfg(test)]

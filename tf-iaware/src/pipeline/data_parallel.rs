@@ -158,8 +158,10 @@ impl Connection {
                 &ps[0],
                 self.cluster(),
                 self.session_config(),
-                probe,
-                1.0,
+                calibrate::WorkerProbe {
+                    batch: probe,
+                    min_seconds: 1.0,
+                },
                 &CalibrateOptions::default(),
             )?;
             if cal.cache_hit {

@@ -593,6 +593,16 @@ fn bound_by_cores(
     }
 }
 
+/// How [`calibrate_workers_cached`] probes each worker when no cached profile is fresh.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkerProbe {
+    /// The largest probe step, samples (steps of a quarter and a half of it are timed too); part
+    /// of the cache key.
+    pub batch: usize,
+    /// Least time of timed steps at each probe batch, seconds.
+    pub min_seconds: f64,
+}
+
 /// [`calibrate_workers`](super::data_parallel::calibrate_workers), through the per-user cache:
 /// a fresh profile (same TensorFlow version and format, younger than `MAX_AGE_S`, each
 /// worker's hardware fingerprint unchanged where known) is reused without running anything —
@@ -603,17 +613,19 @@ fn bound_by_cores(
 /// # Errors
 /// As [`calibrate_workers`](super::data_parallel::calibrate_workers); [`Error::Io`] if the
 /// cache cannot be written; [`Error::Json`] for a cache file that is not a profile.
-#[allow(clippy::too_many_arguments)]
 pub fn calibrate_workers_cached(
     workload: impl Into<Workload>,
     workers: &[String],
     ps: &str,
     cluster: &Cluster,
     config: &SessionConfig,
-    probe_batch: usize,
-    min_seconds: f64,
+    probe: WorkerProbe,
     options: &CalibrateOptions,
 ) -> Result<WorkerCalibration> {
+    let WorkerProbe {
+        batch: probe_batch,
+        min_seconds,
+    } = probe;
     let started = std::time::Instant::now();
     let workload = workload.into();
     let path = workers_profile_path(&workload, probe_batch, cluster, workers, ps);
