@@ -1,6 +1,7 @@
 //! What the coordinator and the worker threads share: counts, pauses, the stop flag, the first
 //! error; and the training clock, which stops while evaluating.
 
+use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,8 +23,10 @@ pub(super) struct GateState {
     pub error: Option<Error>,
     pub steps: Vec<u64>,
     pub samples: Vec<u64>,
-    /// Samples read by workers a re-size left out.
-    pub retired_samples: u64,
+    /// Samples read before this run (the runs a resumed run continues).
+    pub carried_samples: u64,
+    /// What workers a re-plan left out had done: device → (steps, samples).
+    pub retired: BTreeMap<String, (u64, u64)>,
     pub updates: u64,
     /// Loss of the first and of the latest step.
     pub loss_first: Option<f32>,
@@ -102,34 +105,34 @@ impl Gate {
     /// (samples read, updates applied) so far.
     pub fn totals(&self) -> (u64, u64) {
         let s = self.lock();
-        (s.samples.iter().sum::<u64>() + s.retired_samples, s.updates)
+        let retired: u64 = s.retired.values().map(|r| r.1).sum();
+        (
+            s.samples.iter().sum::<u64>() + s.carried_samples + retired,
+            s.updates,
+        )
     }
 
-    /// Carries each worker's counts from `old`'s replica order to `new`'s (workers left out
-    /// keep theirs out of the report).
+    /// Carries each worker's counts from `old`'s replica order to `new`'s: workers left out
+    /// keep theirs among the retired, and a retired worker taken back takes its counts back.
     pub fn remap_counts(&self, old: &DataParallelPlan, new: &DataParallelPlan) {
         let mut s = self.lock();
-        let count = |d: &str, of: &[u64]| {
-            old.replicas
-                .iter()
-                .position(|r| r.device == d)
-                .and_then(|k| of.get(k).copied())
-                .unwrap_or(0)
-        };
-        let steps = new
+        let mut counts: BTreeMap<String, (u64, u64)> = std::mem::take(&mut s.retired);
+        for (k, r) in old.replicas.iter().enumerate() {
+            let (steps, samples) = (
+                s.steps.get(k).copied().unwrap_or(0),
+                s.samples.get(k).copied().unwrap_or(0),
+            );
+            let c = counts.entry(r.device.clone()).or_default();
+            *c = (c.0 + steps, c.1 + samples);
+        }
+        let (steps, samples) = new
             .replicas
             .iter()
-            .map(|r| count(&r.device, &s.steps))
-            .collect();
-        let samples: Vec<u64> = new
-            .replicas
-            .iter()
-            .map(|r| count(&r.device, &s.samples))
-            .collect();
-        let before: u64 = s.samples.iter().sum();
-        s.retired_samples += before.saturating_sub(samples.iter().sum());
+            .map(|r| counts.remove(&r.device).unwrap_or_default())
+            .unzip();
         s.steps = steps;
         s.samples = samples;
+        s.retired = counts;
     }
 }
 

@@ -143,7 +143,7 @@ pub struct Evaluation {
 pub struct WorkerCount {
     /// Worker device.
     pub device: String,
-    /// Its share (per-step batch) at the end.
+    /// Its share (per-step batch) at the end (0: a re-plan left it out).
     pub batch: usize,
     /// Steps it ran (gradients it computed).
     pub steps: u64,
@@ -478,7 +478,7 @@ pub fn train(
     {
         let mut s = gate.lock();
         s.updates = carried.updates;
-        s.retired_samples = carried.samples;
+        s.carried_samples = carried.samples;
         s.loss_first = carried.loss_first;
     }
     keeper.planned(carried.updates, &plan, cluster, false)?;
@@ -612,6 +612,17 @@ pub fn train(
                 steps: s.steps.get(k).copied().unwrap_or(0),
                 samples: s.samples.get(k).copied().unwrap_or(0),
             })
+            // Workers a re-plan left out, with what they did before.
+            .chain(
+                s.retired
+                    .iter()
+                    .map(|(device, &(steps, samples))| WorkerCount {
+                        device: device.clone(),
+                        batch: 0,
+                        steps,
+                        samples,
+                    }),
+            )
             .collect(),
         dropped_gradients: dropped,
         resized,
