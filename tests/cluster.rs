@@ -222,7 +222,14 @@ fn training_survives_a_hung_worker() {
         },
         started.elapsed(),
     );
-    assert_eq!(r.step, stop_at, "{:?}", report.recoveries);
+    // The stop is sent before step `stop_at`; once, on a loaded host, step `stop_at` still
+    // completed and the hang showed at the next step (which step sees it is timing, not what
+    // this test is about: the hung worker is found, dropped, and no step is lost).
+    assert!(
+        (stop_at..=stop_at + 1).contains(&r.step),
+        "{:?}",
+        report.recoveries
+    );
     assert_eq!(r.lost, vec![workers[2].clone()]);
     assert!(r.recover_ms.is_some(), "training resumed");
     assert_eq!(report.losses.len(), steps, "all steps ran");

@@ -112,6 +112,16 @@ impl Gate {
         )
     }
 
+    /// Ready for a new graph after a failed phase, going on from `updates`: unpaused, nothing
+    /// in flight, no error, the backup workers' accumulators back at step 0.
+    pub fn restart(&self, updates: u64) {
+        let mut s = self.lock();
+        (s.stop, s.paused, s.in_flight, s.error) = (false, false, 0, None);
+        s.updates = updates;
+        s.global_step = 0;
+        s.tokens.clear();
+    }
+
     /// Carries each worker's counts from `old`'s replica order to `new`'s: workers left out
     /// keep theirs among the retired, and a retired worker taken back takes its counts back.
     pub fn remap_counts(&self, old: &DataParallelPlan, new: &DataParallelPlan) {

@@ -8,7 +8,7 @@
 //! the data position of each sampler, the training seconds, the evaluations so far and the plan.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -16,7 +16,8 @@ use tensorflow::{DataType, Tensor};
 
 use super::build::Built;
 use super::job::Job;
-use super::{Evaluation, OnProgress};
+use super::report::{CheckpointWritten, Evaluation, Resumed};
+use super::OnProgress;
 use crate::cluster::Cluster;
 use crate::durable::events::EventWriter;
 use crate::durable::{
@@ -55,34 +56,6 @@ pub struct StepProgress {
     pub step_ms: Option<f64>,
     /// Live re-plans so far ([`TrainingOptions::adapt`](super::TrainingOptions::adapt)).
     pub replans: usize,
-}
-
-/// A checkpoint the run wrote.
-#[derive(Clone, Debug, Serialize)]
-pub struct CheckpointWritten {
-    /// Updates applied when it was taken.
-    pub step: u64,
-    /// Its V2 prefix (what `RestoreV2`, `tf.train.load_checkpoint` and `Saver.restore` take).
-    pub prefix: PathBuf,
-    /// Seconds taking it cost (fetching the variables and writing the files).
-    pub seconds: f64,
-}
-
-/// Where a resumed run started from.
-#[derive(Clone, Debug, Serialize)]
-pub struct Resumed {
-    /// The checkpoint's update count: the run continued from it.
-    pub step: u64,
-    /// Its V2 prefix.
-    pub prefix: PathBuf,
-    /// Training seconds of the runs before it.
-    pub train_seconds: f64,
-    /// Samples those runs read.
-    pub samples: u64,
-    /// Seconds reading the checkpoint and restoring the variables took.
-    pub restore_seconds: f64,
-    /// Newer checkpoints that were torn and skipped (their directories, with why).
-    pub skipped: Vec<String>,
 }
 
 /// Each sampler's position in the training data (samples it has handed out).

@@ -8,12 +8,11 @@
 //! the ps when only workers were lost, else from the latest copy (the updates since are trained
 //! again and counted once).
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
-use super::build::build;
+use super::build::{build, Built};
+use super::progress::AGENT_TIMEOUT;
+use super::report::{Readmitted, Recovered};
 use super::{Progress, Run};
 use crate::cluster::tf_config::TfConfig;
 use crate::data::Sampler;
@@ -23,136 +22,43 @@ use crate::runtime::checkpoint::{self, Checkpoint};
 use crate::runtime::data_parallel::probe::{address_of, agents_of, reachable, wait_for, without};
 use crate::runtime::liveness::healthz;
 
-/// How long a worker's metrics agent has to answer (twice) before the worker counts as hung.
-const AGENT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// One recovery from lost tasks.
-#[derive(Clone, Debug, Serialize)]
-pub struct Recovered {
-    /// Updates applied when the failure came.
-    pub update: u64,
-    /// Devices of the tasks that no longer answered (or answered again after a restart, their
-    /// variables gone).
-    pub lost: Vec<String>,
-    /// The failure, as TensorFlow or the driver reported it.
-    pub error: String,
-    /// The update count training went on from.
-    pub restored_from: u64,
-    /// Updates lost and trained again (`update - restored_from`).
-    pub redone: u64,
-    /// The new plan's shares, (worker, samples).
-    pub shares: Vec<(String, usize)>,
-    /// Seconds from the failure to the new plan's session holding the variables.
-    pub seconds: f64,
+/// Which tasks answer after a failure.
+struct Probed {
+    alive_workers: Vec<String>,
+    alive_ps: Vec<String>,
+    /// Parameter servers that did not answer at first (their variables are gone, whether they
+    /// came back or not).
+    silent_ps: Vec<String>,
+    /// Workers that do not answer or are hung, and the silent parameter servers.
+    lost: Vec<String>,
 }
 
-/// Workers taken back after they answered again.
-#[derive(Clone, Debug, Serialize)]
-pub struct Readmitted {
-    /// Updates applied when they were taken back.
-    pub update: u64,
-    /// Their devices.
-    pub workers: Vec<String>,
-    /// The new plan's shares, (worker, samples).
-    pub shares: Vec<(String, usize)>,
-    /// Seconds the switch took (re-planning, building, moving the variables).
-    pub seconds: f64,
-}
-
-/// Seconds between two probes of the dropped workers.
-const PROBE_EVERY: Duration = Duration::from_secs(1);
-
-/// The state a recovery goes on from: the variables and where each sampler was.
-struct SafePoint {
-    checkpoint: Checkpoint,
-    updates: u64,
-    sync_taken: u64,
-    workers: BTreeMap<String, u64>,
-}
-
-/// The driver's copies of the training state, and the recoveries so far.
-pub(super) struct Safekeeping {
-    every: u64,
-    latest: Option<SafePoint>,
-    pub recoveries: Vec<Recovered>,
-}
-
-impl Safekeeping {
-    pub fn new(every: u64) -> Self {
-        Safekeeping {
-            every,
-            latest: None,
-            recoveries: Vec::new(),
-        }
-    }
-
-    /// Whether a copy is due after `updates` updates.
-    pub fn due(&self, updates: u64) -> bool {
-        self.latest
-            .as_ref()
-            .is_none_or(|l| updates >= l.updates + self.every)
-    }
-}
-
-impl Progress<'_> {
-    /// Copies `built`'s variables into memory when a copy is due (the steps must be paused).
-    pub(super) fn safeguard(&mut self, built: &super::build::Built, updates: u64) -> Result<()> {
-        let Some(safe) = &mut self.safe else {
-            return Ok(());
-        };
-        if !safe.due(updates) {
-            return Ok(());
-        }
-        let checkpoint = checkpoint::save(&built.session, &built.state, updates as usize)?;
-        safe.latest = Some(SafePoint {
-            checkpoint,
-            updates,
-            sync_taken: self.keeper.position.sync,
-            workers: self.keeper.position.workers.clone(),
-        });
-        Ok(())
-    }
-}
-
-impl Progress<'_> {
-    /// Whether dropped workers answer again (their port and their agent): a probe runs on a
-    /// thread of its own, one at a time, each [`PROBE_EVERY`] after the last; those that answer
-    /// wait in `back` until the phase ends and the plan takes them.
-    pub(super) fn readmit_due(&mut self) -> bool {
-        if !self.back.is_empty() {
-            return true;
-        }
-        let Some(tasks) = self.tasks else {
-            return false;
-        };
-        match self.probe.take() {
-            Some(probe) if probe.is_finished() => {
-                let answered = probe.join().unwrap_or_default();
-                self.back = answered
-                    .into_iter()
-                    .filter(|w| self.dropped.contains(w))
-                    .collect();
-            }
-            Some(probe) => self.probe = Some(probe),
-            None if !self.dropped.is_empty() => {
-                let (dropped, tasks) = (self.dropped.clone(), tasks.clone());
-                // A thread that cannot start leaves the workers dropped; the next call tries again.
-                self.probe = std::thread::Builder::new()
-                    .name("tf-iaware-readmit".into())
-                    .spawn(move || {
-                        std::thread::sleep(PROBE_EVERY);
-                        let answering = reachable(&dropped, &tasks);
-                        let agents = agents_of(&answering, &tasks);
-                        answering
-                            .into_iter()
-                            .filter(|w| agents.get(w).is_none_or(|a| healthz(a, AGENT_TIMEOUT)))
-                            .collect()
-                    })
-                    .ok();
-            }
-            None => {}
-        }
-        !self.back.is_empty()
+/// Probes `workers` and `ps`: a worker whose port answers but whose metrics agent does not is
+/// hung (stopped, swapped out: its step held the run until its deadline); a silent parameter
+/// server is waited for up to `ps_wait`.
+fn probe(workers: &[String], ps: &[String], tasks: &TfConfig, ps_wait: Duration) -> Probed {
+    let answering = reachable(workers, tasks);
+    let agents = agents_of(&answering, tasks);
+    let hung: Vec<String> = answering
+        .iter()
+        .filter(|w| {
+            agents
+                .get(*w)
+                .is_some_and(|a| !healthz(a, AGENT_TIMEOUT) && !healthz(a, AGENT_TIMEOUT))
+        })
+        .cloned()
+        .collect();
+    let alive_workers = without(&answering, &hung);
+    let silent_ps = without(ps, &reachable(ps, tasks));
+    // A parameter server that comes back was restarted: its variables are gone.
+    let gone_ps = wait_for(&silent_ps, tasks, ps_wait);
+    let mut lost = without(workers, &alive_workers);
+    lost.extend(silent_ps.iter().cloned());
+    Probed {
+        alive_workers,
+        alive_ps: without(ps, &gone_ps),
+        silent_ps,
+        lost,
     }
 }
 
@@ -198,26 +104,12 @@ impl Run<'_> {
         }
         let workers: Vec<String> = plan.replicas.iter().map(|r| r.device.clone()).collect();
         let ps = self.ps.clone();
-        // A worker whose port answers but whose metrics agent does not is hung (stopped,
-        // swapped out): its step held the run until its deadline.
-        let answering = reachable(&workers, tasks);
-        let agents = agents_of(&answering, tasks);
-        let hung: Vec<String> = answering
-            .iter()
-            .filter(|w| {
-                agents
-                    .get(*w)
-                    .is_some_and(|a| !healthz(a, AGENT_TIMEOUT) && !healthz(a, AGENT_TIMEOUT))
-            })
-            .cloned()
-            .collect();
-        let alive_workers = without(&answering, &hung);
-        let silent_ps = without(&ps, &reachable(&ps, tasks));
-        // A parameter server that comes back was restarted: its variables are gone.
-        let gone_ps = wait_for(&silent_ps, tasks, options.ps_wait);
-        let alive_ps = without(&ps, &gone_ps);
-        let mut lost = without(&workers, &alive_workers);
-        lost.extend(silent_ps.iter().cloned());
+        let Probed {
+            alive_workers,
+            alive_ps,
+            silent_ps,
+            mut lost,
+        } = probe(&workers, &ps, tasks, options.ps_wait);
         let (_, update) = self.gate.totals();
         // Every task answers: one restarted before it was probed holds no variables.
         let emptied = if lost.is_empty() {
@@ -233,17 +125,15 @@ impl Run<'_> {
         let ps_state_lost = !silent_ps.is_empty() || !emptied.is_empty();
         log::warn!("lost {lost:?} at update {update}: {failure}");
         if alive_workers.is_empty() || alive_ps.is_empty() {
+            let nobody = if alive_workers.is_empty() {
+                "worker"
+            } else {
+                "parameter server"
+            };
             return Err(Error::Unrecoverable {
                 step: update as usize,
                 lost: lost.join(", "),
-                reason: format!(
-                    "no {} answers",
-                    if alive_workers.is_empty() {
-                        "worker"
-                    } else {
-                        "parameter server"
-                    }
-                ),
+                reason: format!("no {nobody} answers"),
             });
         }
         let new = self.replan(&alive_workers, &alive_ps)?;
@@ -264,45 +154,15 @@ impl Run<'_> {
         )?;
         let init = next.session.op(&self.job.workload.sidecar.init, "init")?;
         next.session.run(&[], &[init], &[], false)?;
-        let restored_from = match (
-            &current,
-            progress.safe.as_ref().and_then(|s| s.latest.as_ref()),
-        ) {
-            (Some(c), _) => {
-                checkpoint::restore(&next.session, &next.state, c)?;
-                update
-            }
-            (None, Some(point)) => {
-                checkpoint::restore(&next.session, &next.state, &point.checkpoint)?;
-                // The samplers go back to where the copy was: the same rows are trained again.
-                self.sampler = Sampler::resumed(self.job.train.len(), self.seed, point.sync_taken);
-                progress.keeper.position.sync = point.sync_taken;
-                progress.keeper.position.workers = point.workers.clone();
-                point.updates
-            }
-            (None, None) => return Err(failure),
+        let Some(restored_from) = self.restore_into(&next, current.as_ref(), update, progress)?
+        else {
+            return Err(failure);
         };
-        {
-            let mut s = self.gate.lock();
-            // The failed phase's workers are gone: the next phase starts unpaused.
-            (s.stop, s.paused, s.in_flight, s.error) = (false, false, 0, None);
-            s.updates = restored_from;
-            // A new graph's accumulators start at step 0 (backup workers).
-            s.global_step = 0;
-            s.tokens.clear();
-        }
+        self.gate.restart(restored_from);
         self.gate.remap_counts(plan, &new);
         self.built = next;
         self.ps = alive_ps;
-        if let Some(adapter) = &mut self.adapter {
-            adapter.forget(&lost);
-        }
-        // Workers dropped are probed from now on, and taken back when they answer.
-        for d in lost.iter().filter(|d| workers.contains(d)) {
-            if !progress.dropped.contains(d) {
-                progress.dropped.push(d.clone());
-            }
-        }
+        self.forget(&lost, &workers, progress);
         progress
             .keeper
             .planned(restored_from, &new, self.cluster, true)?;
@@ -332,6 +192,47 @@ impl Run<'_> {
         progress.safeguard(&self.built, restored_from)?;
         self.clock.start();
         Ok(new)
+    }
+
+    /// Leaves `lost` out of live re-planning; the lost `workers` are probed from now on, and
+    /// taken back when they answer.
+    fn forget(&mut self, lost: &[String], workers: &[String], progress: &mut Progress<'_>) {
+        if let Some(adapter) = &mut self.adapter {
+            adapter.forget(lost);
+        }
+        for d in lost.iter().filter(|d| workers.contains(d)) {
+            if !progress.dropped.contains(d) {
+                progress.dropped.push(d.clone());
+            }
+        }
+    }
+
+    /// Restores `next`'s variables from `current` (read from the ps after update `update`) or
+    /// else from the driver's latest copy, the samplers set back with it; returns the update
+    /// count training goes on from (`None`: nothing to restore from).
+    ///
+    /// # Errors
+    /// Errors of restoring.
+    fn restore_into(
+        &mut self,
+        next: &Built,
+        current: Option<&Checkpoint>,
+        update: u64,
+        progress: &mut Progress<'_>,
+    ) -> Result<Option<u64>> {
+        if let Some(c) = current {
+            checkpoint::restore(&next.session, &next.state, c)?;
+            return Ok(Some(update));
+        }
+        let Some(point) = progress.safe.as_ref().and_then(|s| s.latest.as_ref()) else {
+            return Ok(None);
+        };
+        checkpoint::restore(&next.session, &next.state, &point.checkpoint)?;
+        // The samplers go back to where the copy was: the same rows are trained again.
+        self.sampler = Sampler::resumed(self.job.train.len(), self.seed, point.sync_taken);
+        progress.keeper.position.sync = point.sync_taken;
+        progress.keeper.position.workers = point.workers.clone();
+        Ok(Some(point.updates))
     }
 
     /// Takes the workers in `progress.back` into `plan`: the strategy planned again with them,
