@@ -6,14 +6,15 @@
 
 use std::time::Instant;
 
+use tf_iaware::cluster::Cluster;
 use tf_iaware::data::{digits_split, input_specs};
 use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::pipeline;
-use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::trainer::{
     check_backups, contender, train, Job, Planning, TrainingOptions, TrainingReport,
 };
+use tf_iaware::runtime::{data_parallel, trainer, SessionConfig};
 use tf_iaware::scale::Planner;
 use tf_iaware_emulate::EmulatedCluster;
 
@@ -111,11 +112,10 @@ pub(crate) fn contenders(o: &BenchOptions) -> Result<Vec<DataParallelStrategy>> 
         .collect()
 }
 
-/// Trains every contender of `o` to `o.target_accuracy`, round by round.
-pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<AccuracyReport> {
-    // Everything that can be wrong is checked before a cluster starts.
+/// The contenders, the training options and the job of `o`, checked (before a cluster
+/// starts).
+fn checked(o: &BenchOptions) -> Result<(Vec<DataParallelStrategy>, TrainingOptions, Job)> {
     let strategies = contenders(o)?;
-    let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
     if o.repeats == 0 || o.batch == 0 {
         return Err(Error::Conflict(
             "--repeats and --batch must be at least 1".into(),
@@ -150,6 +150,15 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Accura
             .during(|| format!("{s} cannot train {}", job.name()))?;
     }
 
+    Ok((strategies, options, job))
+}
+
+/// Trains every contender of `o` to `o.target_accuracy`, round by round.
+pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<AccuracyReport> {
+    // Everything that can be wrong is checked before a cluster starts.
+    let (strategies, options, job) = checked(o)?;
+    let names: Vec<String> = strategies.iter().map(|s| s.to_string()).collect();
+    let scenario = &o.scenario;
     let started = Instant::now();
     note(
         on_event,
@@ -224,25 +233,42 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Accura
         ),
     )?;
 
-    let mut runs: Vec<TrainingReport> = Vec::new();
-    for round in 0..o.repeats {
-        // Interleaved: each round starts with the next contender.
-        for i in 0..contenders.len() {
-            let c = &contenders[(i + round) % contenders.len()];
-            let r = train(c, &job, &devices, &config, &options)
-                .during(|| format!("{} (round {})", c.strategy, round + 1))?;
-            emit(
-                on_event,
-                Event::Trained {
-                    round: round + 1,
-                    report: &r,
-                },
-            )?;
-            runs.push(r);
-        }
-    }
+    let runs = rounds(
+        o,
+        &contenders,
+        &job,
+        (&devices, &config),
+        &options,
+        on_event,
+    )?;
     drop(cluster);
 
+    let (summaries, stock) = summarise(&strategies, &names, &runs);
+    Ok(AccuracyReport {
+        scenario: scenario.clone(),
+        model: job.name().to_string(),
+        data: o.data.to_string(),
+        data_source: tf_iaware::data::DIGITS_SOURCE,
+        data_licence: tf_iaware::data::DIGITS_LICENCE,
+        train_images: job.train_data().len(),
+        held_out_images: held_out_rows,
+        target_accuracy: o.target_accuracy,
+        global_batch: o.batch,
+        backup_workers: o.backup_workers,
+        summaries,
+        runs,
+        stock,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Each contender's medians over its rounds and its reductions against `replica-setter` and the
+/// best stock contender; and the stock contenders among `strategies`.
+fn summarise(
+    strategies: &[DataParallelStrategy],
+    names: &[String],
+    runs: &[TrainingReport],
+) -> (Vec<Summary>, Vec<DataParallelStrategy>) {
     let time_of = |name: &str| {
         median(
             runs.iter()
@@ -286,22 +312,36 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Accura
             }
         })
         .collect();
-    Ok(AccuracyReport {
-        scenario: scenario.clone(),
-        model: job.name().to_string(),
-        data: o.data.to_string(),
-        data_source: tf_iaware::data::DIGITS_SOURCE,
-        data_licence: tf_iaware::data::DIGITS_LICENCE,
-        train_images: job.train_data().len(),
-        held_out_images: held_out_rows,
-        target_accuracy: o.target_accuracy,
-        global_batch: o.batch,
-        backup_workers: o.backup_workers,
-        summaries,
-        runs,
-        stock,
-        wall_s: started.elapsed().as_secs_f64(),
-    })
+    (summaries, stock)
+}
+
+/// `o.repeats` rounds of every contender, interleaved: each round starts with the next one.
+fn rounds(
+    o: &BenchOptions,
+    contenders: &[trainer::Contender],
+    job: &Job,
+    (devices, config): (&Cluster, &SessionConfig),
+    options: &TrainingOptions,
+    on_event: &mut OnEvent<'_>,
+) -> Result<Vec<TrainingReport>> {
+    let mut runs: Vec<TrainingReport> = Vec::new();
+    for round in 0..o.repeats {
+        // Interleaved: each round starts with the next contender.
+        for i in 0..contenders.len() {
+            let c = &contenders[(i + round) % contenders.len()];
+            let r = train(c, job, devices, config, options)
+                .during(|| format!("{} (round {})", c.strategy, round + 1))?;
+            emit(
+                on_event,
+                Event::Trained {
+                    round: round + 1,
+                    report: &r,
+                },
+            )?;
+            runs.push(r);
+        }
+    }
+    Ok(runs)
 }
 
 /// Rows of the job's held-out set.

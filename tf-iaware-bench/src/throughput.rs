@@ -131,6 +131,74 @@ fn workload(o: &BenchOptions) -> Result<Workload> {
     })
 }
 
+/// Steps every contender through its warm-up, then `o.repeats` rounds of timed steps, one
+/// contender after the other in each round.
+fn measure(
+    contenders: &mut [Contender],
+    o: &BenchOptions,
+    on_event: &mut OnEvent<'_>,
+) -> Result<()> {
+    let per_round = o.steps.div_ceil(o.repeats);
+    let total = (contenders.len() * (o.warmup + per_round * o.repeats)) as u64;
+    let mut done = 0;
+    for c in contenders.iter_mut() {
+        for i in 0..o.warmup {
+            let (loss, _, _) = c
+                .trainer
+                .step(i, false)
+                .during(|| format!("{} (warm-up)", c.strategy))?;
+            c.losses.push(loss);
+            done += 1;
+            emit(
+                on_event,
+                Event::Steps {
+                    done,
+                    total,
+                    what: "warm-up",
+                },
+            )?;
+        }
+    }
+    for round in 0..o.repeats {
+        for c in contenders.iter_mut() {
+            let what = format!("round {} {}", round + 1, c.strategy);
+            for _ in 0..per_round {
+                let (loss, ms, _) = c
+                    .trainer
+                    .step(c.losses.len(), false)
+                    .during(|| format!("{} (round {})", c.strategy, round + 1))?;
+                c.losses.push(loss);
+                c.times.push(ms);
+                done += 1;
+                emit(
+                    on_event,
+                    Event::Steps {
+                        done,
+                        total,
+                        what: &what,
+                    },
+                )?;
+            }
+            let ips: Vec<f64> = c
+                .times
+                .iter()
+                .map(|ms| o.batch as f64 / (ms / 1e3))
+                .collect();
+            let (mean, std) = mean_std(&ips);
+            let stats = RoundStats {
+                strategy: c.strategy,
+                timed_steps: c.times.len(),
+                images_per_sec: mean,
+                images_per_sec_std: std,
+                last_loss: c.losses.last().copied().unwrap_or(f32::NAN),
+            };
+            emit(on_event, Event::Round(&stats))?;
+        }
+    }
+
+    Ok(())
+}
+
 /// Runs the images/s bench of `o` (and the drift experiment of a scenario with drift).
 pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<ThroughputReport> {
     if o.strategies.is_empty() {
@@ -199,64 +267,7 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Throug
         note(on_event, &line)?;
         contenders.push(contender);
     }
-    let per_round = o.steps.div_ceil(o.repeats);
-    let total = (contenders.len() * (o.warmup + per_round * o.repeats)) as u64;
-    let mut done = 0;
-    for c in &mut contenders {
-        for i in 0..o.warmup {
-            let (loss, _, _) = c
-                .trainer
-                .step(i, false)
-                .during(|| format!("{} (warm-up)", c.strategy))?;
-            c.losses.push(loss);
-            done += 1;
-            emit(
-                on_event,
-                Event::Steps {
-                    done,
-                    total,
-                    what: "warm-up",
-                },
-            )?;
-        }
-    }
-    for round in 0..o.repeats {
-        for c in &mut contenders {
-            let what = format!("round {} {}", round + 1, c.strategy);
-            for _ in 0..per_round {
-                let (loss, ms, _) = c
-                    .trainer
-                    .step(c.losses.len(), false)
-                    .during(|| format!("{} (round {})", c.strategy, round + 1))?;
-                c.losses.push(loss);
-                c.times.push(ms);
-                done += 1;
-                emit(
-                    on_event,
-                    Event::Steps {
-                        done,
-                        total,
-                        what: &what,
-                    },
-                )?;
-            }
-            let ips: Vec<f64> = c
-                .times
-                .iter()
-                .map(|ms| o.batch as f64 / (ms / 1e3))
-                .collect();
-            let (mean, std) = mean_std(&ips);
-            let stats = RoundStats {
-                strategy: c.strategy,
-                timed_steps: c.times.len(),
-                images_per_sec: mean,
-                images_per_sec_std: std,
-                last_loss: c.losses.last().copied().unwrap_or(f32::NAN),
-            };
-            emit(on_event, Event::Round(&stats))?;
-        }
-    }
-
+    measure(&mut contenders, o, on_event)?;
     let results = results(contenders, o, lower_bound, sync_bound)?;
     emit(
         on_event,

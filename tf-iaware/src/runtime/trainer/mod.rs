@@ -210,6 +210,9 @@ pub fn train(
         seed: options.seed,
         adapter,
         step_ms: std::collections::VecDeque::new(),
+        session_steps: 0,
+        deadline_retries: 0,
+        retried: 0,
     };
     let startup_seconds = started.elapsed().as_secs_f64();
     let first_plan = plan.clone();
@@ -301,6 +304,12 @@ struct Run<'a> {
     adapter: Option<Adapter>,
     /// Wall times of the latest synchronous steps, ms (at most [`STEP_TIMES_KEPT`]).
     step_ms: std::collections::VecDeque<f64>,
+    /// Steps the current session has run (its first ones register the graph everywhere).
+    session_steps: usize,
+    /// Retries of the step in flight after its deadline passed with every task answering.
+    deadline_retries: u32,
+    /// Every such retry in the run.
+    retried: usize,
 }
 
 impl Run<'_> {
@@ -438,6 +447,7 @@ impl Run<'_> {
                 .unwrap_or_default(),
             metrics_cost_share: self.adapter.as_ref().and_then(Adapter::metrics_cost_share),
             readmissions: std::mem::take(&mut progress.readmitted),
+            deadline_retries: self.retried,
             recoveries: progress.safe.map(|s| s.recoveries).unwrap_or_default(),
         }
     }

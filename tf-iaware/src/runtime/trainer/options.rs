@@ -10,6 +10,7 @@ use super::{bad, OnProgress};
 use crate::cluster::tf_config::TfConfig;
 use crate::error::{Error, Result};
 use crate::runtime::adapt::AdaptOptions;
+use crate::runtime::liveness::HangDetection;
 
 /// When to evaluate and when to stop. At least one of `steps`, `epochs` and `max_seconds` must
 /// bound the run; training stops at the first bound reached, or when the held-out metric
@@ -211,6 +212,13 @@ pub struct RecoverOptions {
     /// restarting it at its address) before its variables are re-planned onto the others
     /// (default 10 s).
     pub ps_wait: Duration,
+    /// Deadlines of synchronous steps, so that a hung worker (stopped, swapped out: its port
+    /// answers, its agent does not) is found within a few steps' time rather than at the
+    /// session's run deadline: max(`floor`, `factor` × the median of the last steps), at least
+    /// `first_runs` for a session's first steps, doubled for each retry of a step whose
+    /// deadline passed while every task answered (at most `max_retries`; the session's own
+    /// deadline caps it). Its probe settings are not used here.
+    pub hang: HangDetection,
 }
 
 impl Default for RecoverOptions {
@@ -219,6 +227,7 @@ impl Default for RecoverOptions {
             max_recoveries: 3,
             every_updates: 50,
             ps_wait: Duration::from_secs(10),
+            hang: HangDetection::default(),
         }
     }
 }

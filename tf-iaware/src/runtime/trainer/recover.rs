@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use super::build::{build, Built};
 use super::progress::AGENT_TIMEOUT;
 use super::report::{Readmitted, Recovered};
-use super::{Progress, Run};
+use super::{Progress, RecoverOptions, Run};
 use crate::cluster::tf_config::TfConfig;
 use crate::data::Sampler;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TfCode};
 use crate::parallel::{DataParallelPlan, Updates};
 use crate::runtime::checkpoint::{self, Checkpoint};
 use crate::runtime::data_parallel::probe::{address_of, agents_of, reachable, wait_for, without};
@@ -118,7 +118,7 @@ impl Run<'_> {
             Vec::new()
         };
         if lost.is_empty() && emptied.is_empty() {
-            return Err(failure);
+            return self.retry(failure, plan, options);
         }
         lost.extend(emptied.iter().cloned());
         // Variables are gone with a ps that went silent or came back empty.
@@ -161,6 +161,7 @@ impl Run<'_> {
         self.gate.restart(restored_from);
         self.gate.remap_counts(plan, &new);
         self.built = next;
+        self.session_steps = 0;
         self.ps = alive_ps;
         self.forget(&lost, &workers, progress);
         progress
@@ -192,6 +193,33 @@ impl Run<'_> {
         progress.safeguard(&self.built, restored_from)?;
         self.clock.start();
         Ok(new)
+    }
+
+    /// A step whose shortened deadline passed while every task answered (a slow step, not a
+    /// hung worker): the same plan again, the step's deadline doubled, at most
+    /// `hang.max_retries` times in a row; any other failure is returned.
+    fn retry(
+        &mut self,
+        failure: Error,
+        plan: &DataParallelPlan,
+        options: &RecoverOptions,
+    ) -> Result<DataParallelPlan> {
+        let shortened = self.contender.updates() == Updates::Sync
+            || self.contender.updates() == Updates::Adaptive;
+        if !(shortened && failure.tf_code() == Some(TfCode::DeadlineExceeded))
+            || self.deadline_retries >= options.hang.max_retries
+        {
+            return Err(failure);
+        }
+        self.deadline_retries += 1;
+        self.retried += 1;
+        log::warn!(
+            "a step passed its deadline with every task answering: retried with {}× the deadline",
+            1u32 << self.deadline_retries.min(16)
+        );
+        self.gate.restart(self.gate.totals().1);
+        self.clock.start();
+        Ok(plan.clone())
     }
 
     /// Leaves `lost` out of live re-planning; the lost `workers` are probed from now on, and

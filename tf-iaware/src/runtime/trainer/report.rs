@@ -118,6 +118,9 @@ pub struct TrainingReport {
     pub recoveries: Vec<Recovered>,
     /// Workers recoveries dropped and took back once they answered again.
     pub readmissions: Vec<Readmitted>,
+    /// Synchronous steps retried because their deadline passed while every task answered
+    /// ([`RecoverOptions::hang`](super::RecoverOptions::hang)).
+    pub deadline_retries: usize,
 }
 
 /// Synchronous step times [`TrainingReport::step_ms`] is computed from (the latest).

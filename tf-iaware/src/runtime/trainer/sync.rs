@@ -45,39 +45,39 @@ impl Run<'_> {
             let traced =
                 feedback.is_some() || self.adapter.as_ref().is_some_and(Adapter::traces_steps);
             let (_, update) = self.gate.totals();
+            let configured = self.built.session.run_timeout_ms;
+            if let Some(ms) = self.step_deadline_ms(progress) {
+                self.built.session.run_timeout_ms = ms.min(configured);
+            }
             let started = Instant::now();
-            let (loss_value, stats) = if traced {
-                // A traced step measures every replica's compute time.
-                let mut args = SessionRunArgs::new();
-                for (op, t) in &feeds {
-                    t.add_feed(&mut args, op, 0);
+            let session = &self.built.session;
+            let stepped = (|| -> Result<(f32, Option<crate::proto::StepStats>)> {
+                if traced {
+                    // A traced step measures every replica's compute time.
+                    let mut args = SessionRunArgs::new();
+                    for (op, t) in &feeds {
+                        t.add_feed(&mut args, op, 0);
+                    }
+                    args.add_target(train);
+                    let token = args.request_fetch(loss, 0);
+                    let (_, stats) = session.run_args(&mut args, true, "traced train")?;
+                    let value = args
+                        .fetch::<f32>(token)
+                        .map_err(|e| crate::tf::status::error("fetching the loss", &e))?
+                        .first()
+                        .copied()
+                        .unwrap_or(f32::NAN);
+                    Ok((value, stats))
+                } else {
+                    let value = run(session, None, &feeds, &[], &[], &[train], Some(loss))?;
+                    Ok((value.unwrap_or(f32::NAN), None))
                 }
-                args.add_target(train);
-                let token = args.request_fetch(loss, 0);
-                let (_, stats) = self
-                    .built
-                    .session
-                    .run_args(&mut args, true, "traced train")?;
-                let value = args
-                    .fetch::<f32>(token)
-                    .map_err(|e| crate::tf::status::error("fetching the loss", &e))?
-                    .first()
-                    .copied()
-                    .unwrap_or(f32::NAN);
-                (value, stats)
-            } else {
-                let value = run(
-                    &self.built.session,
-                    None,
-                    &feeds,
-                    &[],
-                    &[],
-                    &[train],
-                    Some(loss),
-                )?;
-                (value.unwrap_or(f32::NAN), None)
-            };
+            })();
+            self.built.session.run_timeout_ms = configured;
+            let (loss_value, stats) = stepped?;
             let ms = started.elapsed().as_secs_f64() * 1e3;
+            self.session_steps += 1;
+            self.deadline_retries = 0;
             if !loss_value.is_finite() {
                 return Err(Error::NonFiniteLoss {
                     step,
@@ -138,6 +138,20 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
+    /// The deadline of the next synchronous step, ms, when the run recovers from lost tasks
+    /// (`None`: the session's own): max(floor, factor × the median of the last steps), the
+    /// first-runs floor for a new session's first steps, doubled per retry.
+    fn step_deadline_ms(&self, progress: &Progress<'_>) -> Option<i64> {
+        let hang = &progress.options.recover.as_ref()?.hang;
+        let recent: Vec<f64> = self.step_ms.iter().rev().take(5).copied().collect();
+        let expected = crate::runtime::train::StepTimes::from_samples(&recent).map(|t| t.median);
+        let mut deadline = hang.deadline(expected, self.deadline_retries);
+        if self.session_steps < 2 {
+            deadline = deadline.max(hang.first_runs);
+        }
+        Some(i64::try_from(deadline.as_millis()).unwrap_or(i64::MAX))
+    }
+
     /// Keeps a synchronous step's wall time `ms` for the report and the progress callback.
     fn timed(&mut self, ms: f64, progress: &mut Progress<'_>) {
         if self.step_ms.len() == STEP_TIMES_KEPT {
@@ -181,6 +195,7 @@ impl Run<'_> {
             s.tokens.clear();
         }
         self.built = next;
+        self.session_steps = 0;
         self.current = new.clone();
         let (_, updates) = self.gate.totals();
         progress.keeper.planned(updates, &new, self.cluster, true)?;
