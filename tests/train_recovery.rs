@@ -98,6 +98,25 @@ fn train_through(
         // The connection stays on this thread.
         let report = planned.fit(&job, &options);
         done.store(true, Ordering::SeqCst);
+        // Reported, not asserted (timings): the notebook's trainer-recovery page quotes them.
+        if let Ok(r) = &report {
+            for x in &r.recoveries {
+                eprintln!(
+                    "{strategy}: recovered at update {} from losing {:?} in {:.2} s, from update {} ({} redone)",
+                    x.update, x.lost, x.seconds, x.restored_from, x.redone
+                );
+            }
+            for x in &r.readmissions {
+                eprintln!(
+                    "{strategy}: took back {:?} at update {} in {:.2} s",
+                    x.workers, x.update, x.seconds
+                );
+            }
+            eprintln!(
+                "{strategy}: {} updates in {:.1} s of training, {} deadline retries",
+                r.updates, r.train_seconds, r.deadline_retries
+            );
+        }
         shared.1.notify_all();
         report
     })

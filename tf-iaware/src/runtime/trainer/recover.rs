@@ -160,7 +160,15 @@ impl Run<'_> {
         };
         self.gate.restart(restored_from);
         self.gate.remap_counts(plan, &new);
-        self.built = next;
+        // Closing a session whose tasks are gone blocks until its operation timeout (a minute
+        // on a TF_CONFIG cluster): the old one closes on a thread beside training.
+        let old = std::mem::replace(&mut self.built, next);
+        if let Err(e) = std::thread::Builder::new()
+            .name("tf-iaware-close".into())
+            .spawn(move || drop(old))
+        {
+            log::warn!("closing the failed plan's session here (no thread: {e})");
+        }
         self.session_steps = 0;
         self.ps = alive_ps;
         self.forget(&lost, &workers, progress);
