@@ -10,8 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::build::{build, Built};
+use super::build::Built;
 use super::progress::AGENT_TIMEOUT;
+use super::report::shares;
 use super::report::{Readmitted, Recovered};
 use super::{Progress, RecoverOptions, Run};
 use crate::cluster::tf_config::TfConfig;
@@ -143,15 +144,7 @@ impl Run<'_> {
         let current = (!ps_state_lost)
             .then(|| checkpoint::save(&self.built.session, &self.built.state, update as usize))
             .and_then(|r| r.ok());
-        let next = build(
-            self.job,
-            &new,
-            self.contender.updates(),
-            self.cluster,
-            &self.config,
-            self.tag,
-            progress.options.own_masters.as_ref(),
-        )?;
+        let next = self.build_for(&new, progress)?;
         let init = next.session.op(&self.job.workload.sidecar.init, "init")?;
         next.session.run(&[], &[init], &[], false)?;
         let Some(restored_from) = self.restore_into(&next, current.as_ref(), update, progress)?
@@ -181,11 +174,7 @@ impl Run<'_> {
             error: failure.to_string(),
             restored_from,
             redone: update - restored_from,
-            shares: new
-                .replicas
-                .iter()
-                .map(|r| (r.device.clone(), r.batch))
-                .collect(),
+            shares: shares(&new),
             seconds: started.elapsed().as_secs_f64(),
         };
         log::warn!(
@@ -296,11 +285,7 @@ impl Run<'_> {
         let readmitted = Readmitted {
             update,
             workers: back,
-            shares: new
-                .replicas
-                .iter()
-                .map(|r| (r.device.clone(), r.batch))
-                .collect(),
+            shares: shares(&new),
             seconds: started.elapsed().as_secs_f64(),
         };
         log::info!(

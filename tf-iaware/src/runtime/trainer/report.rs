@@ -186,3 +186,11 @@ pub struct Readmitted {
     /// Seconds the switch took (re-planning, building, moving the variables).
     pub seconds: f64,
 }
+
+/// `plan`'s shares, (worker, samples), as the report lists them.
+pub(super) fn shares(plan: &DataParallelPlan) -> Vec<(String, usize)> {
+    plan.replicas
+        .iter()
+        .map(|r| (r.device.clone(), r.batch))
+        .collect()
+}

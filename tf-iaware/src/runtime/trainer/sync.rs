@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tensorflow::SessionRunArgs;
 
-use super::build::{build, run};
+use super::build::{build, run, Built};
 use super::{Feedback, Progress, Run, STEP_TIMES_KEPT};
 use crate::error::{Error, Result};
 use crate::parallel::noise::{decide_resize, ResizeDecision};
@@ -161,6 +161,26 @@ impl Run<'_> {
         progress.step_ms = Some(ms);
     }
 
+    /// The graph of `plan` for this run's strategy, placed and in a session of its own.
+    ///
+    /// # Errors
+    /// Errors of replicating, placing and opening the session.
+    pub(super) fn build_for(
+        &self,
+        plan: &DataParallelPlan,
+        progress: &Progress<'_>,
+    ) -> Result<Built> {
+        build(
+            self.job,
+            plan,
+            self.contender.updates(),
+            self.cluster,
+            &self.config,
+            self.tag,
+            progress.options.own_masters.as_ref(),
+        )
+    }
+
     /// Moves training from `plan` to `new` (re-sized, re-planned or grown) between two steps: the
     /// variables are read from the ps into a checkpoint and restored into a graph with the new
     /// shares (a session of its own); workers the new shares leave out get no replica (an empty
@@ -177,15 +197,7 @@ impl Run<'_> {
             ..new
         };
         let checkpoint = checkpoint::save(&self.built.session, &self.built.state, step)?;
-        let next = build(
-            self.job,
-            &new,
-            self.contender.updates(),
-            self.cluster,
-            &self.config,
-            self.tag,
-            progress.options.own_masters.as_ref(),
-        )?;
+        let next = self.build_for(&new, progress)?;
         checkpoint::restore(&next.session, &next.state, &checkpoint)?;
         self.gate.remap_counts(&plan, &new);
         {
