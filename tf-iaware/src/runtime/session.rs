@@ -180,6 +180,22 @@ impl PlacedSession {
         trace: bool,
         describe: &str,
     ) -> Result<(Duration, Option<StepStats>)> {
+        self.run_args_within(sibling, args, trace, describe, self.run_timeout_ms)
+    }
+
+    /// As [`PlacedSession::run_args_on`], under a deadline of `timeout_ms` instead of the
+    /// session's.
+    ///
+    /// # Errors
+    /// As [`PlacedSession::run_args_on`].
+    pub(crate) fn run_args_within(
+        &self,
+        sibling: Option<usize>,
+        args: &mut SessionRunArgs<'_>,
+        trace: bool,
+        describe: &str,
+        timeout_ms: i64,
+    ) -> Result<(Duration, Option<StepStats>)> {
         let session = match sibling {
             None => &self.session,
             Some(k) => self.siblings.get(k).ok_or_else(|| Error::InvalidArgument {
@@ -189,7 +205,7 @@ impl PlacedSession {
         };
         let options = RunOptions {
             trace_level: if trace { RunOptions::FULL_TRACE } else { 0 },
-            timeout_in_ms: self.run_timeout_ms,
+            timeout_in_ms: timeout_ms,
         };
         args.set_run_options(&options.encode_to_vec());
         args.set_request_metadata(trace);

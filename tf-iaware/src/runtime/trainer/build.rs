@@ -192,11 +192,20 @@ fn own_master<'a>(tf_config: &'a TfConfig, device: &str) -> Result<&'a str> {
     })
 }
 
+/// Where and under which deadline [`run`] runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Master {
+    /// Sibling session of a replica's own master (`None`: the session's own).
+    pub sibling: Option<usize>,
+    /// Deadline of the run, ms (`None`: the session's).
+    pub deadline_ms: Option<i64>,
+}
+
 /// Runs `targets` with `feeds` and the scalar feeds `int_feeds`/`int32_feeds`, fetching output 0
-/// of `fetch` (a scalar loss) — on replica master `on` (`None`: the session's own).
+/// of `fetch` (a scalar loss) — on the master and under the deadline `on` names.
 pub(super) fn run(
     session: &PlacedSession,
-    on: Option<usize>,
+    on: Master,
     feeds: &[(Operation, FeedTensor)],
     int_feeds: &[(&Operation, &Tensor<i64>)],
     int32_feeds: &[(&Operation, &Tensor<i32>)],
@@ -222,7 +231,8 @@ pub(super) fn run(
         .map(|o| o.name().unwrap_or_default())
         .collect::<Vec<_>>()
         .join(", ");
-    session.run_args_on(on, &mut args, false, &describe)?;
+    let timeout = on.deadline_ms.unwrap_or(session.run_timeout_ms);
+    session.run_args_within(on.sibling, &mut args, false, &describe, timeout)?;
     token
         .map(|t| {
             args.fetch::<f32>(t)

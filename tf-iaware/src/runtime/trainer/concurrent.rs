@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use tensorflow::Tensor;
 
-use super::build::{run, Built, Targets};
+use super::build::{run, Built, Master, Targets};
 use super::gate::Gate;
+use super::sync::paced_deadline_ms;
 use super::{Progress, Run};
 use crate::data::{Dataset, InputSpec, Sampler};
 use crate::error::{Error, Result};
 use crate::parallel::{DataParallelPlan, Updates};
+use crate::runtime::liveness::HangDetection;
 
 impl Run<'_> {
     /// Workers stepping on their own shares of `plan` until a bound, the target or `until`
@@ -37,6 +39,11 @@ impl Run<'_> {
         let read = gate.lock().samples.clone();
         let starts = progress.keeper.phase_started(plan, &read);
         let updates = self.contender.updates();
+        let pace = progress
+            .options
+            .recover
+            .as_ref()
+            .map(|r| (&r.hang, self.deadline_retries));
         let clock = &mut self.clock;
         let result = std::thread::scope(|scope| -> Result<bool> {
             for (k, replica) in plan.replicas.iter().enumerate() {
@@ -49,6 +56,7 @@ impl Run<'_> {
                     seed: seed.wrapping_add(1 + k as u64),
                     start: starts[k],
                     gate,
+                    pace,
                 };
                 scope.spawn(move || {
                     if let Err(e) = worker.run() {
@@ -82,6 +90,8 @@ struct Worker<'a> {
     /// Samples this worker's stream handed out before (a resumed run's).
     start: u64,
     gate: &'a Gate,
+    /// Deadlines of its steps from their pace, and retries so far (a recovering run).
+    pace: Option<(&'a HangDetection, u32)>,
 }
 
 impl Worker<'_> {
@@ -93,6 +103,8 @@ impl Worker<'_> {
         let backup = matches!(built.targets, Targets::Backup { .. });
         // A backup worker's first gradient is of step 0; each later one needs a token.
         let mut first = true;
+        // Wall times of its last steps, ms, and how many it ran.
+        let (mut recent, mut stepped) = (std::collections::VecDeque::new(), 0usize);
         loop {
             // The batch is read before the step is admitted: input preparation overlaps.
             let batch = self.data.rows(&sampler.take(self.share), self.specs)?;
@@ -116,10 +128,17 @@ impl Worker<'_> {
                 }
             };
             first = false;
+            let deadline_ms = self.pace.map(|(hang, retries)| {
+                paced_deadline_ms(hang, recent.make_contiguous(), stepped, retries)
+            });
+            let started = std::time::Instant::now();
             let outcome = match &built.targets {
                 Targets::Async { train, loss } => run(
                     &built.session,
-                    built.masters[k],
+                    Master {
+                        sibling: built.masters[k],
+                        deadline_ms,
+                    },
                     &feeds,
                     &[],
                     &[],
@@ -138,7 +157,10 @@ impl Worker<'_> {
                     .and_then(|tag| {
                         run(
                             &built.session,
-                            None,
+                            Master {
+                                sibling: None,
+                                deadline_ms,
+                            },
                             &feeds,
                             &[(&local_step[k], &tag)],
                             &[],
@@ -148,6 +170,13 @@ impl Worker<'_> {
                     }),
                 Targets::Sync => Ok(None),
             };
+            if outcome.is_ok() {
+                if recent.len() == 5 {
+                    recent.pop_front();
+                }
+                recent.push_back(started.elapsed().as_secs_f64() * 1e3);
+                stepped += 1;
+            }
             let mut s = gate.lock();
             s.in_flight -= 1;
             match outcome {
@@ -218,7 +247,7 @@ fn coordinate(
             Some((train, num_required, n)) => {
                 run(
                     &built.session,
-                    None,
+                    Master::default(),
                     &[],
                     &[],
                     &[(num_required, n)],

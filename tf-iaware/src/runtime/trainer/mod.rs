@@ -213,6 +213,7 @@ pub fn train(
         session_steps: 0,
         deadline_retries: 0,
         retried: 0,
+        retried_at: 0,
     };
     let startup_seconds = started.elapsed().as_secs_f64();
     let first_plan = plan.clone();
@@ -310,6 +311,8 @@ struct Run<'a> {
     deadline_retries: u32,
     /// Every such retry in the run.
     retried: usize,
+    /// Updates applied at the last such retry.
+    retried_at: u64,
 }
 
 impl Run<'_> {

@@ -23,6 +23,9 @@ use crate::runtime::checkpoint::{self, Checkpoint};
 use crate::runtime::data_parallel::probe::{address_of, agents_of, reachable, wait_for, without};
 use crate::runtime::liveness::healthz;
 
+/// Updates after which a deadline retry no longer counts as "in a row".
+const RETRY_RESET_UPDATES: u64 = 10;
+
 /// Which tasks answer after a failure.
 struct Probed {
     alive_workers: Vec<String>,
@@ -192,8 +195,8 @@ impl Run<'_> {
         Ok(new)
     }
 
-    /// A step whose shortened deadline passed while every task answered (a slow step, not a
-    /// hung worker): the same plan again, the step's deadline doubled, at most
+    /// A step whose paced deadline passed while every task answered (a slow step, not a hung
+    /// worker): the same plan again, the steps' deadlines doubled, at most
     /// `hang.max_retries` times in a row; any other failure is returned.
     fn retry(
         &mut self,
@@ -201,9 +204,16 @@ impl Run<'_> {
         plan: &DataParallelPlan,
         options: &RecoverOptions,
     ) -> Result<DataParallelPlan> {
-        let shortened = self.contender.updates() == Updates::Sync
-            || self.contender.updates() == Updates::Adaptive;
-        if !(shortened && failure.tf_code() == Some(TfCode::DeadlineExceeded))
+        // Every step of a recovering run has a paced deadline (synchronous, asynchronous and
+        // backup workers' alike).
+        let (_, updates) = self.gate.totals();
+        // Retries count in a row: steps that went through since the last one start the count
+        // again (asynchronous workers' steps do not reset it one by one).
+        if updates > self.retried_at + RETRY_RESET_UPDATES {
+            self.deadline_retries = 0;
+        }
+        self.retried_at = updates;
+        if failure.tf_code() != Some(TfCode::DeadlineExceeded)
             || self.deadline_retries >= options.hang.max_retries
         {
             return Err(failure);

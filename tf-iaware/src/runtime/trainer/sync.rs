@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tensorflow::SessionRunArgs;
 
-use super::build::{build, run, Built};
+use super::build::{build, run, Built, Master};
 use super::{Feedback, Progress, Run, STEP_TIMES_KEPT};
 use crate::error::{Error, Result};
 use crate::parallel::noise::{decide_resize, ResizeDecision};
@@ -15,6 +15,7 @@ use crate::parallel::DataParallelPlan;
 use crate::runtime::adapt::Adapter;
 use crate::runtime::checkpoint;
 use crate::runtime::data_parallel::replica_spans_ms;
+use crate::runtime::liveness::HangDetection;
 
 impl Run<'_> {
     /// Synchronous steps of `plan` until a bound, the target or `until` training seconds;
@@ -69,7 +70,15 @@ impl Run<'_> {
                         .unwrap_or(f32::NAN);
                     Ok((value, stats))
                 } else {
-                    let value = run(session, None, &feeds, &[], &[], &[train], Some(loss))?;
+                    let value = run(
+                        session,
+                        Master::default(),
+                        &feeds,
+                        &[],
+                        &[],
+                        &[train],
+                        Some(loss),
+                    )?;
                     Ok((value.unwrap_or(f32::NAN), None))
                 }
             })();
@@ -139,17 +148,16 @@ impl Run<'_> {
 
 impl Run<'_> {
     /// The deadline of the next synchronous step, ms, when the run recovers from lost tasks
-    /// (`None`: the session's own): max(floor, factor × the median of the last steps), the
-    /// first-runs floor for a new session's first steps, doubled per retry.
+    /// (`None`: the session's own): [`paced_deadline_ms`] of the last steps.
     fn step_deadline_ms(&self, progress: &Progress<'_>) -> Option<i64> {
         let hang = &progress.options.recover.as_ref()?.hang;
         let recent: Vec<f64> = self.step_ms.iter().rev().take(5).copied().collect();
-        let expected = crate::runtime::train::StepTimes::from_samples(&recent).map(|t| t.median);
-        let mut deadline = hang.deadline(expected, self.deadline_retries);
-        if self.session_steps < 2 {
-            deadline = deadline.max(hang.first_runs);
-        }
-        Some(i64::try_from(deadline.as_millis()).unwrap_or(i64::MAX))
+        Some(paced_deadline_ms(
+            hang,
+            &recent,
+            self.session_steps,
+            self.deadline_retries,
+        ))
     }
 
     /// Keeps a synchronous step's wall time `ms` for the report and the progress callback.
@@ -213,6 +221,23 @@ impl Run<'_> {
         progress.keeper.planned(updates, &new, self.cluster, true)?;
         Ok(new)
     }
+}
+
+/// A step's deadline from the pace of the steps before it, ms: max(floor, factor × the median
+/// of `recent` step times), at least `first_runs` for a session's first two steps, doubled per
+/// retry (`hang`'s figures).
+pub(super) fn paced_deadline_ms(
+    hang: &HangDetection,
+    recent: &[f64],
+    session_steps: usize,
+    retries: u32,
+) -> i64 {
+    let expected = crate::runtime::train::StepTimes::from_samples(recent).map(|t| t.median);
+    let mut deadline = hang.deadline(expected, retries);
+    if session_steps < 2 {
+        deadline = deadline.max(hang.first_runs);
+    }
+    i64::try_from(deadline.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// LB-BSP's feedback, robust to measurement noise: each replica's throughput from its compute
