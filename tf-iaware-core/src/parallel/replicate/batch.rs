@@ -199,41 +199,48 @@ impl SyntheticInput {
         (handle, assign)
     }
 
-    /// One-hot rows of random classes (the last dimension is the number of classes).
-    fn one_hot_rows(&self, added: &mut Vec<NodeDef>) -> String {
-        let (base, dims) = (&self.base, &self.dims);
-        let float = attr::dtype(self.dtype);
-        let int32 = attr::dtype(DT_INT32);
-        let classes = *dims.last().unwrap_or(&1);
-        let constant = |name: &str, dtype: &Vec<u8>, value: Vec<u8>| {
-            attr::node(
-                &format!("{base}/{name}"),
-                "Const",
-                vec![],
-                vec![("dtype", dtype.clone()), ("value", value)],
-            )
-        };
-        let rows = &dims[..dims.len() - 1];
-        added.push(constant("rows", &int32, attr::int32_vector(rows)));
-        added.push(constant("zero", &int32, attr::int32_scalar(0)));
-        added.push(constant("classes", &int32, attr::int32_scalar(classes)));
-        added.push(attr::node(
-            &format!("{base}/labels"),
+    /// A constant `{base}/{name}` of type `dtype` holding `value` (a `tensor` attribute).
+    fn constant(&self, name: &str, dtype: i32, value: Vec<u8>) -> NodeDef {
+        attr::node(
+            &format!("{}/{name}", self.base),
+            "Const",
+            vec![],
+            vec![("dtype", attr::dtype(dtype)), ("value", value)],
+        )
+    }
+
+    /// `{base}/{name}`: integers of type `dtype` drawn uniformly from [`{base}/{low}`,
+    /// `{base}/{high}`) in the shape `{base}/{shape}` holds.
+    fn random_ints(&self, name: &str, [shape, low, high]: [&str; 3], dtype: i32) -> NodeDef {
+        let base = &self.base;
+        attr::node(
+            &format!("{base}/{name}"),
             "RandomUniformInt",
             vec![
-                format!("{base}/rows"),
-                format!("{base}/zero"),
-                format!("{base}/classes"),
+                format!("{base}/{shape}"),
+                format!("{base}/{low}"),
+                format!("{base}/{high}"),
             ],
             vec![
-                ("T", int32.clone()),
-                ("Tout", int32.clone()),
+                ("T", attr::dtype(DT_INT32)),
+                ("Tout", attr::dtype(dtype)),
                 ("seed", attr::int(self.seed)),
                 ("seed2", attr::int(7)),
             ],
-        ));
-        added.push(constant("on", &float, attr::float_scalar(self.dtype, 1.0)));
-        added.push(constant("off", &float, attr::float_scalar(self.dtype, 0.0)));
+        )
+    }
+
+    /// One-hot rows of random classes (the last dimension is the number of classes).
+    fn one_hot_rows(&self, added: &mut Vec<NodeDef>) -> String {
+        let (base, dims) = (&self.base, &self.dims);
+        let classes = *dims.last().unwrap_or(&1);
+        let rows = &dims[..dims.len() - 1];
+        added.push(self.constant("rows", DT_INT32, attr::int32_vector(rows)));
+        added.push(self.constant("zero", DT_INT32, attr::int32_scalar(0)));
+        added.push(self.constant("classes", DT_INT32, attr::int32_scalar(classes)));
+        added.push(self.random_ints("labels", ["rows", "zero", "classes"], DT_INT32));
+        added.push(self.constant("on", self.dtype, attr::float_scalar(self.dtype, 1.0)));
+        added.push(self.constant("off", self.dtype, attr::float_scalar(self.dtype, 0.0)));
         let value = format!("{base}/value");
         added.push(attr::node(
             &value,
@@ -244,90 +251,42 @@ impl SyntheticInput {
                 format!("{base}/on"),
                 format!("{base}/off"),
             ],
-            vec![("T", float), ("TI", int32), ("axis", attr::int(-1))],
+            vec![
+                ("T", attr::dtype(self.dtype)),
+                ("TI", attr::dtype(DT_INT32)),
+                ("axis", attr::int(-1)),
+            ],
         ));
         value
     }
 
     /// Classes 0 and 1 of the input's integer type.
     fn classes(&self, added: &mut Vec<NodeDef>) -> String {
-        let base = &self.base;
-        let (int, int32) = (attr::dtype(self.dtype), attr::dtype(DT_INT32));
-        added.push(attr::node(
-            &format!("{base}/shape"),
-            "Const",
-            vec![],
-            vec![
-                ("dtype", int32.clone()),
-                ("value", attr::int32_vector(&self.dims)),
-            ],
-        ));
-        for (name, v) in [("low", 0), ("high", 2)] {
-            added.push(attr::node(
-                &format!("{base}/{name}"),
-                "Const",
-                vec![],
-                vec![
-                    ("dtype", int.clone()),
-                    ("value", attr::int_scalar(self.dtype, v)),
-                ],
-            ));
-        }
-        let value = format!("{base}/value");
-        added.push(attr::node(
-            &value,
-            "RandomUniformInt",
-            vec![
-                format!("{base}/shape"),
-                format!("{base}/low"),
-                format!("{base}/high"),
-            ],
-            vec![
-                ("T", int32),
-                ("Tout", int),
-                ("seed", attr::int(self.seed)),
-                ("seed2", attr::int(7)),
-            ],
-        ));
-        value
+        added.push(self.constant("shape", DT_INT32, attr::int32_vector(&self.dims)));
+        added.push(self.constant("low", self.dtype, attr::int_scalar(self.dtype, 0)));
+        added.push(self.constant("high", self.dtype, attr::int_scalar(self.dtype, 2)));
+        added.push(self.random_ints("value", ["shape", "low", "high"], self.dtype));
+        format!("{}/value", self.base)
     }
 
     /// Uniform noise in [-1, 1).
     fn uniform(&self, added: &mut Vec<NodeDef>) -> String {
         let base = &self.base;
         let float = attr::dtype(self.dtype);
-        let int32 = attr::dtype(DT_INT32);
-        added.push(attr::node(
-            &format!("{base}/shape"),
-            "Const",
-            vec![],
-            vec![
-                ("dtype", int32.clone()),
-                ("value", attr::int32_vector(&self.dims)),
-            ],
-        ));
+        added.push(self.constant("shape", DT_INT32, attr::int32_vector(&self.dims)));
         added.push(attr::node(
             &format!("{base}/uniform"),
             "RandomUniform",
             vec![format!("{base}/shape")],
             vec![
-                ("T", int32),
+                ("T", attr::dtype(DT_INT32)),
                 ("dtype", float.clone()),
                 ("seed", attr::int(self.seed)),
                 ("seed2", attr::int(7)),
             ],
         ));
-        for (name, v) in [("two", 2.0), ("one", 1.0)] {
-            added.push(attr::node(
-                &format!("{base}/{name}"),
-                "Const",
-                vec![],
-                vec![
-                    ("dtype", float.clone()),
-                    ("value", attr::float_scalar(self.dtype, v)),
-                ],
-            ));
-        }
+        added.push(self.constant("two", self.dtype, attr::float_scalar(self.dtype, 2.0)));
+        added.push(self.constant("one", self.dtype, attr::float_scalar(self.dtype, 1.0)));
         added.push(attr::node(
             &format!("{base}/scaled"),
             "Mul",
