@@ -185,9 +185,9 @@ fn a_lost_worker_is_re_planned_around_and_every_update_is_applied() {
             .iter()
             .all(|p| !p.device.contains("task:2")));
         assert!(report.loss_last.is_some_and(f32::is_finite), "{strategy}");
-        // It still learns: held-out accuracy above chance (two classes).
+        // It still learns: held-out accuracy above chance (four classes: 0.25), as tests/trainer.rs.
         assert!(
-            report.final_metric.is_some_and(|a| a > 0.6),
+            report.final_metric.is_some_and(|a| a > 0.4),
             "{strategy}: {:?}",
             report.final_metric
         );
@@ -223,7 +223,7 @@ fn a_restarted_ps_is_waited_for_and_training_goes_on_from_the_drivers_copy() {
     // The ps's variables were gone: back to the latest copy, at most 10 updates old.
     assert!(r.restored_from <= r.update && r.redone <= 10, "{r:?}");
     assert!(r.restored_from >= 30, "{r:?}");
-    assert!(report.final_metric.is_some_and(|a| a > 0.6));
+    assert!(report.final_metric.is_some_and(|a| a > 0.4));
 }
 
 #[test]
@@ -284,6 +284,18 @@ fn a_lost_worker_that_comes_back_is_taken_back() {
                 60,
                 Box::new(|c: &mut EmulatedCluster| c.restart_worker(2).unwrap()),
             ),
+            // The trainer held twice after the restart (a probe that was in flight ends during
+            // the first hold, the next one runs during the second): the probe beside training
+            // finds the worker back before the remaining updates are done, however fast this
+            // machine steps.
+            (
+                61,
+                Box::new(|_: &mut EmulatedCluster| std::thread::sleep(Duration::from_secs(3))),
+            ),
+            (
+                62,
+                Box::new(|_: &mut EmulatedCluster| std::thread::sleep(Duration::from_secs(3))),
+            ),
         ],
     )
     .unwrap();
@@ -295,5 +307,5 @@ fn a_lost_worker_that_comes_back_is_taken_back() {
     assert!(back.workers[0].contains("task:2"), "{back:?}");
     assert_eq!(back.shares.len(), 3, "{back:?}");
     assert_eq!(report.plan.replicas.len(), 3, "{:?}", report.plan);
-    assert!(report.final_metric.is_some_and(|a| a > 0.6));
+    assert!(report.final_metric.is_some_and(|a| a > 0.4));
 }
