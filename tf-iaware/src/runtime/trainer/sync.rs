@@ -46,44 +46,36 @@ impl Run<'_> {
             let traced =
                 feedback.is_some() || self.adapter.as_ref().is_some_and(Adapter::traces_steps);
             let (_, update) = self.gate.totals();
-            let configured = self.built.session.run_timeout_ms;
-            if let Some(ms) = self.step_deadline_ms(progress) {
-                self.built.session.run_timeout_ms = ms.min(configured);
-            }
-            let started = Instant::now();
             let session = &self.built.session;
-            let stepped = (|| -> Result<(f32, Option<crate::proto::StepStats>)> {
-                if traced {
-                    // A traced step measures every replica's compute time.
-                    let mut args = SessionRunArgs::new();
-                    for (op, t) in &feeds {
-                        t.add_feed(&mut args, op, 0);
-                    }
-                    args.add_target(train);
-                    let token = args.request_fetch(loss, 0);
-                    let (_, stats) = session.run_args(&mut args, true, "traced train")?;
-                    let value = args
-                        .fetch::<f32>(token)
-                        .map_err(|e| crate::tf::status::error("fetching the loss", &e))?
-                        .first()
-                        .copied()
-                        .unwrap_or(f32::NAN);
-                    Ok((value, stats))
-                } else {
-                    let value = run(
-                        session,
-                        Master::default(),
-                        &feeds,
-                        &[],
-                        &[],
-                        &[train],
-                        Some(loss),
-                    )?;
-                    Ok((value.unwrap_or(f32::NAN), None))
+            let timeout_ms = self
+                .step_deadline_ms(progress)
+                .map_or(session.run_timeout_ms, |ms| ms.min(session.run_timeout_ms));
+            let started = Instant::now();
+            let (loss_value, stats) = if traced {
+                // A traced step measures every replica's compute time.
+                let mut args = SessionRunArgs::new();
+                for (op, t) in &feeds {
+                    t.add_feed(&mut args, op, 0);
                 }
-            })();
-            self.built.session.run_timeout_ms = configured;
-            let (loss_value, stats) = stepped?;
+                args.add_target(train);
+                let token = args.request_fetch(loss, 0);
+                let (_, stats) =
+                    session.run_args_within(None, &mut args, true, "traced train", timeout_ms)?;
+                let value = args
+                    .fetch::<f32>(token)
+                    .map_err(|e| crate::tf::status::error("fetching the loss", &e))?
+                    .first()
+                    .copied()
+                    .unwrap_or(f32::NAN);
+                (value, stats)
+            } else {
+                let on = Master {
+                    sibling: None,
+                    deadline_ms: Some(timeout_ms),
+                };
+                let value = run(session, on, &feeds, &[], &[], &[train], Some(loss))?;
+                (value.unwrap_or(f32::NAN), None)
+            };
             let ms = started.elapsed().as_secs_f64() * 1e3;
             self.session_steps += 1;
             self.deadline_retries = 0;
