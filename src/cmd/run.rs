@@ -210,15 +210,16 @@ fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -
     })?;
     for rec in &report.recoveries {
         log::warn!(
-            "recovered from losing {:?} ({:?}) at step {}: {}",
+            "recovered from losing {:?} at update {}: {}",
             rec.lost,
-            rec.kind,
-            rec.step,
-            rec.restored_from
-                .map_or("went on from the ps".into(), |c| format!(
-                    "restored the checkpoint of step {c}, {} steps redone",
-                    rec.redone_steps
-                ))
+            rec.update,
+            match rec.redone {
+                0 => "went on from the variables on the ps".to_string(),
+                n => format!(
+                    "restored the copy of update {}, {n} updates redone",
+                    rec.restored_from
+                ),
+            }
         );
     }
     let train = &report.train;

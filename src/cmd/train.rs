@@ -164,6 +164,7 @@ pub fn run(args: &Args) -> Result<()> {
             max_recoveries: args.max_recoveries,
             ..RecoverOptions::default()
         }),
+        trace_last: false,
     };
     options.validate()?;
     let connection = common::connect(&args.cluster)?;

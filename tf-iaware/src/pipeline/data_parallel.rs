@@ -6,6 +6,8 @@
 //! ([`DataParallel::train`]). The model is any training graph with its sidecar
 //! ([`Workload::graph`], replicated by [`parallel::replicate`]) or a zoo model by name.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -18,9 +20,13 @@ use crate::parallel::{
 };
 use crate::runtime::adapt::{MetricsSource, Replanning};
 use crate::runtime::calibrate::{self, CalibrateOptions};
-use crate::runtime::data_parallel::{self, Recovery, RecoveryOptions};
+use crate::runtime::data_parallel;
 use crate::runtime::replicated::Workload;
-use crate::runtime::trainer::{self, Contender, Feedback, Job, TrainingOptions, TrainingReport};
+use crate::runtime::train::{StepTimes, MAX_STEPS};
+use crate::runtime::trainer::{
+    self, Contender, Feedback, Job, OnProgress, RecoverOptions, Recovered, TracedStep,
+    TrainingOptions, TrainingReport,
+};
 use crate::runtime::TrainReport;
 
 use super::connection::Connection;
@@ -104,13 +110,16 @@ pub struct DataParallelReport {
     #[serde(flatten)]
     pub train: TrainReport,
     /// Lost tasks recovered from (empty without faults or without checkpoints).
-    pub recoveries: Vec<Recovery>,
+    pub recoveries: Vec<Recovered>,
     /// Steps run in all, those redone after restoring a checkpoint included.
     pub steps_run: usize,
-    /// Wall time of each checkpoint, ms.
+    /// Wall time of each in-memory checkpoint of the variables, ms.
     pub checkpoint_ms: Vec<f64>,
     /// Size of a checkpoint, bytes.
     pub checkpoint_bytes: usize,
+    /// The trainer's own report of the run.
+    #[serde(skip)]
+    pub fit: TrainingReport,
 }
 
 impl Connection {
@@ -283,98 +292,156 @@ impl DataParallel<'_> {
         }
     }
 
-    /// Trains the plan with synthetic batches: with checkpoints (`options.checkpoint_every > 0`,
-    /// TF_CONFIG clusters) a lost task is re-planned around ([`DataParallel::replan`]) and
-    /// training goes on from the latest checkpoint, each global step counted once.
+    /// Times synchronous steps of the plan on synthetic batches that live on the workers
+    /// ([`Job::synthetic`]), through the same trainer as [`DataParallel::fit`]: `warmup` untimed
+    /// steps, then `steps` timed ones, the last traced when `trace_last` asks. With
+    /// `checkpoint_every > 0` (TF_CONFIG clusters) the run recovers from lost tasks
+    /// ([`TrainingOptions::recover`]): a lost worker is re-planned around, a lost ps waited
+    /// for or re-planned around, and training goes on from the driver's latest copy of the
+    /// variables, each global step counted once.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for checkpoints on a cluster without TF_CONFIG, or zero steps;
-    /// [`Error::TensorFlow`] if a step fails and cannot be recovered from;
-    /// [`Error::Unrecoverable`] when every worker (or every ps) is lost.
+    /// [`Error::InvalidArgument`] for an asynchronous strategy (its steps have no common time:
+    /// train it with [`DataParallel::fit`]), checkpoints on a cluster without TF_CONFIG, or
+    /// steps out of range; as [`DataParallel::fit`].
     pub fn train(&self, options: &TrainOptions) -> Result<DataParallelReport> {
         let c = self.connection;
         if self.strategy.updates() != Updates::Sync {
             return Err(Error::InvalidArgument {
                 what: format!("strategy `{}`", self.strategy),
                 reason: "timed synthetic steps are synchronous; train it with DataParallel::fit \
-                         (data::Synthetic gives synthetic rows)"
+                         (Job::synthetic gives synthetic batches)"
                     .into(),
             });
         }
-        let (cluster, config) = (c.cluster(), c.session_config());
-        let report = |train, plan, recoveries, steps_run, checkpoint_ms, checkpoint_bytes| {
-            DataParallelReport {
-                strategy: self.plan.strategy.clone(),
-                model: self.workload.name().to_string(),
-                global_batch: self.global_batch,
-                plan,
-                calibration: self.calibration.clone(),
-                train,
-                recoveries,
-                steps_run,
-                checkpoint_ms,
-                checkpoint_bytes,
+        let total = options.warmup + options.steps;
+        if options.steps == 0 || total > MAX_STEPS {
+            return Err(Error::InvalidArgument {
+                what: "steps".into(),
+                reason: format!(
+                    "{} timed and {} warm-up steps: timed steps must be 1 to {MAX_STEPS} in all",
+                    options.steps, options.warmup
+                ),
+            });
+        }
+        let recover = match options.checkpoint_every {
+            0 => None,
+            every => {
+                c.tf_config().ok_or_else(|| Error::InvalidArgument {
+                    what: "checkpoint interval".into(),
+                    reason: format!(
+                        "recovering from lost tasks needs a TF_CONFIG cluster (tf-config, \
+                         emulated:…); `{}` is not one — use 0 (no checkpoints)",
+                        c.spec()
+                    ),
+                })?;
+                Some(RecoverOptions {
+                    max_recoveries: options.max_recoveries,
+                    every_updates: every as u64,
+                    ps_wait: Duration::from_millis(
+                        c.session_config().operation_timeout_ms.max(1_000) as u64,
+                    ),
+                    ..RecoverOptions::default()
+                })
             }
         };
-        if options.checkpoint_every == 0 {
-            let train = data_parallel::train(
-                &self.workload,
-                &self.plan,
-                cluster,
-                config,
-                options.steps,
-                options.warmup,
-                options.seed,
-            )?;
-            let steps_run = options.warmup + options.steps;
-            return Ok(report(
-                train,
-                self.plan.clone(),
-                Vec::new(),
-                steps_run,
-                Vec::new(),
-                0,
-            ));
-        }
-        let tf_config = c.tf_config().ok_or_else(|| Error::InvalidArgument {
-            what: "checkpoint interval".into(),
-            reason: format!(
-                "recovering from lost tasks needs a TF_CONFIG cluster (tf-config, emulated:…); \
-                 `{}` is not one — use 0 (no checkpoints)",
-                c.spec()
-            ),
-        })?;
-        let recovery = RecoveryOptions {
-            max_recoveries: options.max_recoveries,
-            checkpoint_every: options.checkpoint_every,
-            ps_wait: Duration::from_millis(config.operation_timeout_ms.max(1_000) as u64),
-            trace_last: options.trace_last,
-            seed: options.seed,
-            ..RecoveryOptions::default()
-        };
-        let job = data_parallel::Recovering {
-            workload: self.workload.clone(),
-            cluster,
-            config,
-            tf_config,
-            options: recovery,
-        };
-        let r = data_parallel::train_recovering(
+        // Enough rows that no share reads one twice in a step.
+        let job = Job::synthetic(&self.workload, self.global_batch.max(1) * 16, options.seed)?;
+        let steps = Arc::new(Mutex::new(StepLog::default()));
+        let log = steps.clone();
+        let fitted = self.fit(
             &job,
-            self.plan.clone(),
-            options.warmup + options.steps,
-            |alive, alive_ps| self.replan(alive, alive_ps),
-            |_| {},
+            &TrainingOptions {
+                steps: Some(total as u64),
+                epochs: None,
+                seed: options.seed,
+                progress: Some(OnProgress::every_step(move |p| {
+                    let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+                    log.run += 1;
+                    log.by_update
+                        .insert(p.updates, (p.step_ms.unwrap_or(f64::NAN), p.loss));
+                })),
+                recover,
+                trace_last: options.trace_last,
+                ..TrainingOptions::default()
+            },
         )?;
-        let train = r.train_report(options.warmup, self.global_batch);
-        Ok(report(
-            train,
-            r.final_plan,
-            r.recoveries,
-            r.steps_run,
-            r.checkpoint_ms,
-            r.checkpoint_bytes,
-        ))
+        let log = std::mem::take(&mut *steps.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok(DataParallelReport {
+            strategy: self.plan.strategy.clone(),
+            model: self.workload.name().to_string(),
+            global_batch: self.global_batch,
+            calibration: self.calibration.clone(),
+            train: log.train_report(options.warmup, self.global_batch, fitted.traced.clone()),
+            steps_run: log.run,
+            checkpoint_ms: fitted.safe_copies.iter().map(|c| c.seconds * 1e3).collect(),
+            checkpoint_bytes: fitted.safe_copies.last().map_or(0, |c| c.bytes),
+            recoveries: fitted.recoveries.clone(),
+            plan: fitted.plan.clone(),
+            fit: fitted,
+        })
+    }
+}
+
+/// What every synchronous step of [`DataParallel::train`] did, as its progress callback saw it.
+#[derive(Debug, Default)]
+struct StepLog {
+    /// Steps run, those trained again after a recovery included.
+    run: usize,
+    /// Each update's (wall time, ms; loss), the latest run of it.
+    by_update: BTreeMap<u64, (f64, Option<f32>)>,
+}
+
+impl StepLog {
+    /// The timed steps' report: the steps after `warmup`, the traced last step's time left out
+    /// (tracing slows it).
+    fn train_report(
+        &self,
+        warmup: usize,
+        global_batch: usize,
+        traced: Option<TracedStep>,
+    ) -> TrainReport {
+        let mut times: Vec<f64> = self
+            .by_update
+            .range(warmup as u64 + 1..)
+            .filter(|(u, _)| traced.as_ref().is_none_or(|t| t.update != **u))
+            .map(|(_, (ms, _))| *ms)
+            .filter(|ms| ms.is_finite())
+            .collect();
+        if times.is_empty() {
+            times = self.by_update.values().map(|(ms, _)| *ms).collect();
+        }
+        let step_ms = StepTimes::from_samples(&times).unwrap_or(StepTimes {
+            median: 0.0,
+            p10: 0.0,
+            p90: 0.0,
+        });
+        let losses: Vec<f32> = self
+            .by_update
+            .values()
+            .map(|(_, l)| l.unwrap_or(f32::NAN))
+            .collect();
+        let (executed, mismatches, step_stats) = match traced {
+            Some(t) => (t.executed, t.mismatches, Some(t.stats)),
+            None => Default::default(),
+        };
+        TrainReport {
+            steps: losses.len().saturating_sub(warmup),
+            warmup: warmup.min(losses.len()),
+            images_per_sec: if step_ms.median > 0.0 {
+                global_batch as f64 / (step_ms.median / 1e3)
+            } else {
+                0.0
+            },
+            step_ms,
+            step_ms_all: times,
+            loss_first: losses.first().copied().unwrap_or(f32::NAN),
+            loss_last: losses.last().copied().unwrap_or(f32::NAN),
+            losses,
+            executed,
+            mismatches,
+            step_stats,
+        }
     }
 }
 

@@ -64,25 +64,6 @@ pub(crate) fn restore(
     session.run(&feeds, &[target], &[], false).map(|_| ())
 }
 
-/// Whether each variable of `state` holds a value in `session`'s cluster (false: never
-/// initialised, or lost with its ps), in `state`'s order.
-///
-/// # Errors
-/// [`Error::UnknownOp`] if the graph lacks the probe ops; [`Error::TensorFlow`] if the run
-/// fails.
-pub(crate) fn initialized(session: &PlacedSession, state: &[StateVar]) -> Result<Vec<bool>> {
-    let flags = state
-        .iter()
-        .map(|v| session.op(&initialized_op(&v.name), "initialisation probe"))
-        .collect::<Result<Vec<Operation>>>()?;
-    let out = session.run(&[], &[], &flags, false)?;
-    Ok(out
-        .fetched
-        .iter()
-        .map(|t| t.first().is_some_and(|&f| f > 0.5))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

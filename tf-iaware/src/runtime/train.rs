@@ -184,16 +184,6 @@ impl Trainer {
         })
     }
 
-    /// The session.
-    pub(crate) fn session(&self) -> &PlacedSession {
-        &self.session
-    }
-
-    /// Sets the deadline of every later run, ms (RunOptions `timeout_in_ms`; 0: none).
-    pub(crate) fn set_run_timeout_ms(&mut self, ms: i64) {
-        self.session.run_timeout_ms = ms;
-    }
-
     /// Runs the init op.
     ///
     /// # Errors
@@ -202,15 +192,6 @@ impl Trainer {
         self.session
             .run(&[], std::slice::from_ref(&self.init), &[], false)
             .map(|_| ())
-    }
-
-    /// Runs the op called `name` once (e.g. `init_data` after switching plans).
-    ///
-    /// # Errors
-    /// [`Error::UnknownOp`] if the graph has no such op; [`Error::TensorFlow`] if it fails.
-    pub(crate) fn run_op(&self, name: &str) -> Result<()> {
-        let op = self.session.op(name, "Trainer::run_op")?;
-        self.session.run(&[], &[op], &[], false).map(|_| ())
     }
 
     /// One training step: runs `train`, fetches the loss. Returns (loss, wall ms, step stats).

@@ -1,17 +1,15 @@
-//! Running synchronous data-parallel training on a cluster: preparing a [`DataParallelPlan`]'s
-//! session and training it ([`train`]), calibrating each worker's throughput through TensorFlow
-//! itself ([`calibrate`]), and training that survives lost and hung tasks ([`recovering`]: the
-//! driver's loop; [`recovery`]: what a fault is and what to do about it, pure; [`probe`]: which
-//! tasks still answer).
+//! Data-parallel plans on a cluster, below the trainer: which tasks are workers and ps
+//! ([`worker_and_ps_devices`]), a plan's session with synthetic batches on the workers to time
+//! its steps side by side with other plans ([`prepare`], [`train`]), calibrating each worker's
+//! throughput through TensorFlow itself ([`calibrate`]), and which tasks still answer
+//! ([`probe`]). Training a user's job — their data, every strategy, recovery from lost tasks,
+//! adaptation — is the one trainer, [`crate::runtime::trainer`].
 
 mod calibrate;
 pub(crate) mod probe;
-mod recovering;
-mod recovery;
 
 use std::sync::Arc;
 
-use super::checkpoint::StateVar;
 use super::replicated::{self as graph_replicated, GraphWorkload, Workload};
 use super::session::PlacedSession;
 use super::train::{TrainReport, Trainer};
@@ -25,10 +23,6 @@ use crate::parallel::replicate::BatchData;
 use crate::parallel::{DataParallelPlan, WorkerCapacity};
 
 pub use calibrate::calibrate_workers;
-pub use recovering::{train_recovering, Recovering};
-pub use recovery::{
-    DeadlineRetry, FaultKind, Readmission, RecoveringReport, Recovery, RecoveryOptions,
-};
 
 /// Worker and ps devices of a cluster: the first CPU of every task of job `worker` (or `chief`)
 /// and of job `ps`, in task order.
@@ -79,7 +73,8 @@ fn task_of(device: &str) -> Option<String> {
     ))
 }
 
-/// Builds, places and trains `plan` for model `name`: `steps` timed steps after `warmup`.
+/// Times `plan` for `workload` on synthetic batches that live on the workers: `steps` timed
+/// steps after `warmup` (a step timer of a fixed plan, as [`prepare`]; no recovery).
 ///
 /// # Errors
 /// Anything building, placing or running can return; [`Error::TensorFlow`] when a step fails
@@ -93,13 +88,14 @@ pub fn train(
     warmup: usize,
     seed: u64,
 ) -> Result<TrainReport> {
-    let trainer = prepare(workload, plan, cluster, config, seed)?;
-    trainer
-        .0
-        .train(steps, warmup, Some((&trainer.1, &trainer.2)))
+    let (trainer, placement, graph) = prepare(workload, plan, cluster, config, seed)?;
+    trainer.train(steps, warmup, Some((&placement, &graph)))
 }
 
-/// A ready-to-step trainer for `plan`, with its placement and graph (for checks).
+/// A ready-to-step session of `plan` with synthetic batches on the workers, its placement and
+/// graph (for checks): for timing single steps of fixed plans side by side (the benchmark's
+/// images/s tables). Training — the user's data, any strategy, recovery — is
+/// [`DataParallel::fit`](crate::pipeline::DataParallel::fit).
 ///
 /// # Errors
 /// As [`train`].
@@ -110,30 +106,6 @@ pub fn prepare(
     config: &SessionConfig,
     seed: u64,
 ) -> Result<(Trainer, crate::placer::Placement, crate::graph::OpGraph)> {
-    let p = prepare_run(workload, plan, cluster, config, seed)?;
-    Ok((p.trainer, p.placement, p.op_graph))
-}
-
-/// A session over `plan`'s graph, ready to step, checkpoint and restore.
-pub(crate) struct Prepared {
-    pub trainer: Trainer,
-    pub placement: crate::placer::Placement,
-    pub op_graph: crate::graph::OpGraph,
-    /// The training state a checkpoint holds (variables and optimiser slots).
-    pub state: Vec<StateVar>,
-}
-
-/// As [`prepare`], with the training state's variables.
-///
-/// # Errors
-/// As [`train`].
-pub(crate) fn prepare_run(
-    workload: impl Into<Workload>,
-    plan: &DataParallelPlan,
-    cluster: &Cluster,
-    config: &SessionConfig,
-    seed: u64,
-) -> Result<Prepared> {
     // A zoo model is one user of the generic replication: its single-tower training graph at
     // the global batch, replicated like any graph, each replica's batch on its worker.
     let graph = match workload.into() {
@@ -150,20 +122,9 @@ pub(crate) fn prepare_run(
         Workload::Graph(g) => g,
     };
     let built = graph_replicated::build(&graph, plan)?;
-    let (analyzed, placement, sidecar, state) = (
-        built.analyzed,
-        built.placement,
-        built.replication.sidecar,
-        built.replication.state,
-    );
-    let session = plan_session(plan, &analyzed, &placement, cluster, config)?;
-    let trainer = Trainer::new(session, &sidecar, None, seed)?;
-    Ok(Prepared {
-        trainer,
-        placement,
-        op_graph: analyzed.op_graph,
-        state,
-    })
+    let session = plan_session(plan, &built.analyzed, &built.placement, cluster, config)?;
+    let trainer = Trainer::new(session, &built.replication.sidecar, None, seed)?;
+    Ok((trainer, built.placement, built.analyzed.op_graph))
 }
 
 /// A session over a replicated graph placed for `plan` (device strings applied), restricted

@@ -3,19 +3,23 @@
 use tensorflow::{Operation, SessionRunArgs, Tensor};
 
 use super::job::Job;
+use super::report::TracedStep;
 use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::Cluster;
 use crate::config::SessionConfig;
-use crate::data::{Batch, FeedTensor};
+use crate::data::{Dataset, FeedTensor, InputSpec};
 use crate::error::{Error, Result};
-use crate::graph::DeviceName;
+use crate::graph::{DeviceName, OpGraph};
 use crate::parallel::replicate::{replica_name, Replication};
 use crate::parallel::updates::{add_async_updates, add_backup_accumulators, isolate_resources};
 use crate::parallel::{DataParallelPlan, Updates};
+use crate::placer::Placement;
+use crate::proto::StepStats;
 use crate::runtime::checkpoint::StateVar;
 use crate::runtime::data_parallel::{self, plan_session};
 use crate::runtime::replicated::build_with;
 use crate::runtime::session::PlacedSession;
+use crate::runtime::stats;
 
 /// The targets of one built graph.
 pub(super) enum Targets {
@@ -44,30 +48,54 @@ pub(super) struct Built {
     /// The synchronous step's train and loss (in every replicated graph).
     pub sync: (Operation, Operation),
     pub targets: Targets,
+    /// Where the replicated graph's ops were placed, and its ops (to check a traced step).
+    pub placed: (Placement, OpGraph),
 }
 
 impl Built {
-    /// Replica `k`'s feeds of `batch` (its share of a step).
+    /// Replica `k`'s feeds of rows `rows` of `data` (its share of a step); none, and nothing
+    /// read, when its batches live on its worker ([`Job::synthetic`]).
     ///
     /// # Errors
-    /// [`Error::DataMissing`] if the batch lacks an input; as [`FeedTensor::from_host`].
+    /// The data set's errors reading the rows; [`Error::DataMissing`] if the batch lacks an
+    /// input; as [`FeedTensor::from_host`].
     pub fn feeds(
         &self,
         k: usize,
-        batch: &Batch,
-        data: &str,
+        data: &dyn Dataset,
+        rows: &[usize],
+        specs: &[InputSpec],
     ) -> Result<Vec<(Operation, FeedTensor)>> {
+        if self.inputs[k].is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = data.rows(rows, specs)?;
         self.inputs[k]
             .iter()
             .map(|(op, name)| {
                 let t = batch.tensors.get(name).ok_or_else(|| Error::DataMissing {
-                    file: data.into(),
+                    file: data.name().into(),
                     input: name.clone(),
                     available: batch.tensors.keys().cloned().collect::<Vec<_>>().join(", "),
                 })?;
                 Ok((op.clone(), FeedTensor::from_host(name, t)?))
             })
             .collect()
+    }
+}
+
+impl Built {
+    /// Update `update`'s traced step `stats`, checked against where the ops were placed.
+    pub fn traced(&self, update: u64, stats: &StepStats) -> TracedStep {
+        let (placement, graph) = &self.placed;
+        TracedStep {
+            update,
+            executed: stats::executed_counts(stats),
+            mismatches: stats::placement_mismatches(stats, placement, |name| {
+                graph.id(name).map(|id| graph.node(id).op.as_str())
+            }),
+            stats: stats.clone(),
+        }
     }
 }
 
@@ -140,10 +168,15 @@ pub(super) fn build(
             num_required: session.op(&t.num_required, "backup num_required")?,
         },
     };
+    // Batches that live on the workers are not fed.
+    let fed = if job.feeds() {
+        job.specs.as_slice()
+    } else {
+        &[]
+    };
     let inputs = (0..g.replication.replicas.len())
         .map(|k| {
-            job.specs
-                .iter()
+            fed.iter()
                 .map(|s| {
                     Ok((
                         session.op(&replica_name(k, &s.name), "replica input")?,
@@ -164,6 +197,7 @@ pub(super) fn build(
         state: g.replication.state,
         inputs,
         targets,
+        placed: (g.placement, g.analyzed.op_graph),
     })
 }
 

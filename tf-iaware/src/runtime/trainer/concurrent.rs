@@ -107,8 +107,8 @@ impl Worker<'_> {
         let (mut recent, mut stepped) = (std::collections::VecDeque::new(), 0usize);
         loop {
             // The batch is read before the step is admitted: input preparation overlaps.
-            let batch = self.data.rows(&sampler.take(self.share), self.specs)?;
-            let feeds = built.feeds(k, &batch, self.data.name())?;
+            let rows = sampler.take(self.share);
+            let feeds = built.feeds(k, self.data, &rows, self.specs)?;
             let step = {
                 let mut s = gate.lock();
                 loop {

@@ -90,8 +90,19 @@ impl Job {
     pub fn new(
         name: &str,
         analyzed: Analyzed,
+        sidecar: Sidecar,
+        train: Box<dyn Dataset + Sync>,
+    ) -> Result<Job> {
+        Job::with_batches(name, analyzed, sidecar, train, BatchData::Feed)
+    }
+
+    /// As [`Job::new`], the replicas' batches fed from `train` or living on the workers.
+    fn with_batches(
+        name: &str,
+        analyzed: Analyzed,
         mut sidecar: Sidecar,
         train: Box<dyn Dataset + Sync>,
+        batches: BatchData,
     ) -> Result<Job> {
         sidecar.check_against(&analyzed.op_graph, Path::new(name))?;
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
@@ -102,7 +113,7 @@ impl Job {
                 name: name.into(),
                 analyzed,
                 sidecar,
-                data: BatchData::Feed,
+                data: batches,
             }),
             specs,
             train,
@@ -120,12 +131,16 @@ impl Job {
         Job::new(name, analyze_graph(m.net.graph())?, m.sidecar, train)
     }
 
-    /// `workload` (a zoo model, built with `seed`, or a graph) trained on `rows` synthetic
-    /// rows ([`Synthetic`]: noise for float inputs, classes for labels, drawn with `seed`):
-    /// for timing steps and adaptation without the user's data.
+    /// `workload` (a zoo model, built with `seed`, or a graph) trained on synthetic batches
+    /// that live on the workers ([`BatchData::Synthetic`]: noise for float inputs, classes for
+    /// labels, drawn with `seed` when the variables are initialised): nothing is fed and nothing
+    /// crosses the network per step, so steps time the model, not the input pipeline — for
+    /// images/s figures and adaptation without the user's data. An epoch is `rows` samples.
+    /// (The user's own rows, or [`Synthetic`] rows sent by the driver, train through
+    /// [`Job::new`].)
     ///
     /// # Errors
-    /// [`Error::UnknownModel`]; [`Error::DataType`] for an input synthetic rows cannot take
+    /// [`Error::UnknownModel`]; [`Error::DataType`] for an input synthetic batches cannot take
     /// (strings); as [`Job::new`].
     pub fn synthetic(workload: &Workload, rows: usize, seed: u64) -> Result<Job> {
         let (name, analyzed, mut sidecar) = match workload {
@@ -138,7 +153,14 @@ impl Job {
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         let specs = input_specs(&analyzed.op_graph, &sidecar)?;
         let data = Synthetic::new(&specs, &sidecar.one_hot, rows, seed)?;
-        Job::new(&name, analyzed, sidecar, Box::new(data))
+        let batches = BatchData::Synthetic { seed: seed as i64 };
+        Job::with_batches(&name, analyzed, sidecar, Box::new(data), batches)
+    }
+
+    /// Whether steps feed batches from [`Job::train_data`] (`false`: the batches live on the
+    /// workers, [`Job::synthetic`]; the data set then only counts samples and epochs).
+    pub fn feeds(&self) -> bool {
+        self.workload.data == BatchData::Feed
     }
 
     /// The job's graph as a [`Workload`], to plan it

@@ -61,8 +61,8 @@ pub use options::{
 };
 use progress::Progress;
 pub use report::{
-    CheckpointWritten, Choice, Evaluation, Readmitted, Recovered, Resumed, TrainingReport,
-    WorkerCount, STEP_TIMES_KEPT,
+    CheckpointWritten, Choice, Evaluation, Readmitted, Recovered, Resumed, SafeCopy, TracedStep,
+    TrainingReport, WorkerCount, STEP_TIMES_KEPT,
 };
 
 /// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
@@ -214,6 +214,8 @@ pub fn train(
         deadline_retries: 0,
         retried: 0,
         retried_at: 0,
+        trace_at: options.steps.filter(|_| options.trace_last),
+        traced: None,
     };
     let startup_seconds = started.elapsed().as_secs_f64();
     let first_plan = plan.clone();
@@ -313,6 +315,10 @@ struct Run<'a> {
     retried: usize,
     /// Updates applied at the last such retry.
     retried_at: u64,
+    /// The update whose step is traced ([`TrainingOptions::trace_last`]).
+    trace_at: Option<u64>,
+    /// That step, once run.
+    traced: Option<TracedStep>,
 }
 
 impl Run<'_> {
@@ -451,7 +457,13 @@ impl Run<'_> {
             metrics_cost_share: self.adapter.as_ref().and_then(Adapter::metrics_cost_share),
             readmissions: std::mem::take(&mut progress.readmitted),
             deadline_retries: self.retried,
+            safe_copies: progress
+                .safe
+                .as_mut()
+                .map(|s| std::mem::take(&mut s.copies))
+                .unwrap_or_default(),
             recoveries: progress.safe.map(|s| s.recoveries).unwrap_or_default(),
+            traced: self.traced.take(),
         }
     }
 

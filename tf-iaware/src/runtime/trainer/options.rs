@@ -63,6 +63,9 @@ pub struct TrainingOptions {
     /// lost task ends the run with TensorFlow's error): the strategy is re-planned over the
     /// tasks that still answer and training goes on ([`TrainingReport::recoveries`](super::TrainingReport::recoveries)).
     pub recover: Option<RecoverOptions>,
+    /// Trace the run's last update when [`TrainingOptions::steps`] bounds it and it is a
+    /// synchronous step (FULL_TRACE: what ran where, [`TrainingReport::traced`](super::TrainingReport::traced)).
+    pub trace_last: bool,
 }
 
 impl Default for TrainingOptions {
@@ -81,6 +84,7 @@ impl Default for TrainingOptions {
             adapt: None,
             stop: None,
             recover: None,
+            trace_last: false,
         }
     }
 }
@@ -217,7 +221,7 @@ pub struct RecoverOptions {
     /// session's run deadline: max(`floor`, `factor` × the median of the last steps), at least
     /// `first_runs` for a session's first steps, doubled for each retry of a step whose
     /// deadline passed while every task answered (at most `max_retries`; the session's own
-    /// deadline caps it). Its probe settings are not used here.
+    /// deadline caps it).
     pub hang: HangDetection,
 }
 

@@ -10,7 +10,7 @@ use super::evaluate::Evaluator;
 use super::gate::{Clock, Gate};
 use super::keep::{Carried, Keeper, Snapshot};
 use super::report::Readmitted;
-use super::report::Recovered;
+use super::report::{Recovered, SafeCopy};
 use super::{Evaluation, Job, TrainingOptions};
 use crate::cluster::tf_config::TfConfig;
 use crate::error::Result;
@@ -224,6 +224,8 @@ pub(super) struct SafePoint {
 pub(super) struct Safekeeping {
     pub(super) every: u64,
     pub(super) latest: Option<SafePoint>,
+    /// Every copy taken.
+    pub copies: Vec<SafeCopy>,
     pub recoveries: Vec<Recovered>,
 }
 
@@ -232,6 +234,7 @@ impl Safekeeping {
         Safekeeping {
             every,
             latest: None,
+            copies: Vec::new(),
             recoveries: Vec::new(),
         }
     }
@@ -253,7 +256,13 @@ impl Progress<'_> {
         if !safe.due(updates) {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let checkpoint = checkpoint::save(&built.session, &built.state, updates as usize)?;
+        safe.copies.push(SafeCopy {
+            update: updates,
+            seconds: started.elapsed().as_secs_f64(),
+            bytes: checkpoint.bytes(),
+        });
         safe.latest = Some(SafePoint {
             checkpoint,
             updates,

@@ -1,5 +1,6 @@
 //! What a run reports: [`TrainingReport`], its evaluations, workers and choices.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -7,7 +8,9 @@ use serde::{Deserialize, Serialize};
 #[cfg(doc)]
 use super::{train, Feedback, TrainingOptions};
 use crate::parallel::{DataParallelPlan, DataParallelStrategy, Updates};
+use crate::proto::StepStats;
 use crate::runtime::adapt::ReplanRecord;
+use crate::runtime::stats::Mismatch;
 use crate::runtime::train::StepTimes;
 
 /// One evaluation.
@@ -121,6 +124,36 @@ pub struct TrainingReport {
     /// Synchronous steps retried because their deadline passed while every task answered
     /// ([`RecoverOptions::hang`](super::RecoverOptions::hang)).
     pub deadline_retries: usize,
+    /// The driver's in-memory copies of the variables a recovering run took
+    /// ([`RecoverOptions::every_updates`](super::RecoverOptions::every_updates)).
+    pub safe_copies: Vec<SafeCopy>,
+    /// The traced last update ([`TrainingOptions::trace_last`](super::TrainingOptions::trace_last)).
+    pub traced: Option<TracedStep>,
+}
+
+/// One in-memory copy of the training state (what a lost ps's variables come back from).
+#[derive(Clone, Debug, Serialize)]
+pub struct SafeCopy {
+    /// Updates applied when it was taken.
+    pub update: u64,
+    /// Seconds it took (fetching every variable from the ps).
+    pub seconds: f64,
+    /// Its size, bytes.
+    pub bytes: usize,
+}
+
+/// A traced synchronous step: what ran where.
+#[derive(Clone, Debug, Serialize)]
+pub struct TracedStep {
+    /// The update it applied (1 for the first).
+    pub update: u64,
+    /// Ops executed per device.
+    pub executed: BTreeMap<String, usize>,
+    /// Ops that ran somewhere other than where the plan placed them.
+    pub mismatches: Vec<Mismatch>,
+    /// TensorFlow's step stats (for a timeline, [`crate::report::trace`]).
+    #[serde(skip)]
+    pub stats: StepStats,
 }
 
 /// Synchronous step times [`TrainingReport::step_ms`] is computed from (the latest).

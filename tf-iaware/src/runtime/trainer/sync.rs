@@ -35,17 +35,19 @@ impl Run<'_> {
         loop {
             let mut feeds = Vec::new();
             for (k, r) in plan.replicas.iter().enumerate() {
-                let batch = data.rows(&self.sampler.take(r.batch), &job.specs)?;
-                feeds.extend(self.built.feeds(k, &batch, data.name())?);
+                let rows = self.sampler.take(r.batch);
+                feeds.extend(self.built.feeds(k, data, &rows, &job.specs)?);
             }
             let (train, loss) = (&self.built.sync.0, &self.built.sync.1);
             let feedback = contender
                 .feedback
                 .as_ref()
                 .filter(|f| resizer.due(step, f.every));
-            let traced =
-                feedback.is_some() || self.adapter.as_ref().is_some_and(Adapter::traces_steps);
             let (_, update) = self.gate.totals();
+            let last = self.trace_at == Some(update + 1);
+            let traced = last
+                || feedback.is_some()
+                || self.adapter.as_ref().is_some_and(Adapter::traces_steps);
             let session = &self.built.session;
             let timeout_ms = self
                 .step_deadline_ms(progress)
@@ -87,6 +89,9 @@ impl Run<'_> {
             }
             self.gate.loss(loss_value);
             self.gate.account(&plan, true);
+            if let (true, Some(stats)) = (last, &stats) {
+                self.traced = Some(self.built.traced(update + 1, stats));
+            }
             self.timed(ms, progress);
             step += 1;
             // Live re-planning sees every step; LB-BSP's re-size waits for its traced ones.
