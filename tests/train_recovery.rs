@@ -409,6 +409,15 @@ fn a_lost_worker_is_re_planned_around_and_every_update_is_applied() {
             "{strategy}: the global batch is kept"
         );
         assert!(report.loss_last.is_some_and(f32::is_finite), "{strategy}");
+        assert!(
+            report
+                .loss_first
+                .zip(report.loss_last)
+                .is_some_and(|(first, last)| last < first),
+            "{strategy}: training went on from the ps state: {:?} → {:?}",
+            report.loss_first,
+            report.loss_last
+        );
         // It still learns: held-out accuracy above chance (four classes: 0.25), as tests/trainer.rs.
         assert!(
             report.final_metric.is_some_and(|a| a > 0.4),
