@@ -4,11 +4,10 @@
 
 mod common;
 
-use common::cluster::{connection, serial, Fixture};
+use common::cluster::{connection, serial};
 use tf_iaware::pipeline::TrainOptions;
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::{Error, Job, Run, Step, TrainingOptions};
-use tf_iaware_emulate::EmulatedCluster;
 
 #[test]
 fn data_parallel_plans_and_training_come_through_the_connection() {
@@ -124,110 +123,6 @@ fn python_workload(name: &str) -> tf_iaware::runtime::replicated::Workload {
     tf_iaware::runtime::replicated::Workload::graph(name, analyzed, sidecar).unwrap()
 }
 
-/// The Python MLP on an emulated cluster of `workers` with short deadlines, for fault tests.
-struct Faults {
-    workload: tf_iaware::runtime::replicated::Workload,
-    cluster: EmulatedCluster,
-    devices: tf_iaware::cluster::Cluster,
-    config: tf_iaware::runtime::SessionConfig,
-    workers: Vec<String>,
-    ps: Vec<String>,
-    vars: Vec<tf_iaware::parallel::VarInfo>,
-}
-
-fn faults(workers: &str) -> Faults {
-    let workload = python_workload("tf1_mlp_momentum");
-    let Fixture {
-        cluster,
-        devices,
-        config,
-        workers,
-        ps,
-    } = Fixture::start(workers).deadlines(15_000, 30_000);
-    let vars = workload.variables().unwrap();
-    Faults {
-        workload,
-        cluster,
-        devices,
-        config,
-        workers,
-        ps,
-        vars,
-    }
-}
-
-#[test]
-fn a_python_graph_restores_every_variable_and_slot_after_losing_the_ps() {
-    use tf_iaware::parallel;
-    use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
-    let _one = serial();
-    let Faults {
-        workload,
-        mut cluster,
-        devices,
-        config,
-        workers,
-        ps,
-        vars,
-    } = faults("workers=0.5,0.5");
-    // Weights and biases, each group with its momentum slot.
-    assert_eq!(vars.len(), 4, "{vars:?}");
-    let plan = parallel::replica_setter(&workers, &ps, &vars, 16).unwrap();
-    let tf_config = cluster.tf_config().clone();
-    let options = RecoveryOptions {
-        max_recoveries: 2,
-        checkpoint_every: 2,
-        ps_wait: std::time::Duration::from_secs(30),
-        trace_last: true,
-        seed: 1,
-        ..RecoveryOptions::default()
-    };
-    let mut killed = false;
-    let report = data_parallel::train_recovering(
-        &data_parallel::Recovering {
-            workload: workload.clone(),
-            cluster: &devices,
-            config: &config,
-            tf_config: &tf_config,
-            options: options.clone(),
-        },
-        plan,
-        6,
-        |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 16),
-        |step| {
-            if step == 3 && !killed {
-                killed = true;
-                cluster.kill_ps(0);
-                cluster.restart_ps(0).unwrap();
-            }
-        },
-    )
-    .unwrap();
-    assert_eq!(report.losses.len(), 6);
-    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
-    let r = &report.recoveries[0];
-    assert_eq!(
-        (r.kind, r.restored_from, r.redone_steps),
-        (FaultKind::Ps, Some(2), 1)
-    );
-    // Four weights and biases and their four momentum slots, all float32.
-    let bytes = (32 * 64 + 64 + 64 * 10 + 10) * 4 * 2;
-    assert_eq!(report.checkpoint_bytes, bytes);
-    let (first, again) = (r.discarded_losses[0], report.losses[2]);
-    assert!(
-        (again - first).abs() * 10.0 < (report.losses[0] - first).abs(),
-        "step 2 redone from the checkpoint: {again} vs first {first}, initial {}",
-        report.losses[0]
-    );
-    assert!(
-        report.losses.iter().all(|l| *l > 0.0),
-        "one-hot labels: {:?}",
-        report.losses
-    );
-    assert!(report.losses[5] < report.losses[0], "{:?}", report.losses);
-    assert_eq!(report.mismatches, vec![]);
-}
-
 #[test]
 fn a_python_graph_trains_data_parallel_through_the_connection() {
     let _one = serial();
@@ -324,54 +219,6 @@ fn run_trains_a_python_graph_data_parallel_from_the_command_line() {
         "replica-setter",
     ]);
     assert!(e.contains("ps"), "{e}");
-}
-
-#[test]
-fn a_python_graph_is_replanned_around_a_lost_worker() {
-    use tf_iaware::parallel;
-    use tf_iaware::runtime::data_parallel::{self, FaultKind, RecoveryOptions};
-    let _one = serial();
-    let Faults {
-        workload,
-        mut cluster,
-        devices,
-        config,
-        workers,
-        ps,
-        vars,
-    } = faults("workers=0.5,0.5,0.5");
-    let plan = parallel::replica_setter(&workers, &ps, &vars, 24).unwrap();
-    let tf_config = cluster.tf_config().clone();
-    let report = data_parallel::train_recovering(
-        &data_parallel::Recovering {
-            workload: workload.clone(),
-            cluster: &devices,
-            config: &config,
-            tf_config: &tf_config,
-            options: RecoveryOptions {
-                max_recoveries: 2,
-                ..RecoveryOptions::default()
-            },
-        },
-        plan,
-        6,
-        |alive, alive_ps| parallel::replica_setter(alive, alive_ps, &vars, 24),
-        |step| {
-            if step == 3 {
-                cluster.kill_worker(2);
-            }
-        },
-    )
-    .unwrap();
-    assert_eq!(report.losses.len(), 6);
-    assert_eq!(report.recoveries.len(), 1, "{:?}", report.recoveries);
-    let r = &report.recoveries[0];
-    assert_eq!((r.kind, r.restored_from), (FaultKind::Worker, None));
-    assert_eq!(r.lost, vec![workers[2].clone()]);
-    // The two workers left share the global batch; training went on from the ps.
-    assert_eq!(report.final_plan.replicas.len(), 2);
-    assert_eq!(report.final_plan.global_batch(), 24);
-    assert!(report.losses[5] < report.losses[0], "{:?}", report.losses);
 }
 
 #[test]
