@@ -177,6 +177,8 @@ fn train_job(
             .then(|| tf_config.clone()),
         recover: training.recover.clone(),
         checkpoints: training.checkpoints.clone(),
+        // The last synchronous update is traced: what ran where after the faults.
+        trace_last: true,
         progress: Some(OnProgress::every_step(move |p| {
             let (lock, cv) = &*seen;
             let mut s = lock.lock().unwrap();
@@ -464,6 +466,12 @@ fn a_restarted_ps_is_waited_for_and_training_goes_on_from_the_drivers_copy() {
     assert_eq!(report.plan.global_batch(), 32);
     trained.assert_learns();
     assert!(report.final_metric.is_some_and(|a| a > 0.4));
+    // The last update ran on the restarted ps and the workers, where it was placed.
+    let traced = report.traced.as_ref().expect("the last update is traced");
+    assert_eq!(traced.update, STEPS);
+    assert_eq!(traced.mismatches, vec![]);
+    let ps0 = device_of(report, "ps", 0);
+    assert!(traced.executed.contains_key(&ps0), "{:?}", traced.executed);
 }
 
 #[test]
