@@ -1,5 +1,5 @@
 //! What several subcommands share: flags that name a graph, a cluster and a strategy, turned into
-//! calls of the library's entry point ([`tf_iaware::pipeline`]), and printing.
+//! calls of the library's entry point (at the root of `tf_iaware`), and printing.
 
 use std::path::{Path, PathBuf};
 
@@ -7,13 +7,13 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cluster::ClusterSpec;
 use tf_iaware::graph::analyze::Analyzed;
-use tf_iaware::pipeline::{self, Connection, Plan, PlanOptions, Step};
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::{Connection, Plan, PlanOptions, Step};
+use tf_iaware::graph::Sidecar;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 /// Reads and analyses a GraphDef file.
 pub fn load_graph(path: &Path) -> Result<Analyzed> {
-    Ok(pipeline::load_graph(path)?)
+    Ok(tf_iaware::load_graph(path)?)
 }
 
 /// Reads the sidecar (`--meta`, else next to the graph) and checks it against the graph.
@@ -22,7 +22,7 @@ pub fn load_sidecar(
     meta: Option<&PathBuf>,
     analyzed: &Analyzed,
 ) -> Result<Sidecar> {
-    Ok(pipeline::load_sidecar(
+    Ok(tf_iaware::load_sidecar(
         graph_path,
         meta.map(PathBuf::as_path),
         analyzed,
@@ -113,13 +113,13 @@ impl PlaceFlags {
 /// [`tf_iaware::parallel::DataParallelStrategy`], per-op [`tf_iaware::placer::OpPlacementStrategy`]);
 /// a typo is a usage error that lists both.
 pub fn strategy_name(s: &str) -> std::result::Result<String, String> {
-    s.parse::<tf_iaware::scale::Planner>()
+    s.parse::<tf_iaware::sim::scale::Planner>()
         .map(|_| s.to_string())
         .map_err(|e| e.to_string())
 }
 
 /// A clap value parser for a count flag within `MIN..=MAX` (the bounds of
-/// [`tf_iaware::limits`]), so that an absurd count is a usage error when the flags are parsed,
+/// [`tf_iaware::runtime::limits`]), so that an absurd count is a usage error when the flags are parsed,
 /// before any work: `#[arg(long, value_parser = common::count::<1, { limits::MAX_OPS }>)]`.
 pub fn count<const MIN: usize, const MAX: usize>(s: &str) -> std::result::Result<usize, String> {
     let v: usize = s
@@ -133,25 +133,25 @@ pub fn count<const MIN: usize, const MAX: usize>(s: &str) -> std::result::Result
 }
 
 /// Writes `text` to the output file `path` atomically (a temporary file beside it, renamed over
-/// it), never replacing a device, FIFO or folder at `path` ([`tf_iaware::io::write_atomic`]).
+/// it), never replacing a device, FIFO or folder at `path` ([`tf_iaware::data::io::write_atomic`]).
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
     write_bytes(path, text.as_bytes())
 }
 
 /// [`write_file`] for bytes.
 pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
-    Ok(tf_iaware::io::write_atomic(path, bytes, "output file")?)
+    Ok(tf_iaware::data::io::write_atomic(path, bytes, "output file")?)
 }
 
 /// Checks every output path a command was given (flag name, path) before its work starts, so
 /// that an unwritable path fails at once instead of after a training run; nothing at the paths
-/// is touched ([`tf_iaware::io::check_output_path`]).
+/// is touched ([`tf_iaware::data::io::check_output_path`]).
 pub fn check_outputs<'a>(
     outputs: impl IntoIterator<Item = (&'a str, Option<&'a PathBuf>)>,
 ) -> Result<()> {
     for (flag, path) in outputs {
         if let Some(path) = path {
-            tf_iaware::io::check_output_path(path, flag)?;
+            tf_iaware::data::io::check_output_path(path, flag)?;
         }
     }
     Ok(())

@@ -19,7 +19,8 @@ use tf_iaware::durable::{
     NamedTensor, TrainState,
 };
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
-use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress, TrainingOptions};
+use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress};
+use tf_iaware::{TrainingOptions};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 #[test]

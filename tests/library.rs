@@ -5,7 +5,7 @@
 mod common;
 
 use common::cluster::{connection, serial};
-use tf_iaware::pipeline::TrainOptions;
+use tf_iaware::TrainOptions;
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::{Error, Job, Run, Step, TrainingOptions};
 
@@ -68,7 +68,7 @@ fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
     let connection = connection("workers=1,1");
     let dir = tempfile::tempdir().unwrap();
     let path = common::model(dir.path(), "mlp", 16);
-    let analyzed = tf_iaware::pipeline::load_graph(&path).unwrap();
+    let analyzed = tf_iaware::load_graph(&path).unwrap();
     let step = Step::new().target("train").fetch("loss");
     let plan = connection
         .place_with(
@@ -87,7 +87,7 @@ fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
     assert!(tasks.len() >= 2, "spread over tasks: {tasks:?}");
     let session = plan.session().unwrap();
     session.run(Run::new().target("init")).unwrap();
-    let sidecar = tf_iaware::runtime::Sidecar::load(&path.with_extension("json")).unwrap();
+    let sidecar = tf_iaware::graph::Sidecar::load(&path.with_extension("json")).unwrap();
     let feeds: Vec<(String, tf_iaware::tensorflow::Tensor<f32>)> = sidecar
         .inputs
         .iter()
@@ -116,8 +116,8 @@ fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
 
 fn python_workload(name: &str) -> tf_iaware::runtime::replicated::Workload {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let analyzed = tf_iaware::pipeline::load_graph(&dir.join(format!("{name}.pb"))).unwrap();
-    let mut sidecar = tf_iaware::runtime::Sidecar::load(&dir.join(format!("{name}.json"))).unwrap();
+    let analyzed = tf_iaware::load_graph(&dir.join(format!("{name}.pb"))).unwrap();
+    let mut sidecar = tf_iaware::graph::Sidecar::load(&dir.join(format!("{name}.json"))).unwrap();
     // No `one_hot` key: the labels are found from the cross-entropy.
     sidecar.one_hot.clear();
     tf_iaware::runtime::replicated::Workload::graph(name, analyzed, sidecar).unwrap()

@@ -291,7 +291,7 @@ fn a_calibration_under_heavy_load_does_not_poison_the_cache() {
 #[test]
 fn nvml_gpus_map_onto_tensorflow_gpu_devices_where_nvml_exists() {
     let _g = serial();
-    if let Err(why) = tf_iaware::monitor::gpu::nvml() {
+    if let Err(why) = tf_iaware::cluster::monitor::gpu::nvml() {
         eprintln!(
             "skipped: {why} (the mapping is unit-tested on recorded readings in cluster::live)"
         );
@@ -327,7 +327,7 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
     use std::sync::Arc;
     use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, Replanning, Trigger};
     use tf_iaware::runtime::trainer::{self, Contender, OnProgress};
-    use tf_iaware::{DataParallelStrategy, Job, TrainingOptions};
+    use tf_iaware::{parallel::DataParallelStrategy, Job, TrainingOptions};
     let _g = serial();
     let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
     let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tf_iaware::monitor::{
+use tf_iaware::cluster::monitor::{
     gpu, scrape_many, Agent, AgentConfig, Monitor, MonitorConfig, ScrapeOptions, Scraper, Snapshot,
     Target,
 };
@@ -38,8 +38,8 @@ fn busy_process() -> ChildGuard {
 fn process_cpu_seconds(pid: u32) -> f64 {
     let path = format!("/proc/{pid}/stat");
     let text = std::fs::read_to_string(&path).expect("the child's stat");
-    let ticks = tf_iaware::monitor::proc::parse_process_ticks(&text, Path::new(&path)).unwrap();
-    ticks as f64 / tf_iaware::monitor::proc::ticks_per_second() as f64
+    let ticks = tf_iaware::cluster::monitor::proc::parse_process_ticks(&text, Path::new(&path)).unwrap();
+    ticks as f64 / tf_iaware::cluster::monitor::proc::ticks_per_second() as f64
 }
 
 fn fast_monitor(pid: Option<u32>) -> Monitor {
@@ -293,7 +293,7 @@ fn serve_then_scrape_returns_the_same_values() {
             listen: "127.0.0.1:0".parse().unwrap(),
             ..Default::default()
         },
-        Arc::clone(&monitor) as Arc<dyn tf_iaware::monitor::MetricsSource>,
+        Arc::clone(&monitor) as Arc<dyn tf_iaware::cluster::monitor::MetricsSource>,
     )
     .unwrap();
     let reports = scrape_many(
@@ -323,7 +323,7 @@ fn scraper_marks_a_vanished_agent_stale_and_keeps_others() {
                 listen: "127.0.0.1:0".parse().unwrap(),
                 ..Default::default()
             },
-            Arc::clone(&monitor) as Arc<dyn tf_iaware::monitor::MetricsSource>,
+            Arc::clone(&monitor) as Arc<dyn tf_iaware::cluster::monitor::MetricsSource>,
         )
         .unwrap()
     };

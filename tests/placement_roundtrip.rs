@@ -2,12 +2,12 @@
 //! its device; placed training steps run where they were placed; colocation is enforced.
 
 use prost::Message;
-use tf_iaware::apply;
+use tf_iaware::placer::apply;
 use tf_iaware::cluster::{self, Cluster, ClusterSpec};
 use tf_iaware::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use tf_iaware::models;
 use tf_iaware::placer::{self, Placement};
-use tf_iaware::proto::GraphDef;
+use tf_iaware::graph::proto::GraphDef;
 use tf_iaware::runtime::{PlacedSession, SessionConfig, Trainer};
 use tf_iaware::Error;
 
@@ -15,7 +15,7 @@ fn four_cpus() -> (Cluster, SessionConfig) {
     cluster::connect(&ClusterSpec::LocalCpu(4)).expect("4 local CPU devices")
 }
 
-fn zoo(name: &str, batch: usize) -> (Analyzed, tf_iaware::runtime::Sidecar) {
+fn zoo(name: &str, batch: usize) -> (Analyzed, tf_iaware::graph::Sidecar) {
     let model = models::build(name, batch, 1).expect("zoo model builds");
     (
         analyze_graph(model.net.graph()).expect("zoo model analyses"),

@@ -6,11 +6,12 @@ mod common;
 
 use std::path::PathBuf;
 
-use tf_iaware::apply;
+use tf_iaware::placer::apply;
 use tf_iaware::cluster::{self, ClusterSpec};
 use tf_iaware::graph::analyze::analyze_bytes;
 use tf_iaware::placer;
-use tf_iaware::runtime::{PlacedSession, Sidecar, Trainer};
+use tf_iaware::graph::Sidecar;
+use tf_iaware::runtime::{PlacedSession, Trainer};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -16,7 +16,7 @@ use tf_iaware::cluster::Cluster;
 use tf_iaware::cost::CostModel;
 use tf_iaware::graph::OpGraph;
 use tf_iaware::placer::{Placement, Strategy};
-use tf_iaware::proto::GraphDef;
+use tf_iaware::graph::proto::GraphDef;
 use tf_iaware::{Error, Run, Step};
 
 /// Run deadline of these tests, ms: a step of this model takes milliseconds; a hang fails the
@@ -197,7 +197,7 @@ fn a_ref_variable_model_trains_data_parallel() {
         let planned = connection
             .plan_data_parallel(job.workload(), strategy, Some(32))
             .unwrap();
-        let options = tf_iaware::runtime::trainer::TrainingOptions {
+        let options = tf_iaware::TrainingOptions {
             // A number of updates, not of seconds: a busy machine takes longer, not less far.
             steps: Some(60),
             max_seconds: Some(300.0),

@@ -20,10 +20,9 @@ use tf_iaware::cluster::tf_config::TaskId;
 use tf_iaware::data::{HostTensor, InMemory};
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::liveness::HangDetection;
-use tf_iaware::runtime::trainer::{
-    CheckpointOptions, Job, OnProgress, RecoverOptions, Recovered, TrainingOptions, TrainingReport,
-};
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress, RecoverOptions, Recovered};
+use tf_iaware::{Job, TrainingOptions, TrainingReport};
+use tf_iaware::graph::Sidecar;
 use tf_iaware::{Connection, Error};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
@@ -311,7 +310,7 @@ fn agent_answers(cluster: &EmulatedCluster, k: usize) -> bool {
 /// features uniform in [-1, 1), the class the largest of the first ten.
 fn python_job() -> Job {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let analyzed = tf_iaware::pipeline::load_graph(&dir.join("tf1_mlp_momentum.pb")).unwrap();
+    let analyzed = tf_iaware::load_graph(&dir.join("tf1_mlp_momentum.pb")).unwrap();
     let sidecar = Sidecar::load(&dir.join("tf1_mlp_momentum.json")).unwrap();
     let (n, features, classes) = (512usize, 32usize, 10usize);
     let mut state = 0x9e37_79b9_7f4a_7c15u64;

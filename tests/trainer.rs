@@ -12,7 +12,7 @@ use std::path::Path;
 use own_job::{graph, job};
 use tf_iaware::data::{HostTensor, InMemory};
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
-use tf_iaware::runtime::trainer::{Job, TrainingOptions};
+use tf_iaware::{Job, TrainingOptions};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 #[test]

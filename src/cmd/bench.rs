@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use tf_iaware::limits;
-use tf_iaware::scale::{Planner, StudyRow};
+use tf_iaware::runtime::limits;
+use tf_iaware::sim::scale::{Planner, StudyRow};
 use tf_iaware::TrainingReport;
 use tf_iaware_bench::{
     AccuracyReport, AdaptationReport, BenchOptions, BenchReport, Data, Event, Model, RoundStats,
@@ -225,7 +225,7 @@ pub fn run(args: &Args) -> Result<()> {
     options.check()?;
     if let (Some(dir), false) = (&args.tsv, options.data == Data::Synthetic) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        tf_iaware::io::check_output_path(&dir.join("run.tsv"), "--tsv")?;
+        tf_iaware::data::io::check_output_path(&dir.join("run.tsv"), "--tsv")?;
     }
     let mut shown = Shown::default();
     let report = tf_iaware_bench::run(&options, &mut |e| {

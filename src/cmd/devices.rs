@@ -105,10 +105,10 @@ pub fn run(args: &Args) -> Result<()> {
         .map(ToString::to_string)
         .collect();
     let cluster = connection.cluster();
-    let (dir, file, _) = tf_iaware::tf::library_location();
+    let (dir, file, _) = tf_iaware::runtime::tf::library_location();
     let listing = Listing {
         cluster: &args.cluster,
-        tensorflow: tf_iaware::tf::version(),
+        tensorflow: tf_iaware::runtime::tf::version(),
         library: format!("{dir}/{file}"),
         devices: &cluster.devices,
         calibration_cache: cache,

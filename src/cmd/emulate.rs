@@ -67,7 +67,7 @@ pub fn run(args: &Args) -> Result<()> {
     let doc = document(&cluster)?;
     let text = serde_json::to_string(&doc)?;
     if let Some(path) = &args.tf_config_out {
-        tf_iaware::io::write_atomic(path, text.as_bytes(), "--tf-config-out")?;
+        tf_iaware::data::io::write_atomic(path, text.as_bytes(), "--tf-config-out")?;
     }
     outln!("{text}")?;
     eprintln!(

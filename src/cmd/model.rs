@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::graph::Sidecar;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tf_iaware::monitor::{sample_once, Monitor, MonitorConfig, Smoothed, Snapshot};
+use tf_iaware::cluster::monitor::{sample_once, Monitor, MonitorConfig, Smoothed, Snapshot};
 
 #[derive(clap::Args)]
 pub struct MonitorArgs {

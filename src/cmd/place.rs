@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use tf_iaware::report::PlacementReport;
+use tf_iaware::sim::report::PlacementReport;
 
 use crate::common;
 

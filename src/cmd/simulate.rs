@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use tf_iaware::report::{evaluate, trace};
+use tf_iaware::sim::report::{evaluate, trace};
 
 use crate::cmd::place::print_report;
 use crate::common;

@@ -11,10 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::adapt::AdaptOptions;
-use tf_iaware::runtime::trainer::{
-    CheckpointOptions, Job, OnProgress, RecoverOptions, StepProgress, TrainingOptions,
-    TrainingReport, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
-};
+use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress, RecoverOptions, StepProgress, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP};
+use tf_iaware::{Job, TrainingOptions, TrainingReport};
 
 use crate::common;
 

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc};
 
 use anyhow::{bail, Context, Result};
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
-use tf_iaware::monitor::{Agent, AgentConfig, Monitor, MonitorConfig};
+use tf_iaware::cluster::monitor::{Agent, AgentConfig, Monitor, MonitorConfig};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -117,7 +117,7 @@ pub fn run(args: &Args) -> Result<()> {
         task.index,
         config.cluster.values().map(Vec::len).sum::<usize>()
     );
-    let server = tf_iaware::tf::Server::start(&def)?;
+    let server = tf_iaware::runtime::tf::Server::start(&def)?;
     // The embedded metrics agent: this host's readings, with this process's own CPU and cgroup.
     let metrics = args
         .metrics

@@ -268,11 +268,11 @@ pub fn samples(n: u64, seed: u64) -> (Tensor<f32>, Tensor<i64>) {
 /// The model's graph, analysed, and its sidecar (dynamic batch, int64 labels, logits).
 pub fn graph() -> (
     tf_iaware::graph::analyze::Analyzed,
-    tf_iaware::runtime::Sidecar,
+    tf_iaware::graph::Sidecar,
 ) {
     let m = build().unwrap();
     let analyzed = tf_iaware::graph::analyze::analyze_graph(&m.scope.graph()).unwrap();
-    let sidecar = tf_iaware::runtime::Sidecar {
+    let sidecar = tf_iaware::graph::Sidecar {
         inputs: std::collections::BTreeMap::from([
             ("x".to_string(), vec![-1, SIDE as i64, SIDE as i64, 1]),
             ("labels".to_string(), vec![-1]),
@@ -308,9 +308,9 @@ pub fn rows(name: &str, n: u64, seed: u64) -> tf_iaware::data::InMemory {
 }
 
 /// The trainer's job: 1,024 training rows, 256 held out.
-pub fn job() -> tf_iaware::runtime::trainer::Job {
+pub fn job() -> tf_iaware::Job {
     let (analyzed, sidecar) = graph();
-    tf_iaware::runtime::trainer::Job::new(
+    tf_iaware::Job::new(
         "ref cnn",
         analyzed,
         sidecar,

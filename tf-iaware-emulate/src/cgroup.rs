@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tf_iaware::error::{Error, Result};
+use tf_iaware::{Error, Result};
 
 /// CFS period the quotas are expressed in, µs. Short, so a throttled step is not quantised to
 /// 100 ms slices (the kernel default), which would make calibration noisy.

@@ -13,7 +13,7 @@ use super::cgroup::{self, CpuCgroup, Hierarchy};
 use super::proxy::LinkProxy;
 use super::scenario::Scenario;
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
-use tf_iaware::error::{Error, Result};
+use tf_iaware::{Error, Result};
 
 /// One task process: what it was started with, so it can be started again the same way.
 struct Task {

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::scenario::LinkSpec;
-use tf_iaware::error::{Error, Result};
+use tf_iaware::{Error, Result};
 
 /// Largest chunk forwarded at once, bytes.
 const CHUNK: usize = 16 * 1024;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use tf_iaware::error::{Error, Result};
+use tf_iaware::{Error, Result};
 
 /// Shaping of one worker's network link (applied by a user-space proxy in front of it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tf_iaware::durable::events::{tags, EventWriter};
 use tf_iaware::durable::{read_variables, CheckpointDir, HostTensor, TrainState};
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::graph::Sidecar;
 use tf_iaware::tensorflow::{
     Graph, ImportGraphDefOptions, Session, SessionOptions, SessionRunArgs, Tensor,
 };

@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let analyze_ms = t.elapsed().as_secs_f64() * 1e3 - replicate_ms;
         let cluster = tf_iaware::connect(&format!("local:cpu={}", n + 1))?;
         let t = Instant::now();
-        let placed = tf_iaware::apply::apply(
+        let placed = tf_iaware::placer::apply::apply(
             &built.analyzed.graph_def,
             &built.analyzed.op_graph,
             cluster.cluster(),

@@ -1,13 +1,15 @@
 //! tf-iaware: infrastructure-aware device placement for TensorFlow.
 //!
 //! The pipeline, one module per stage: [`graph`] (OpGraph, colocation, analysis of a real
-//! TensorFlow graph) → [`cluster`] (devices) → [`placer`] (strategies) → [`apply`] (device strings
-//! written onto a GraphDef) → [`runtime`] (sessions through the C API, step stats).
+//! TensorFlow graph) → [`cluster`] (devices, live metrics) → [`cost`] → [`placer`] (strategies,
+//! and [`placer::apply`]: device strings written onto a GraphDef) or [`parallel`] (data-parallel
+//! plans) → [`sim`] (predictions) → [`runtime`] (sessions through the C API, the trainer); with
+//! [`data`] (the user's data sets), [`durable`] (checkpoints and event files) and [`models`].
 //! Pure stages take plain data; TensorFlow and the OS sit at the edges.
 //!
 //! # Place and train your own graph
 //!
-//! The entry point ([`pipeline`], re-exported here) takes a graph you built with the
+//! The entry point (at the crate root) takes a graph you built with the
 //! `tensorflow` crate (re-exported as [`tensorflow`], so one dependency is enough) or a GraphDef
 //! exported from Python: [`connect`] to a cluster spec, describe one training [`Step`], place the
 //! graph with a strategy ([`Connection::place`] → [`Plan`], with its predicted step time and
@@ -43,32 +45,38 @@
 // Library code returns typed errors: no unwrap/expect outside tests (clippy.toml allows them there).
 #![warn(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod apply;
+// Ten public modules, in the order of the pipeline; every public item has one path (the entry
+// point, `pipeline`'s, lives at the root only).
+pub mod graph;
 pub mod cluster;
-pub mod config;
+pub mod cost {
+    //! Per-op costs on each device (FLOPs, bytes, measured times) and transfer costs
+    //! ([`tf_iaware_core::cost`]).
+    pub use tf_iaware_core::cost::*;
+}
+pub mod placer;
+pub mod parallel {
+    //! Data-parallel plans: strategies, shares, variable layout and graph replication
+    //! ([`tf_iaware_core::parallel`]).
+    pub use tf_iaware_core::parallel::*;
+}
+pub mod sim;
+pub mod runtime;
 pub mod data;
 pub mod durable;
-pub mod graph;
 pub mod models;
-pub mod monitor;
-pub mod pipeline;
-pub mod runtime;
-pub mod tf;
 
-/// The pure stages, [`tf_iaware_core`]'s, at the paths they have always had here.
-pub use tf_iaware_core::{
-    cost, error, io, limits, parallel, placer, proto, record, report, scale, sim,
-};
+mod pipeline;
+
+/// The crate's errors, with TensorFlow's status code kept ([`TfCode`]).
+pub(crate) use tf_iaware_core::error;
 
 /// The `tensorflow` crate tf-iaware is built on, for building graphs without a second
 /// dependency (and so without a second version of it).
 pub use tensorflow;
 
-pub use error::{Error, Result};
-pub use parallel::DataParallelStrategy;
-pub use pipeline::{
-    connect, CalibrationPolicy, Connection, ConnectionBuilder, DataParallel, Fetched, Plan,
-    PlanOptions, Run, Session, Step, TrainOptions, Verification,
-};
-pub use runtime::replicated::Workload;
-pub use runtime::trainer::{Job, Metric, TrainingOptions, TrainingReport};
+pub use error::{Error, RecordPart, Result, TfCode};
+pub use pipeline::*;
+pub use runtime::trainer::job::{Job, Metric};
+pub use runtime::trainer::options::TrainingOptions;
+pub use runtime::trainer::report::TrainingReport;

@@ -12,7 +12,7 @@ use tf_iaware::data::{
 };
 use tf_iaware::graph::analyze::analyze_bytes;
 use tf_iaware::graph::DType;
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::graph::Sidecar;
 use tf_iaware::tensorflow::{
     DataType, Graph, Operation, Session, SessionOptions, SessionRunArgs, Tensor,
 };

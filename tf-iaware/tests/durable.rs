@@ -10,7 +10,7 @@ use tf_iaware::durable::{
     graph_variables, list_bundle, read_bundle, read_variables, restore_graph, write_bundle,
     CheckpointDir, HostTensor, NamedTensor, TrainState,
 };
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::graph::Sidecar;
 use tf_iaware::tensorflow::{
     BFloat16, DataType, Graph, ImportGraphDefOptions, Operation, Session, SessionOptions,
     SessionRunArgs, Tensor,

@@ -10,11 +10,12 @@ use proptest::prelude::*;
 use prost::Message;
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
 use tf_iaware::cluster::ClusterSpec;
-use tf_iaware::graph::analyze::{analyze_bytes, decode_graph_def, structure};
+use tf_iaware::graph::analyze::analyze_bytes;
+use tf_iaware::graph::graph_def::{decode_graph_def, structure};
 use tf_iaware::graph::DeviceName;
-use tf_iaware::monitor::exposition::Exposition;
-use tf_iaware::proto::{GraphDef, NodeDef};
-use tf_iaware::runtime::Sidecar;
+use tf_iaware::cluster::monitor::exposition::Exposition;
+use tf_iaware::graph::proto::{GraphDef, NodeDef};
+use tf_iaware::graph::Sidecar;
 
 fn config() -> ProptestConfig {
     ProptestConfig {

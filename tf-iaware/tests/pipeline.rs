@@ -6,7 +6,7 @@
 #[path = "../examples/own_model/model.rs"]
 mod model;
 
-use tf_iaware::pipeline::{TensorRef, Verification};
+use tf_iaware::{TensorRef, Verification};
 use tf_iaware::tensorflow::{Output, Tensor};
 use tf_iaware::{connect, Error, Run, Step};
 

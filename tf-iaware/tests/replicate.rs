@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use prost::Message;
-use tf_iaware::apply;
+use tf_iaware::placer::apply;
 use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
 use tf_iaware::parallel::replicate::{BatchData, Role};
 use tf_iaware::parallel::{DataParallelPlan, Replica};
 use tf_iaware::runtime::replicated::{self, Workload};
 use tf_iaware::runtime::stats::executed_nodes;
-use tf_iaware::runtime::{PlacedSession, SessionConfig, Sidecar};
+use tf_iaware::graph::Sidecar;
+use tf_iaware::runtime::{PlacedSession, SessionConfig};
 use tf_iaware::tensorflow::{Operation, SessionRunArgs, Tensor};
 use tf_iaware::{connect, Error};
 
@@ -368,16 +369,16 @@ fn what_cannot_be_replicated_is_refused_naming_the_op() {
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     // A stateful op of unknown kind inside the tower.
     let (bytes, sidecar) = fixture("tf1_mlp_momentum");
-    let mut def = tf_iaware::proto::GraphDef::decode(bytes.as_slice()).unwrap();
+    let mut def = tf_iaware::graph::proto::GraphDef::decode(bytes.as_slice()).unwrap();
     let relu = def.node.iter().position(|n| n.op == "Relu").unwrap();
     let relu_name = def.node[relu].name.clone();
-    let mut queue = tf_iaware::proto::NodeDef {
+    let mut queue = tf_iaware::graph::proto::NodeDef {
         name: "my_queue".into(),
         op: "FIFOQueueV2".into(),
         ..Default::default()
     };
-    let types = tf_iaware::proto::AttrValue {
-        list: Some(tf_iaware::proto::ListValue {
+    let types = tf_iaware::graph::proto::AttrValue {
+        list: Some(tf_iaware::graph::proto::ListValue {
             r#type: vec![1],
             ..Default::default()
         }),
@@ -386,7 +387,7 @@ fn what_cannot_be_replicated_is_refused_naming_the_op() {
     queue
         .attr
         .insert("component_types".into(), types.encode_to_vec());
-    let mut enqueue = tf_iaware::proto::NodeDef {
+    let mut enqueue = tf_iaware::graph::proto::NodeDef {
         name: "my_enqueue".into(),
         op: "QueueEnqueueV2".into(),
         input: vec!["my_queue".into(), relu_name.clone()],
@@ -429,7 +430,7 @@ fn labels_of_a_cross_entropy_are_found_without_a_sidecar_key() {
 
 #[test]
 fn sparse_updates_and_a_batch_fixed_elsewhere_are_refused_naming_the_op() {
-    use tf_iaware::proto::{AttrValue, NodeDef, TensorAttr, TensorProto, TensorShapeProto};
+    use tf_iaware::graph::proto::{AttrValue, NodeDef, TensorAttr, TensorProto, TensorShapeProto};
     let (bytes, sidecar) = fixture("tf1_mlp_momentum");
     let single = analyze_bytes(&bytes, "original").unwrap();
     let p = plan(&[5, 3]);
@@ -459,7 +460,7 @@ fn sparse_updates_and_a_batch_fixed_elsewhere_are_refused_naming_the_op() {
         let t = TensorProto {
             dtype: 3,
             tensor_shape: Some(TensorShapeProto {
-                dim: vec![tf_iaware::proto::graph::Dim {
+                dim: vec![tf_iaware::graph::proto::graph::Dim {
                     size: values.len() as i64,
                     name: String::new(),
                 }],

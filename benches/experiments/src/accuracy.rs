@@ -10,12 +10,10 @@ use tf_iaware::cluster::Cluster;
 use tf_iaware::data::{digits_split, input_specs};
 use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
-use tf_iaware::pipeline;
-use tf_iaware::runtime::trainer::{
-    check_backups, contender, train, Job, Planning, TrainingOptions, TrainingReport,
-};
+use tf_iaware::runtime::trainer::{check_backups, contender, train, Planning};
+use tf_iaware::{Job, TrainingOptions, TrainingReport};
 use tf_iaware::runtime::{data_parallel, trainer, SessionConfig};
-use tf_iaware::scale::Planner;
+use tf_iaware::sim::scale::Planner;
 use tf_iaware_emulate::EmulatedCluster;
 
 use crate::calibrate::{calibrate, Calibration, OVERHEAD_MS};
@@ -33,8 +31,8 @@ fn job(o: &BenchOptions) -> Result<Job> {
             (model.clone(), analyze_graph(m.net.graph())?, m.sidecar)
         }
         Model::Graph { path, meta } => {
-            let analyzed = pipeline::load_graph(path)?;
-            let sidecar = pipeline::load_sidecar(path, meta.as_deref(), &analyzed)?;
+            let analyzed = tf_iaware::load_graph(path)?;
+            let sidecar = tf_iaware::load_sidecar(path, meta.as_deref(), &analyzed)?;
             (path.display().to_string(), analyzed, sidecar)
         }
     };

@@ -16,7 +16,7 @@ use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, ReplanRecord, Repla
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::trainer::{self, Contender, OnProgress, StepProgress};
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
-use tf_iaware::{DataParallelStrategy, Job, TrainingOptions, TrainingReport};
+use tf_iaware::{parallel::DataParallelStrategy, Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 use crate::calibrate::{probe_batch, OVERHEAD_MS};

@@ -1,6 +1,6 @@
 //! The crate's one error type.
 
-use tf_iaware::scale::Planner;
+use tf_iaware::sim::scale::Planner;
 
 /// What went wrong in an experiment, naming what failed.
 ///

@@ -1,7 +1,7 @@
 //! What an experiment reports while it runs, in order: the caller shows it (the CLI prints
 //! lines, a spinner and a progress bar); the results themselves come back as the report.
 
-use tf_iaware::scale::{Planner, StudyRow};
+use tf_iaware::sim::scale::{Planner, StudyRow};
 use tf_iaware::TrainingReport;
 
 use crate::report::StrategyResult;

@@ -53,7 +53,7 @@ pub use report::{
     SimulatedReport, StrategyResult, Summary, ThroughputReport,
 };
 pub use simulated::{scale_study, simulate, synthetic_cluster, SimOptions};
-pub use tf_iaware::scale::Study;
+pub use tf_iaware::sim::scale::Study;
 
 /// Runs the benchmark `options` asks for on an emulated cluster: images/s per strategy on
 /// synthetic data (and, on a scenario with drift, the drift experiment), or time to a held-out

@@ -2,7 +2,7 @@
 //! ops placed over the workers by a per-op strategy (`heft`, `etf`, …) with each worker's speed
 //! taken from the data-parallel calibration, trained through the same gRPC cluster.
 
-use tf_iaware::apply;
+use tf_iaware::placer::apply;
 use tf_iaware::cluster::model::CalibrationProfile;
 use tf_iaware::cluster::Cluster;
 use tf_iaware::cost::CostModel;
@@ -10,7 +10,7 @@ use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::models;
 use tf_iaware::parallel::WorkerCapacity;
 use tf_iaware::placer::{OpPlacementStrategy, PlaceOptions};
-use tf_iaware::report::PlaceWithReport;
+use tf_iaware::sim::report::PlaceWithReport;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{calibrate, PlacedSession, SessionConfig, Trainer};
 use tf_iaware::Result;
@@ -58,7 +58,7 @@ pub(crate) fn prepare(
         ..devices.clone()
     };
     // Links between the workers, timed through TensorFlow (a shaped link shows here).
-    let mut profile = CalibrationProfile::new(&tf_iaware::tf::version(), "bench", 0);
+    let mut profile = CalibrationProfile::new(&tf_iaware::runtime::tf::version(), "bench", 0);
     calibrate::calibrate_links(&cluster, config, &LINK_BYTES, &mut profile)?;
     profile.apply(&mut cluster)?;
     let g = &analyzed.op_graph;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use tf_iaware::parallel::DataParallelStrategy;
 use tf_iaware::placer::OpPlacementStrategy;
-use tf_iaware::runtime::train::{MAX_BATCH, MAX_STEPS};
-use tf_iaware::scale::Planner;
+use tf_iaware::runtime::limits::{MAX_BATCH, MAX_STEPS};
+use tf_iaware::sim::scale::Planner;
 use tf_iaware_emulate::Scenario;
 
 use crate::error::{Error, Result};

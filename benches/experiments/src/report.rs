@@ -5,7 +5,7 @@ use tf_iaware::parallel::{DataParallelPlan, DataParallelStrategy, WorkerCapacity
 use tf_iaware::runtime::adapt::{ReplanRecord, Trigger};
 use tf_iaware::runtime::trainer::Evaluation;
 use tf_iaware::runtime::StepTimes;
-use tf_iaware::scale::StudyRow;
+use tf_iaware::sim::scale::StudyRow;
 use tf_iaware::TrainingReport;
 use tf_iaware_emulate::Scenario;
 

@@ -1,9 +1,9 @@
 //! The planners on synthetic clusters, by simulation only (no TensorFlow session, no worker
 //! processes): one cluster compared planner by planner, and the scale study — thin callers of
-//! [`tf_iaware::scale`].
+//! [`tf_iaware::sim::scale`].
 
 use tf_iaware::cluster::{ClusterSpec, SyntheticSpec};
-use tf_iaware::scale::{self, Planner, Study, StudyOptions};
+use tf_iaware::sim::scale::{self, Planner, Study, StudyOptions};
 use tf_iaware::sim::data_parallel::DpWorkload;
 
 use crate::error::{Error, Result};

@@ -10,11 +10,10 @@ use tf_iaware::parallel::{
     self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Updates,
     VarInfo, WorkerCapacity,
 };
-use tf_iaware::pipeline;
 use tf_iaware::placer::OpPlacementStrategy;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{data_parallel, StepTimes, Trainer};
-use tf_iaware::scale::Planner;
+use tf_iaware::sim::scale::Planner;
 use tf_iaware_emulate::EmulatedCluster;
 
 use crate::adapt;
@@ -113,8 +112,8 @@ fn workload(o: &BenchOptions) -> Result<Workload> {
             Workload::from(model)
         }
         Model::Graph { path, meta } => {
-            let analyzed = pipeline::load_graph(path)?;
-            let sidecar = pipeline::load_sidecar(path, meta.as_deref(), &analyzed)?;
+            let analyzed = tf_iaware::load_graph(path)?;
+            let sidecar = tf_iaware::load_sidecar(path, meta.as_deref(), &analyzed)?;
             let fixed = sidecar.batch_size().filter(|&b| b != o.batch);
             if let (Some(b), Some(s)) =
                 (fixed, o.strategies.iter().find(|&&s| !is_data_parallel(s)))

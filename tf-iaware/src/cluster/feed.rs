@@ -22,9 +22,9 @@ use super::model::Cluster;
 use super::tf_config::{TaskId, TfConfig};
 use super::{live, LiveSource};
 use crate::error::Result;
-use crate::monitor::plausible::implausible_readings;
-use crate::monitor::snapshot::unix_now_ms;
-use crate::monitor::{
+use crate::cluster::monitor::plausible::implausible_readings;
+use crate::cluster::monitor::snapshot::unix_now_ms;
+use crate::cluster::monitor::{
     Monitor, MonitorConfig, ScrapeOptions, ScrapeReport, Scraper, Snapshot, Target,
 };
 
@@ -218,7 +218,7 @@ impl MetricsFeed {
             // answer, and the log says why.
             #[cfg(not(feature = "scrape"))]
             Err(e @ crate::Error::NotCompiled { feature, .. })
-                if feature == crate::monitor::scrape::FEATURE =>
+                if feature == crate::cluster::monitor::scrape::FEATURE =>
             {
                 log::warn!("live metrics of TF_CONFIG tasks: {e}");
                 Ok(Self::off())
@@ -461,8 +461,8 @@ mod tests {
 
     use super::*;
     use crate::cluster::Device;
-    use crate::monitor::snapshot::{CgroupSnapshot, Smoothed};
-    use crate::monitor::{Agent, AgentConfig, MetricsSource};
+    use crate::cluster::monitor::snapshot::{CgroupSnapshot, Smoothed};
+    use crate::cluster::monitor::{Agent, AgentConfig, MetricsSource};
 
     fn serve(source: Arc<dyn MetricsSource>) -> Agent {
         Agent::serve(
@@ -610,7 +610,7 @@ mod tests {
 
     #[test]
     fn dcgm_pages_map_onto_tensorflow_gpus() {
-        let dcgm = serve(Arc::new(crate::monitor::agent::StaticPage(
+        let dcgm = serve(Arc::new(crate::cluster::monitor::agent::StaticPage(
             include_str!("../../../tf-iaware-core/tests/fixtures/monitor/dcgm_exporter.prom")
                 .to_string(),
         )));

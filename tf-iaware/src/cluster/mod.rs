@@ -5,6 +5,7 @@
 pub use tf_iaware_core::cluster::*;
 
 pub mod connect;
+pub mod monitor;
 pub(crate) mod feed;
 pub(crate) mod local;
 

@@ -27,7 +27,7 @@ pub const MAX_DATA_BYTES: u64 = 16 << 30;
 pub const TFRECORD_EXTENSIONS: &[&str] = &["tfrecord", "tfrecords"];
 
 fn budget() -> u64 {
-    crate::io::available_memory_bytes().map_or(MAX_DATA_BYTES, |a| (a / 2).min(MAX_DATA_BYTES))
+    crate::data::io::available_memory_bytes().map_or(MAX_DATA_BYTES, |a| (a / 2).min(MAX_DATA_BYTES))
 }
 
 fn label(path: &Path) -> String {
@@ -51,7 +51,7 @@ fn regular_file(path: &Path) -> Result<()> {
 /// The bytes of the regular file `path`, within the memory budget.
 fn read_file(path: &Path) -> Result<Vec<u8>> {
     regular_file(path)?;
-    crate::io::read_bytes_capped(path, budget(), "data file")
+    crate::data::io::read_bytes_capped(path, budget(), "data file")
 }
 
 /// Opens the data set at `path` for the graph inputs `specs`, by its extension: `.npy` (the

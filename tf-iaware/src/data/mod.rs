@@ -23,6 +23,8 @@
 //! # Ok::<(), tf_iaware::Error>(())
 //! ```
 
+pub use tf_iaware_core::{io, record};
+
 mod dataset;
 mod digits;
 mod feed;

@@ -5,4 +5,5 @@
 pub use tf_iaware_core::graph::*;
 
 pub mod analyze;
+pub use tf_iaware_core::proto;
 mod op_defs;

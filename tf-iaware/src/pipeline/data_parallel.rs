@@ -22,7 +22,8 @@ use crate::runtime::adapt::{MetricsSource, Replanning};
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data_parallel;
 use crate::runtime::replicated::Workload;
-use crate::runtime::train::{StepTimes, MAX_STEPS};
+use crate::runtime::limits::MAX_STEPS;
+use crate::runtime::train::StepTimes;
 use crate::runtime::trainer::{
     self, Contender, Feedback, Job, OnProgress, RecoverOptions, Recovered, TracedStep,
     TrainingOptions, TrainingReport,

@@ -6,16 +6,17 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use tensorflow::Graph;
 
-use crate::apply;
+use crate::placer::apply;
 use crate::cluster::Cluster;
 use crate::cost::{CostModel, Measurements};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use crate::graph::OpGraph;
 use crate::placer::{self, OpPlacementStrategy, PlaceOptions, Placement, Strategy};
-use crate::proto::GraphDef;
-use crate::report::{PlaceWithReport, PlacementReport};
-use crate::runtime::{PlacedSession, SessionConfig, Sidecar};
+use crate::graph::proto::GraphDef;
+use crate::sim::report::{PlaceWithReport, PlacementReport};
+use crate::graph::Sidecar;
+use crate::runtime::{PlacedSession, SessionConfig};
 
 use super::connection::Connection;
 use super::session::Session;
@@ -32,7 +33,7 @@ pub const MAX_GRAPH_BYTES: u64 = 2 << 30;
 /// [`MAX_GRAPH_BYTES`]; the errors of
 /// [`analyze_bytes`](crate::graph::analyze::analyze_bytes).
 pub fn load_graph(path: &Path) -> Result<Analyzed> {
-    let bytes = crate::io::read_bytes_capped(path, MAX_GRAPH_BYTES, "GraphDef")?;
+    let bytes = crate::data::io::read_bytes_capped(path, MAX_GRAPH_BYTES, "GraphDef")?;
     analyze_bytes(&bytes, &path.display().to_string())
 }
 

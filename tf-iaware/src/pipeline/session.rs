@@ -11,7 +11,7 @@ use tensorflow::{DataType, FetchToken, Graph, Operation, SessionRunArgs, Tensor,
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
 use crate::placer::Placement;
-use crate::proto::StepStats;
+use crate::graph::proto::StepStats;
 use crate::runtime::stats::{self, Mismatch};
 use crate::runtime::PlacedSession;
 

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::graph::OpGraph;
-use crate::runtime::Sidecar;
+use crate::graph::Sidecar;
 
 use super::handle::{OpHandle, TensorHandle, TensorRef};
 

@@ -30,12 +30,12 @@ use super::train::StepTimes;
 use crate::cluster::tf_config::TfConfig;
 use crate::cluster::{Cluster, LiveOptions, LiveSource, MetricsFeed};
 use crate::error::Result;
-use crate::monitor::snapshot::unix_now_ms;
+use crate::cluster::monitor::snapshot::unix_now_ms;
 use crate::parallel::{
     self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Shares,
     VarInfo, WorkerCapacity,
 };
-use crate::proto::StepStats;
+use crate::graph::proto::StepStats;
 
 /// When `DriftWatch` calls a move.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -292,7 +292,7 @@ impl LiveWatcher {
         let thread = std::thread::Builder::new()
             .name("tf-iaware-live".into())
             .spawn(move || {
-                *t.lock() = crate::monitor::sampler::current_tid();
+                *t.lock() = crate::cluster::monitor::sampler::current_tid();
                 while !s.load(std::sync::atomic::Ordering::Relaxed) {
                     let mut c = l.lock().0.clone();
                     let before: Vec<Option<u64>> =
@@ -355,7 +355,7 @@ impl LiveWatcher {
     /// costs this process (`None` where thread CPU time cannot be read).
     pub(crate) fn cost_share(&self) -> Option<f64> {
         let tid = (*self.tid.lock())?;
-        let cpu = crate::monitor::sampler::thread_cpu_time(tid)?;
+        let cpu = crate::cluster::monitor::sampler::thread_cpu_time(tid)?;
         Some(cpu.as_secs_f64() / self.started.elapsed().as_secs_f64().max(1e-9))
     }
 }

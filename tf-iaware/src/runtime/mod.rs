@@ -3,6 +3,7 @@
 
 pub mod adapt;
 pub mod calibrate;
+pub(crate) mod config;
 pub(crate) mod checkpoint;
 pub mod data_parallel;
 pub mod liveness;
@@ -10,9 +11,10 @@ pub mod replicated;
 pub(crate) mod session;
 pub mod stats;
 pub mod train;
+pub mod tf;
 pub mod trainer;
 
-pub use crate::config::SessionConfig;
+pub use config::SessionConfig;
 pub use session::{PlacedSession, RunOutcome};
-pub use tf_iaware_core::graph::Sidecar;
+pub use tf_iaware_core::limits;
 pub use train::{StepTimes, TrainReport, Trainer};

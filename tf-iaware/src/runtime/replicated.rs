@@ -14,7 +14,7 @@ use crate::graph::{Attr, GroupId, NodeId, OpGraph};
 use crate::parallel::replicate::{replicate, BatchData, Replication, Role};
 use crate::parallel::{DataParallelPlan, VarInfo};
 use crate::placer::Placement;
-use crate::runtime::Sidecar;
+use crate::graph::Sidecar;
 
 /// Op types that hold a variable.
 pub(crate) fn is_variable(op: &str) -> bool {

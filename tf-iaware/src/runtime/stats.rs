@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::graph::DeviceName;
 use crate::placer::Placement;
-use crate::proto::StepStats;
+use crate::graph::proto::StepStats;
 
 /// The device part of a step-stats device string (drops stream suffixes such as
 /// `/device:GPU:0/stream:all`, keeps `/job:…/replica:…/task:…/device:TYPE:ID`).
@@ -127,7 +127,7 @@ pub(crate) fn device_spans(stats: &StepStats) -> BTreeMap<String, (i64, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{DeviceStepStats, NodeExecStats};
+    use crate::graph::proto::{DeviceStepStats, NodeExecStats};
 
     fn stats() -> StepStats {
         let node = |n: &str| NodeExecStats {

@@ -9,13 +9,13 @@ use tensorflow::{DataType, Operation, SessionRunArgs, Tensor};
 
 use super::session::PlacedSession;
 use super::stats;
-use super::Sidecar;
+use crate::graph::Sidecar;
 use crate::data::{Dataset, FeedTensor, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::DType;
 use crate::graph::OpGraph;
 use crate::placer::Placement;
-use crate::proto::StepStats;
+use crate::graph::proto::StepStats;
 
 /// Percentiles of step wall times, ms.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -45,7 +45,7 @@ impl StepTimes {
     }
 }
 
-pub use tf_iaware_core::limits::{MAX_BATCH, MAX_STEPS};
+use tf_iaware_core::limits::{MAX_BATCH, MAX_STEPS};
 
 /// Bytes of a synthetic batch of `dims` float32 elements, checked against overflow and against
 /// the memory the machine has available; `what` names the input in errors.
@@ -62,7 +62,7 @@ pub(crate) fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
         .iter()
         .try_fold(4u64, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| bad("its size overflows 64 bits".into()))?;
-    if let Some(available) = crate::io::available_memory_bytes() {
+    if let Some(available) = crate::data::io::available_memory_bytes() {
         if bytes > available / 2 {
             return Err(bad(format!(
                 "a synthetic batch of {bytes} bytes is more than half the {available} bytes of                  memory available (MemAvailable); use a smaller batch"
@@ -225,7 +225,7 @@ impl Trainer {
         let (wall, step_stats) = self.session.run_args(&mut args, trace, "training step")?;
         let fetched = args
             .fetch::<f32>(token)
-            .map_err(|e| crate::tf::status::error("fetching the loss", &e))?;
+            .map_err(|e| crate::runtime::tf::status::error("fetching the loss", &e))?;
         let fetched = Some(&fetched);
         if let Some(t) = fetched.filter(|t| t.len() != 1) {
             return Err(Error::InvalidArgument {

@@ -3,9 +3,9 @@
 use tensorflow::DataType;
 
 use super::RUNS;
-use crate::apply;
+use crate::placer::apply;
 use crate::cluster::Cluster;
-use crate::config::SessionConfig;
+use crate::runtime::config::SessionConfig;
 use crate::error::Result;
 use crate::graph::analyze::analyze_graph;
 use crate::models::builder::Net;

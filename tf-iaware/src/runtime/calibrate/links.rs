@@ -4,10 +4,10 @@
 use tensorflow::DataType;
 
 use super::RUNS;
-use crate::apply;
+use crate::placer::apply;
 use crate::cluster::model::CalibrationProfile;
 use crate::cluster::Cluster;
-use crate::config::SessionConfig;
+use crate::runtime::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::models::builder::Net;

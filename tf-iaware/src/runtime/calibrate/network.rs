@@ -1,8 +1,8 @@
 //! Op types and executor overhead: the calibration network trained op by op on one device.
 
-use crate::apply;
+use crate::placer::apply;
 use crate::cluster::Cluster;
-use crate::config::SessionConfig;
+use crate::runtime::config::SessionConfig;
 use crate::cost::{Measurements, OpCostFitter};
 use crate::error::Result;
 use crate::graph::analyze::analyze_graph;

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use super::replicated::{self as graph_replicated, GraphWorkload, Workload};
 use super::session::PlacedSession;
 use super::train::{TrainReport, Trainer};
-use crate::apply;
+use crate::placer::apply;
 use crate::cluster::Cluster;
-use crate::config::SessionConfig;
+use crate::runtime::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::graph::{DeviceName, DeviceType};
@@ -167,7 +167,7 @@ pub(crate) fn plan_tasks(plan: &DataParallelPlan) -> Vec<String> {
 /// out).
 pub(crate) fn replica_spans_ms(
     plan: &DataParallelPlan,
-    stats: &crate::proto::StepStats,
+    stats: &crate::graph::proto::StepStats,
 ) -> Vec<(String, f64)> {
     let spans = super::stats::device_spans(stats);
     plan.replicas

@@ -28,12 +28,12 @@ mod concurrent;
 mod contender;
 mod evaluate;
 mod gate;
-mod job;
+pub(crate) mod job;
 mod keep;
-mod options;
+pub(crate) mod options;
 mod progress;
 mod recover;
-mod report;
+pub(crate) mod report;
 mod sync;
 
 use std::path::PathBuf;
@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cluster::Cluster;
-use crate::config::SessionConfig;
+use crate::runtime::config::SessionConfig;
 use crate::data::Sampler;
 use crate::error::{Error, Result};
 use crate::parallel::{DataParallelPlan, Shares, Updates};
@@ -53,17 +53,15 @@ use build::{build, Built};
 pub use contender::{check_backups, contender, Contender, Feedback, Planning};
 use evaluate::Evaluator;
 use gate::{Clock, Gate};
-pub use job::{Job, Metric};
+// `Job`, `Metric`, `TrainingOptions` and `TrainingReport` are public at the crate root.
+pub(crate) use job::Job;
 pub use keep::StepProgress;
 use keep::{Carried, Keeper};
-pub use options::{
-    CheckpointOptions, RecoverOptions, TrainingOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP,
-};
+pub(crate) use options::TrainingOptions;
+pub use options::{CheckpointOptions, RecoverOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP};
 use progress::Progress;
-pub use report::{
-    CheckpointWritten, Choice, Evaluation, Readmitted, Recovered, Resumed, SafeCopy, TracedStep,
-    TrainingReport, WorkerCount, STEP_TIMES_KEPT,
-};
+pub(crate) use report::TrainingReport;
+pub use report::{CheckpointWritten, Choice, Evaluation, Readmitted, Recovered, Resumed, SafeCopy, TracedStep, WorkerCount, STEP_TIMES_KEPT};
 
 /// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
 /// thread that coordinates the steps (keep it quick: the steps wait for it).

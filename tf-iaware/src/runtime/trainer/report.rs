@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(doc)]
 use super::{train, Feedback, TrainingOptions};
 use crate::parallel::{DataParallelPlan, DataParallelStrategy, Updates};
-use crate::proto::StepStats;
+use crate::graph::proto::StepStats;
 use crate::runtime::adapt::ReplanRecord;
 use crate::runtime::stats::Mismatch;
 use crate::runtime::train::StepTimes;
@@ -151,7 +151,7 @@ pub struct TracedStep {
     pub executed: BTreeMap<String, usize>,
     /// Ops that ran somewhere other than where the plan placed them.
     pub mismatches: Vec<Mismatch>,
-    /// TensorFlow's step stats (for a timeline, [`crate::report::trace`]).
+    /// TensorFlow's step stats (for a timeline, [`crate::sim::report::trace`]).
     #[serde(skip)]
     pub stats: StepStats,
 }

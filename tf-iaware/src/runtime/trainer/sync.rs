@@ -65,7 +65,7 @@ impl Run<'_> {
                     session.run_args_within(None, &mut args, true, "traced train", timeout_ms)?;
                 let value = args
                     .fetch::<f32>(token)
-                    .map_err(|e| crate::tf::status::error("fetching the loss", &e))?
+                    .map_err(|e| crate::runtime::tf::status::error("fetching the loss", &e))?
                     .first()
                     .copied()
                     .unwrap_or(f32::NAN);
@@ -317,7 +317,7 @@ impl Resizer {
     fn propose(
         &mut self,
         plan: &DataParallelPlan,
-        stats: &crate::proto::StepStats,
+        stats: &crate::graph::proto::StepStats,
         feedback: &Feedback,
     ) -> Result<Option<DataParallelPlan>> {
         self.window = self.window.max(Self::KEEP);

@@ -7,7 +7,7 @@ use tf_iaware_sys as sys;
 
 use super::status::Status;
 use crate::error::Result;
-use crate::proto::ServerDef;
+use crate::graph::proto::ServerDef;
 
 /// A started in-process gRPC server of TensorFlow's distributed runtime.
 ///

@@ -39,7 +39,7 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::agent::Agent;
+    use crate::cluster::monitor::agent::Agent;
 
     struct Page;
     impl MetricsSource for Page {

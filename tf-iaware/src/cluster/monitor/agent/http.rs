@@ -17,7 +17,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 use super::{AgentConfig, MetricsSource};
 use crate::error::{Error, Result};
-use crate::monitor::exposition::CONTENT_TYPE as METRICS_CONTENT_TYPE;
+use crate::cluster::monitor::exposition::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 
 /// The running server behind an [`Agent`](super::Agent); stopped when dropped.
 pub(super) struct Server {
@@ -265,7 +265,7 @@ fn respond(req: &Request<Incoming>, source: &dyn MetricsSource) -> Response<Full
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::agent::{Agent, StaticPage};
+    use crate::cluster::monitor::agent::{Agent, StaticPage};
     use std::io::{Read, Write};
     use std::net::TcpStream;
 

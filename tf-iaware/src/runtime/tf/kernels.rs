@@ -9,7 +9,7 @@ use tf_iaware_sys as sys;
 
 use super::status::Status;
 use crate::error::{Error, Result};
-use crate::proto::{KernelDef, KernelList};
+use crate::graph::proto::{KernelDef, KernelList};
 use tf_iaware_core::graph::DeviceType;
 
 /// Device types (`"CPU"`, `"GPU"`, …, sorted, deduplicated) with a kernel registered for op

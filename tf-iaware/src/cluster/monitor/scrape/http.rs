@@ -11,10 +11,10 @@ use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
 use crate::error::{Error, Result};
-use crate::monitor::derive::CounterDeriver;
-use crate::monitor::exposition::Exposition;
-use crate::monitor::metrics::{self, INFO};
-use crate::monitor::snapshot::Snapshot;
+use crate::cluster::monitor::derive::CounterDeriver;
+use crate::cluster::monitor::exposition::Exposition;
+use crate::cluster::monitor::metrics::{self, INFO};
+use crate::cluster::monitor::snapshot::Snapshot;
 
 /// Normalises `host:port` or `http://host[:port][/path]` to a URI with a path.
 ///
@@ -390,8 +390,8 @@ async fn fetch(uri: &Uri, max_bytes: usize) -> std::result::Result<String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::agent::{Agent, AgentConfig, StaticPage};
-    use crate::monitor::scrape::{scrape_many, Scraper};
+    use crate::cluster::monitor::agent::{Agent, AgentConfig, StaticPage};
+    use crate::cluster::monitor::scrape::{scrape_many, Scraper};
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::sync::Arc;
@@ -435,10 +435,10 @@ mod tests {
     #[test]
     fn node_exporter_target_gets_rates_on_second_scrape() {
         let node = serve(include_str!(
-            "../../../../tf-iaware-core/tests/fixtures/monitor/node_exporter.prom"
+            "../../../../../tf-iaware-core/tests/fixtures/monitor/node_exporter.prom"
         ));
         let dcgm = serve(include_str!(
-            "../../../../tf-iaware-core/tests/fixtures/monitor/dcgm_exporter.prom"
+            "../../../../../tf-iaware-core/tests/fixtures/monitor/dcgm_exporter.prom"
         ));
         let target = Target::with_urls(
             "worker-3",

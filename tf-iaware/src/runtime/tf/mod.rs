@@ -1,7 +1,7 @@
 //! Safe wrappers over the raw C API calls of `tf_iaware_sys` (the ones the `tensorflow` crate does
 //! not wrap): version check, kernel registry, distributed-runtime servers, checkpoint index.
 
-mod checkpoint_reader;
+pub(crate) mod checkpoint_reader;
 mod kernels;
 mod server;
 pub(crate) mod status;
@@ -9,7 +9,7 @@ pub(crate) mod status;
 use std::ffi::CStr;
 use std::sync::OnceLock;
 
-pub use checkpoint_reader::{list_checkpoint, CheckpointEntry};
+pub use checkpoint_reader::list_checkpoint;
 pub use kernels::{kernel_device_types, kernel_device_types_for};
 pub use server::Server;
 

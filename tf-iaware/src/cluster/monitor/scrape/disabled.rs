@@ -36,7 +36,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::monitor::scrape::{scrape_many, Scraper};
+    use crate::cluster::monitor::scrape::{scrape_many, Scraper};
 
     #[test]
     fn not_compiled_scrape_names_the_feature_and_target() {

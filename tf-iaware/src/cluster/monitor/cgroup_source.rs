@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use tf_iaware_core::monitor::cgroup::*;
 
 use crate::error::{Error, Result};
-use crate::monitor::proc::read_text;
+use crate::cluster::monitor::proc::read_text;
 
 /// Reads the live cgroup files of one process. Re-reads `/proc/<pid>/cgroup` every time and
 /// locates the controllers again when the process has moved.
@@ -90,12 +90,12 @@ fn summed_task_seconds(dir: &Path, proc_dir: &Path) -> std::result::Result<f64, 
     for pid in pids {
         let stat = proc_dir.join(pid).join("stat");
         if let Ok(t) = std::fs::read_to_string(&stat) {
-            if let Ok(v) = crate::monitor::proc::parse_process_ticks(&t, &stat) {
+            if let Ok(v) = crate::cluster::monitor::proc::parse_process_ticks(&t, &stat) {
                 ticks = ticks.saturating_add(v);
             }
         }
     }
-    Ok(ticks as f64 / crate::monitor::proc::ticks_per_second() as f64)
+    Ok(ticks as f64 / crate::cluster::monitor::proc::ticks_per_second() as f64)
 }
 
 #[cfg(test)]
@@ -104,7 +104,7 @@ mod tests {
 
     /// A hybrid v1 + v2 host (the core's parser tests read the same fixture).
     const MOUNTINFO_HYBRID: &str =
-        include_str!("../../../tf-iaware-core/tests/fixtures/monitor/mountinfo_hybrid.txt");
+        include_str!("../../../../tf-iaware-core/tests/fixtures/monitor/mountinfo_hybrid.txt");
 
     fn write(path: &Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -186,7 +186,7 @@ mod tests {
             "43 (b) S 1 1 1 0 -1 0 0 0 0 0 100 0 0 0 20 0 1 0 1 1 1 1 1 1 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0",
         );
         let reading = src.read().unwrap();
-        let tps = crate::monitor::proc::ticks_per_second() as f64;
+        let tps = crate::cluster::monitor::proc::ticks_per_second() as f64;
         assert_eq!(reading.usage_seconds(), Some(300.0 / tps));
         assert!(reading.notes.is_empty(), "{:?}", reading.notes);
     }
