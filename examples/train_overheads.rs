@@ -24,7 +24,7 @@ use clap::Parser;
 use serde::Serialize;
 use tf_iaware::data::{input_specs, Batch, Columns, Dataset, InMemory, InputSpec, Synthetic};
 use tf_iaware::graph::analyze::analyze_graph;
-use tf_iaware::runtime::trainer::{CheckpointOptions};
+use tf_iaware::runtime::trainer::CheckpointOptions;
 use tf_iaware::{Job, TrainingOptions};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 

@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tf_iaware::cluster::ClusterSpec;
 use tf_iaware::graph::analyze::Analyzed;
-use tf_iaware::{Connection, Plan, PlanOptions, Step};
 use tf_iaware::graph::Sidecar;
+use tf_iaware::{Connection, Plan, PlanOptions, Step};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 /// Reads and analyses a GraphDef file.
@@ -140,7 +140,11 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
 
 /// [`write_file`] for bytes.
 pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
-    Ok(tf_iaware::data::io::write_atomic(path, bytes, "output file")?)
+    Ok(tf_iaware::data::io::write_atomic(
+        path,
+        bytes,
+        "output file",
+    )?)
 }
 
 /// Checks every output path a command was given (flag name, path) before its work starts, so

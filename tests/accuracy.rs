@@ -7,12 +7,12 @@ use std::path::Path;
 
 use tf_iaware::data::{digits_split, input_specs};
 use tf_iaware::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
+use tf_iaware::graph::Sidecar;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, DataParallelStrategy as S};
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::trainer::{train, Contender, Feedback};
 use tf_iaware::{Job, TrainingOptions, TrainingReport};
-use tf_iaware::graph::Sidecar;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 fn exe() -> &'static Path {

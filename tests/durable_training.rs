@@ -20,7 +20,7 @@ use tf_iaware::durable::{
 };
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress};
-use tf_iaware::{TrainingOptions};
+use tf_iaware::TrainingOptions;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 #[test]

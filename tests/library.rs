@@ -5,8 +5,8 @@
 mod common;
 
 use common::cluster::{connection, serial};
-use tf_iaware::TrainOptions;
 use tf_iaware::runtime::adapt::AdaptOptions;
+use tf_iaware::TrainOptions;
 use tf_iaware::{Error, Job, Run, Step, TrainingOptions};
 
 #[test]

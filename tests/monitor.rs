@@ -38,7 +38,8 @@ fn busy_process() -> ChildGuard {
 fn process_cpu_seconds(pid: u32) -> f64 {
     let path = format!("/proc/{pid}/stat");
     let text = std::fs::read_to_string(&path).expect("the child's stat");
-    let ticks = tf_iaware::cluster::monitor::proc::parse_process_ticks(&text, Path::new(&path)).unwrap();
+    let ticks =
+        tf_iaware::cluster::monitor::proc::parse_process_ticks(&text, Path::new(&path)).unwrap();
     ticks as f64 / tf_iaware::cluster::monitor::proc::ticks_per_second() as f64
 }
 

@@ -2,12 +2,12 @@
 //! its device; placed training steps run where they were placed; colocation is enforced.
 
 use prost::Message;
-use tf_iaware::placer::apply;
 use tf_iaware::cluster::{self, Cluster, ClusterSpec};
 use tf_iaware::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
-use tf_iaware::models;
-use tf_iaware::placer::{self, Placement};
 use tf_iaware::graph::proto::GraphDef;
+use tf_iaware::models;
+use tf_iaware::placer::apply;
+use tf_iaware::placer::{self, Placement};
 use tf_iaware::runtime::{PlacedSession, SessionConfig, Trainer};
 use tf_iaware::Error;
 

@@ -6,11 +6,11 @@ mod common;
 
 use std::path::PathBuf;
 
-use tf_iaware::placer::apply;
 use tf_iaware::cluster::{self, ClusterSpec};
 use tf_iaware::graph::analyze::analyze_bytes;
-use tf_iaware::placer;
 use tf_iaware::graph::Sidecar;
+use tf_iaware::placer;
+use tf_iaware::placer::apply;
 use tf_iaware::runtime::{PlacedSession, Trainer};
 
 fn fixture(name: &str) -> PathBuf {

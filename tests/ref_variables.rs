@@ -14,9 +14,9 @@ use common::cluster::{connection, serial};
 use prost::Message;
 use tf_iaware::cluster::Cluster;
 use tf_iaware::cost::CostModel;
+use tf_iaware::graph::proto::GraphDef;
 use tf_iaware::graph::OpGraph;
 use tf_iaware::placer::{Placement, Strategy};
-use tf_iaware::graph::proto::GraphDef;
 use tf_iaware::{Error, Run, Step};
 
 /// Run deadline of these tests, ms: a step of this model takes milliseconds; a hang fails the

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use tf_iaware::cluster::tf_config::TaskId;
 use tf_iaware::data::{HostTensor, InMemory};
+use tf_iaware::graph::Sidecar;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::liveness::HangDetection;
 use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress, RecoverOptions, Recovered};
-use tf_iaware::{Job, TrainingOptions, TrainingReport};
-use tf_iaware::graph::Sidecar;
 use tf_iaware::{Connection, Error};
+use tf_iaware::{Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 const STEPS: u64 = 120;

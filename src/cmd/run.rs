@@ -6,12 +6,12 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use tf_iaware::cost::Measurements;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
-use tf_iaware::{Connection, DataParallel, TrainOptions};
-use tf_iaware::sim::report::{trace, PlacementReport};
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{TrainReport, Trainer};
+use tf_iaware::sim::report::{trace, PlacementReport};
+use tf_iaware::{Connection, DataParallel, TrainOptions};
 use tf_iaware::{Job, TrainingOptions};
 
 use crate::common;

@@ -11,7 +11,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::adapt::AdaptOptions;
-use tf_iaware::runtime::trainer::{CheckpointOptions, OnProgress, RecoverOptions, StepProgress, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP};
+use tf_iaware::runtime::trainer::{
+    CheckpointOptions, OnProgress, RecoverOptions, StepProgress, DEFAULT_CHECKPOINT_EVERY_S,
+    DEFAULT_KEEP,
+};
 use tf_iaware::{Job, TrainingOptions, TrainingReport};
 
 use crate::common;

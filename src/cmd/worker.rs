@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use anyhow::{bail, Context, Result};
-use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
 use tf_iaware::cluster::monitor::{Agent, AgentConfig, Monitor, MonitorConfig};
+use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
 
 #[derive(clap::Args)]
 pub struct Args {

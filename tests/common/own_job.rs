@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use tf_iaware::data::{HostTensor, InMemory};
 use tf_iaware::graph::analyze::analyze_graph;
-use tf_iaware::Job;
 use tf_iaware::graph::Sidecar;
+use tf_iaware::Job;
 
 /// `n` rows of the model's task: 16 features in [-1, 1), the label (int64) the index of the
 /// largest of the first four.

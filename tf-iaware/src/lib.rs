@@ -47,8 +47,8 @@
 
 // Ten public modules, in the order of the pipeline; every public item has one path (the entry
 // point, `pipeline`'s, lives at the root only).
-pub mod graph;
 pub mod cluster;
+pub mod graph;
 pub mod cost {
     //! Per-op costs on each device (FLOPs, bytes, measured times) and transfer costs
     //! ([`tf_iaware_core::cost`]).
@@ -60,13 +60,17 @@ pub mod parallel {
     //! ([`tf_iaware_core::parallel`]).
     pub use tf_iaware_core::parallel::*;
 }
-pub mod sim;
-pub mod runtime;
 pub mod data;
 pub mod durable;
 pub mod models;
+pub mod runtime;
+pub mod sim;
 
+mod config;
 mod pipeline;
+mod tf;
+
+pub(crate) use tf_iaware_core::limits;
 
 /// The crate's errors, with TensorFlow's status code kept ([`TfCode`]).
 pub(crate) use tf_iaware_core::error;

@@ -8,13 +8,13 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use prost::Message;
+use tf_iaware::cluster::monitor::exposition::Exposition;
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
 use tf_iaware::cluster::ClusterSpec;
 use tf_iaware::graph::analyze::analyze_bytes;
 use tf_iaware::graph::graph_def::{decode_graph_def, structure};
-use tf_iaware::graph::DeviceName;
-use tf_iaware::cluster::monitor::exposition::Exposition;
 use tf_iaware::graph::proto::{GraphDef, NodeDef};
+use tf_iaware::graph::DeviceName;
 use tf_iaware::graph::Sidecar;
 
 fn config() -> ProptestConfig {

@@ -6,9 +6,9 @@
 #[path = "../examples/own_model/model.rs"]
 mod model;
 
-use tf_iaware::{TensorRef, Verification};
 use tf_iaware::tensorflow::{Output, Tensor};
 use tf_iaware::{connect, Error, Run, Step};
+use tf_iaware::{TensorRef, Verification};
 
 #[test]
 fn own_model_trains_with_handles_of_the_original_graph() {

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use prost::Message;
-use tf_iaware::placer::apply;
 use tf_iaware::graph::analyze::{analyze_bytes, Analyzed};
+use tf_iaware::graph::Sidecar;
 use tf_iaware::parallel::replicate::{BatchData, Role};
 use tf_iaware::parallel::{DataParallelPlan, Replica};
+use tf_iaware::placer::apply;
 use tf_iaware::runtime::replicated::{self, Workload};
 use tf_iaware::runtime::stats::executed_nodes;
-use tf_iaware::graph::Sidecar;
 use tf_iaware::runtime::{PlacedSession, SessionConfig};
 use tf_iaware::tensorflow::{Operation, SessionRunArgs, Tensor};
 use tf_iaware::{connect, Error};

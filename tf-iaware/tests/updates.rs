@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use prost::Message;
 use tf_iaware::graph::analyze::{analyze_bytes, analyze_graph};
+use tf_iaware::graph::proto::NodeDef;
 use tf_iaware::parallel::replicate::{replica_name, replicate, BatchData, Replication};
 use tf_iaware::parallel::updates::{add_async_updates, add_backup_accumulators, BACKUP_PREFIX};
 use tf_iaware::parallel::{DataParallelPlan, Replica};
-use tf_iaware::graph::proto::NodeDef;
 use tf_iaware::runtime::{PlacedSession, SessionConfig};
 use tf_iaware::tensorflow::{SessionRunArgs, Tensor};
 

@@ -11,9 +11,9 @@ use tf_iaware::data::{digits_split, input_specs};
 use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::trainer::{check_backups, contender, train, Planning};
-use tf_iaware::{Job, TrainingOptions, TrainingReport};
 use tf_iaware::runtime::{data_parallel, trainer, SessionConfig};
 use tf_iaware::sim::scale::Planner;
+use tf_iaware::{Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::EmulatedCluster;
 
 use crate::calibrate::{calibrate, Calibration, OVERHEAD_MS};

@@ -2,17 +2,17 @@
 //! ops placed over the workers by a per-op strategy (`heft`, `etf`, …) with each worker's speed
 //! taken from the data-parallel calibration, trained through the same gRPC cluster.
 
-use tf_iaware::placer::apply;
 use tf_iaware::cluster::model::CalibrationProfile;
 use tf_iaware::cluster::Cluster;
 use tf_iaware::cost::CostModel;
 use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::models;
 use tf_iaware::parallel::WorkerCapacity;
+use tf_iaware::placer::apply;
 use tf_iaware::placer::{OpPlacementStrategy, PlaceOptions};
-use tf_iaware::sim::report::PlaceWithReport;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::{calibrate, PlacedSession, SessionConfig, Trainer};
+use tf_iaware::sim::report::PlaceWithReport;
 use tf_iaware::Result;
 
 /// Tensor sizes timed on each link between workers, bytes: small enough that a shaped link

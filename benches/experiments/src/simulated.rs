@@ -3,8 +3,8 @@
 //! [`tf_iaware::sim::scale`].
 
 use tf_iaware::cluster::{ClusterSpec, SyntheticSpec};
-use tf_iaware::sim::scale::{self, Planner, Study, StudyOptions};
 use tf_iaware::sim::data_parallel::DpWorkload;
+use tf_iaware::sim::scale::{self, Planner, Study, StudyOptions};
 
 use crate::error::{Error, Result};
 use crate::event::{Event, OnEvent};

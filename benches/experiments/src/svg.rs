@@ -2,8 +2,8 @@
 //! whiskers), step time over steps with and without adaptation, held-out accuracy over training
 //! time, and the scale study's planning cost on log axes.
 
-use tf_iaware::TrainingReport;
 use tf_iaware::sim::scale::{Growth, StudyRow};
+use tf_iaware::TrainingReport;
 
 use crate::report::{AdaptationReport, StrategyResult};
 

@@ -6,7 +6,7 @@ use super::local;
 use super::model::Cluster;
 use super::tf_config::{TaskId, TfConfig};
 use super::ClusterSpec;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::DeviceType;
 

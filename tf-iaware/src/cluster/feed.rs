@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 use super::model::Cluster;
 use super::tf_config::{TaskId, TfConfig};
 use super::{live, LiveSource};
-use crate::error::Result;
 use crate::cluster::monitor::plausible::implausible_readings;
 use crate::cluster::monitor::snapshot::unix_now_ms;
 use crate::cluster::monitor::{
     Monitor, MonitorConfig, ScrapeOptions, ScrapeReport, Scraper, Snapshot, Target,
 };
+use crate::error::Result;
 
 /// Port a task's metrics are read on when TF_CONFIG has no `"metrics"` entry for it.
 pub(crate) const FALLBACK_METRICS_PORT: u16 = 9100;
@@ -460,9 +460,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::cluster::Device;
     use crate::cluster::monitor::snapshot::{CgroupSnapshot, Smoothed};
     use crate::cluster::monitor::{Agent, AgentConfig, MetricsSource};
+    use crate::cluster::Device;
 
     fn serve(source: Arc<dyn MetricsSource>) -> Agent {
         Agent::serve(

@@ -3,7 +3,7 @@
 use tensorflow::{Graph, Session};
 
 use super::model::{Cluster, Device};
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::Result;
 use crate::graph::DeviceType;
 
@@ -17,13 +17,13 @@ use crate::graph::DeviceType;
 /// # Errors
 /// [`Error::TensorFlow`] if the session cannot be created or listed.
 pub(crate) fn discover(config: &SessionConfig) -> Result<Cluster> {
-    crate::runtime::tf::ensure_supported_version()?;
+    crate::tf::ensure_supported_version()?;
     let graph = Graph::new();
     let session = Session::new(&config.session_options()?, &graph)
-        .map_err(|e| crate::runtime::tf::status::error("creating a session", &e))?;
+        .map_err(|e| crate::tf::status::error("creating a session", &e))?;
     let devices = session
         .device_list()
-        .map_err(|e| crate::runtime::tf::status::error("listing devices", &e))?;
+        .map_err(|e| crate::tf::status::error("listing devices", &e))?;
     let inter_op = match config.inter_op_threads {
         n if n > 0 => n as u32,
         _ => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),

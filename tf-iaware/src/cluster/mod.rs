@@ -5,9 +5,9 @@
 pub use tf_iaware_core::cluster::*;
 
 pub mod connect;
-pub mod monitor;
 pub(crate) mod feed;
 pub(crate) mod local;
+pub mod monitor;
 
 pub use connect::{connect, connect_live, LiveConnection};
 pub use feed::{LiveOptions, LiveWarning, MetricsFeed};

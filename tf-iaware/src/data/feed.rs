@@ -38,7 +38,7 @@ impl FeedTensor {
             v: &[T],
         ) -> Result<Tensor<T>> {
             Tensor::new(dims).with_values(v).map_err(|e| {
-                crate::runtime::tf::status::error(format!("making the tensor of input `{input}`"), &e)
+                crate::tf::status::error(format!("making the tensor of input `{input}`"), &e)
             })
         }
         let d = &t.shape;

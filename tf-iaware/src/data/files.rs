@@ -27,7 +27,8 @@ pub const MAX_DATA_BYTES: u64 = 16 << 30;
 pub const TFRECORD_EXTENSIONS: &[&str] = &["tfrecord", "tfrecords"];
 
 fn budget() -> u64 {
-    crate::data::io::available_memory_bytes().map_or(MAX_DATA_BYTES, |a| (a / 2).min(MAX_DATA_BYTES))
+    crate::data::io::available_memory_bytes()
+        .map_or(MAX_DATA_BYTES, |a| (a / 2).min(MAX_DATA_BYTES))
 }
 
 fn label(path: &Path) -> String {

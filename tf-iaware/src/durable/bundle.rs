@@ -10,9 +10,9 @@ use tensorflow::{
 };
 
 use super::tensor::{unsupported, HostTensor, NamedTensor};
-use crate::error::{Error, Result};
 use super::CheckpointEntry;
-use crate::runtime::tf::list_checkpoint;
+use crate::error::{Error, Result};
+use crate::tf::list_checkpoint;
 
 /// What attribute setters return: TensorFlow and C-string errors alike.
 pub(crate) type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -25,7 +25,7 @@ pub(crate) fn build_op(
     f: impl FnOnce(&mut tensorflow::OperationDescription<'_>) -> AttrResult,
 ) -> Result<Operation> {
     let fail = |e: &(dyn std::error::Error + 'static)| {
-        crate::runtime::tf::status::error(format!("building {op_type} `{name}`"), e)
+        crate::tf::status::error(format!("building {op_type} `{name}`"), e)
     };
     let mut d = graph.new_operation(op_type, name).map_err(|e| fail(&e))?;
     f(&mut d).map_err(|e| fail(&*e))?;
@@ -36,7 +36,7 @@ pub(crate) fn build_op(
 pub(crate) fn string_const(graph: &mut Graph, name: &str, values: &[String]) -> Result<Operation> {
     let t = Tensor::<String>::new(&[values.len() as u64])
         .with_values(values)
-        .map_err(|e| crate::runtime::tf::status::error(format!("building `{name}`"), &e))?;
+        .map_err(|e| crate::tf::status::error(format!("building `{name}`"), &e))?;
     build_op(graph, "Const", name, |d| {
         d.set_attr_type("dtype", DataType::String)?;
         Ok(d.set_attr_tensor("value", t)?)
@@ -47,7 +47,7 @@ pub(crate) fn string_const(graph: &mut Graph, name: &str, values: &[String]) -> 
 pub(crate) fn string_scalar(graph: &mut Graph, name: &str, value: &str) -> Result<Operation> {
     let t = Tensor::<String>::new(&[])
         .with_values(&[value.to_string()])
-        .map_err(|e| crate::runtime::tf::status::error(format!("building `{name}`"), &e))?;
+        .map_err(|e| crate::tf::status::error(format!("building `{name}`"), &e))?;
     build_op(graph, "Const", name, |d| {
         d.set_attr_type("dtype", DataType::String)?;
         Ok(d.set_attr_tensor("value", t)?)
@@ -186,7 +186,7 @@ impl BundleWriter {
             Ok(d.set_attr_type_list("dtypes", &dtypes)?)
         })?;
         let session = Session::new(&SessionOptions::new(), &graph)
-            .map_err(|e| crate::runtime::tf::status::error("TF_NewSession (checkpoint save)", &e))?;
+            .map_err(|e| crate::tf::status::error("TF_NewSession (checkpoint save)", &e))?;
         Ok(BundleWriter {
             key,
             _graph: graph,
@@ -221,7 +221,7 @@ impl BundleWriter {
         }
         let prefix_value = Tensor::<String>::new(&[])
             .with_values(&[prefix_text.to_string()])
-            .map_err(|e| crate::runtime::tf::status::error("building the checkpoint prefix", &e))?;
+            .map_err(|e| crate::tf::status::error("building the checkpoint prefix", &e))?;
         let mut args = SessionRunArgs::new();
         args.add_feed(&self.prefix, 0, &prefix_value);
         for (placeholder, t) in self.values.iter().zip(tensors) {
@@ -230,7 +230,7 @@ impl BundleWriter {
         args.add_target(&self.save);
         self.session
             .run(&mut args)
-            .map_err(|e| crate::runtime::tf::status::error(format!("SaveV2 to {}", prefix.display()), &e))
+            .map_err(|e| crate::tf::status::error(format!("SaveV2 to {}", prefix.display()), &e))
     }
 }
 
@@ -279,7 +279,7 @@ pub fn read_entries(prefix: &Path, entries: &[CheckpointEntry]) -> Result<Vec<Na
     let list: Vec<(String, DataType)> = entries.iter().map(|e| (e.name.clone(), e.dtype)).collect();
     let restore = restore_op(&mut graph, "restore", prefix_text, &list)?;
     let mut session = Session::new(&SessionOptions::new(), &graph)
-        .map_err(|e| crate::runtime::tf::status::error("TF_NewSession (checkpoint read)", &e))?;
+        .map_err(|e| crate::tf::status::error("TF_NewSession (checkpoint read)", &e))?;
     let mut args = SessionRunArgs::new();
     let tokens: Vec<_> = (0..entries.len())
         .map(|i| args.request_fetch(&restore, i as i32))
@@ -309,6 +309,6 @@ pub fn read_entries(prefix: &Path, entries: &[CheckpointEntry]) -> Result<Vec<Na
     }
     session
         .close()
-        .map_err(|e| crate::runtime::tf::status::error("TF_CloseSession (checkpoint read)", &e))?;
+        .map_err(|e| crate::tf::status::error("TF_CloseSession (checkpoint read)", &e))?;
     Ok(out)
 }

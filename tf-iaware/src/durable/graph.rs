@@ -12,8 +12,8 @@ use tensorflow::{
 
 use super::bundle::{build_op, list_bundle, restore_op};
 use super::tensor::{unsupported, HostTensor, NamedTensor};
-use crate::error::{Error, Result};
 use super::CheckpointEntry;
+use crate::error::{Error, Result};
 
 /// A variable of a graph: a resource variable (`VarHandleOp`) or a TF1 reference variable
 /// (`VariableV2`).
@@ -233,9 +233,9 @@ pub fn restore_graph(graph_def: &[u8], prefix: &Path) -> Result<RestoredModel> {
     let mut graph = Graph::new();
     graph
         .import_graph_def(graph_def, &ImportGraphDefOptions::new())
-        .map_err(|e| crate::runtime::tf::status::error("TF_GraphImportGraphDef", &e))?;
+        .map_err(|e| crate::tf::status::error("TF_GraphImportGraphDef", &e))?;
     let session = Session::new(&SessionOptions::new(), &graph)
-        .map_err(|e| crate::runtime::tf::status::error("TF_NewSession", &e))?;
+        .map_err(|e| crate::tf::status::error("TF_NewSession", &e))?;
     let variables = restore_into(&mut graph, &session, prefix)?;
     Ok(RestoredModel {
         graph,
@@ -276,7 +276,7 @@ pub fn read_variables(graph: &mut Graph, session: &Session) -> Result<Vec<NamedT
     let tokens: Vec<_> = reads.iter().map(|r| args.request_fetch(r, 0)).collect();
     session
         .run(&mut args)
-        .map_err(|e| crate::runtime::tf::status::error("reading the variables", &e))?;
+        .map_err(|e| crate::tf::status::error("reading the variables", &e))?;
     variables
         .iter()
         .zip(tokens)

@@ -29,7 +29,7 @@ pub mod events;
 mod graph;
 mod tensor;
 
-pub use crate::runtime::tf::checkpoint_reader::CheckpointEntry;
+pub use crate::tf::checkpoint_reader::CheckpointEntry;
 pub use bundle::{list_bundle, read_bundle, read_entries, write_bundle, BundleWriter};
 pub use dir::{CheckpointDir, CheckpointInfo, LoadedCheckpoint};
 pub use graph::{

@@ -71,7 +71,7 @@ macro_rules! host_tensor {
                 dtype: DataType,
                 what: &str,
             ) -> Result<HostTensor> {
-                let fail = |e: tensorflow::Status| crate::runtime::tf::status::error(format!("fetching {what}"), &e);
+                let fail = |e: tensorflow::Status| crate::tf::status::error(format!("fetching {what}"), &e);
                 $(
                     if dtype == <$t>::data_type() {
                         return args.fetch::<$t>(token).map(HostTensor::$variant).map_err(fail);

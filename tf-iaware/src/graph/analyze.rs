@@ -10,7 +10,7 @@ use super::op_defs;
 use super::{Attr, DType, Input, NodeId, OpGraph, OpGraphBuilder, OpSignature};
 use crate::error::{Error, Result};
 use crate::graph::proto::GraphDef;
-use crate::runtime::tf;
+use crate::tf;
 
 use tf_iaware_core::graph::graph_def::{
     decode_attr, decode_graph_def, parse_input, requested_device,
@@ -49,7 +49,7 @@ pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
     let mut graph = Graph::new();
     graph
         .import_graph_def(bytes, &ImportGraphDefOptions::new())
-        .map_err(|e| crate::runtime::tf::status::error(format!("importing GraphDef {what}"), &e))?;
+        .map_err(|e| crate::tf::status::error(format!("importing GraphDef {what}"), &e))?;
     let op_graph = build(&graph, &graph_def)?;
     let signatures = op_defs::signatures(&graph, graph_def.node.iter().map(|n| n.op.as_str()))?;
     Ok(Analyzed {
@@ -67,7 +67,7 @@ pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
 pub fn analyze_graph(graph: &Graph) -> Result<Analyzed> {
     let bytes = graph
         .graph_def()
-        .map_err(|e| crate::runtime::tf::status::error("exporting GraphDef", &e))?;
+        .map_err(|e| crate::tf::status::error("exporting GraphDef", &e))?;
     analyze_bytes(&bytes, "in-process graph")
 }
 

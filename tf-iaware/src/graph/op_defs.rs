@@ -25,7 +25,7 @@ pub(crate) fn signatures<'a>(
         }
         let bytes = graph
             .get_op_def(op)
-            .map_err(|e| crate::runtime::tf::status::error(format!("looking up the OpDef of {op}"), &e))?;
+            .map_err(|e| crate::tf::status::error(format!("looking up the OpDef of {op}"), &e))?;
         out.insert(op.to_string(), OpSignature::from_op_def(&bytes, op)?);
     }
     Ok(out)

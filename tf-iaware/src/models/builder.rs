@@ -84,7 +84,7 @@ enum Inputs<'a> {
 pub(crate) type AttrResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
 fn tf_err(what: &str, e: impl Into<Box<dyn std::error::Error>>) -> Error {
-    crate::runtime::tf::status::error(format!("building {what}"), &*e.into())
+    crate::tf::status::error(format!("building {what}"), &*e.into())
 }
 
 impl Net {

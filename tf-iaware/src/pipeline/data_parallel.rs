@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::limits::MAX_STEPS;
 use crate::parallel::VarInfo;
 use crate::parallel::{
     self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Shares,
@@ -22,7 +23,6 @@ use crate::runtime::adapt::{MetricsSource, Replanning};
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data_parallel;
 use crate::runtime::replicated::Workload;
-use crate::runtime::limits::MAX_STEPS;
 use crate::runtime::train::StepTimes;
 use crate::runtime::trainer::{
     self, Contender, Feedback, Job, OnProgress, RecoverOptions, Recovered, TracedStep,

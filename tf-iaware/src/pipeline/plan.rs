@@ -6,17 +6,17 @@ use std::path::{Path, PathBuf};
 use prost::Message;
 use tensorflow::Graph;
 
-use crate::placer::apply;
 use crate::cluster::Cluster;
 use crate::cost::{CostModel, Measurements};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
-use crate::graph::OpGraph;
-use crate::placer::{self, OpPlacementStrategy, PlaceOptions, Placement, Strategy};
 use crate::graph::proto::GraphDef;
-use crate::sim::report::{PlaceWithReport, PlacementReport};
+use crate::graph::OpGraph;
 use crate::graph::Sidecar;
+use crate::placer::apply;
+use crate::placer::{self, OpPlacementStrategy, PlaceOptions, Placement, Strategy};
 use crate::runtime::{PlacedSession, SessionConfig};
+use crate::sim::report::{PlaceWithReport, PlacementReport};
 
 use super::connection::Connection;
 use super::session::Session;

@@ -9,9 +9,9 @@ use serde::Serialize;
 use tensorflow::{DataType, FetchToken, Graph, Operation, SessionRunArgs, Tensor, TensorType};
 
 use crate::error::{Error, Result};
+use crate::graph::proto::StepStats;
 use crate::graph::OpGraph;
 use crate::placer::Placement;
-use crate::graph::proto::StepStats;
 use crate::runtime::stats::{self, Mismatch};
 use crate::runtime::PlacedSession;
 

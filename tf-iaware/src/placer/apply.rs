@@ -10,11 +10,11 @@ use tensorflow::{Graph, ImportGraphDefOptions};
 
 use crate::cluster::Cluster;
 use crate::error::Result;
+use crate::graph::proto::GraphDef;
 use crate::graph::ref_reads::add_ref_reads;
 use crate::graph::{DeviceName, OpGraph};
 use crate::placer::resolve::{check_kernel, split_colocation};
 use crate::placer::Placement;
-use crate::graph::proto::GraphDef;
 
 /// A placed graph: the rewritten GraphDef and the TensorFlow graph imported from it.
 pub struct Placed {
@@ -124,7 +124,7 @@ pub fn import(def: &GraphDef, what: &str) -> Result<Graph> {
     tf_graph
         .import_graph_def(&def.encode_to_vec(), &ImportGraphDefOptions::new())
         .map_err(|e| {
-            crate::runtime::tf::status::error(format!("importing the placed GraphDef ({what})"), &e)
+            crate::tf::status::error(format!("importing the placed GraphDef ({what})"), &e)
         })?;
     Ok(tf_graph)
 }

@@ -27,15 +27,15 @@ use serde::Serialize;
 
 use super::data_parallel::replica_spans_ms;
 use super::train::StepTimes;
+use crate::cluster::monitor::snapshot::unix_now_ms;
 use crate::cluster::tf_config::TfConfig;
 use crate::cluster::{Cluster, LiveOptions, LiveSource, MetricsFeed};
 use crate::error::Result;
-use crate::cluster::monitor::snapshot::unix_now_ms;
+use crate::graph::proto::StepStats;
 use crate::parallel::{
     self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Shares,
     VarInfo, WorkerCapacity,
 };
-use crate::graph::proto::StepStats;
 
 /// When `DriftWatch` calls a move.
 #[derive(Clone, Debug, PartialEq, Serialize)]

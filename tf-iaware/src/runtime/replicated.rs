@@ -10,11 +10,11 @@ use prost::Message;
 
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
+use crate::graph::Sidecar;
 use crate::graph::{Attr, GroupId, NodeId, OpGraph};
 use crate::parallel::replicate::{replicate, BatchData, Replication, Role};
 use crate::parallel::{DataParallelPlan, VarInfo};
 use crate::placer::Placement;
-use crate::graph::Sidecar;
 
 /// Op types that hold a variable.
 pub(crate) fn is_variable(op: &str) -> bool {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use tensorflow::{Graph, Operation, Session, SessionRunArgs, Tensor};
 
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::proto::{RunMetadata, RunOptions, StepStats};
 
@@ -47,9 +47,9 @@ impl PlacedSession {
     /// # Errors
     /// [`Error::TensorFlow`] if TensorFlow cannot create it (bad target, bad config).
     pub fn new(graph: Graph, config: &SessionConfig) -> Result<Self> {
-        crate::runtime::tf::ensure_supported_version()?;
+        crate::tf::ensure_supported_version()?;
         let session = Session::new(&config.session_options()?, &graph).map_err(|e| {
-            crate::runtime::tf::status::error(
+            crate::tf::status::error(
                 format!("creating a session (target `{}`)", config.target),
                 &e,
             )
@@ -71,7 +71,7 @@ impl PlacedSession {
     /// [`Error::TensorFlow`] if TensorFlow cannot create it (bad target, bad config).
     pub(crate) fn open_sibling(&mut self, config: &SessionConfig) -> Result<usize> {
         let session = Session::new(&config.session_options()?, &self.graph).map_err(|e| {
-            crate::runtime::tf::status::error(
+            crate::tf::status::error(
                 format!("creating a session (target `{}`)", config.target),
                 &e,
             )
@@ -92,7 +92,7 @@ impl PlacedSession {
     pub fn devices(&self) -> Result<Vec<tensorflow::Device>> {
         self.session
             .device_list()
-            .map_err(|e| crate::runtime::tf::status::error("listing devices", &e))
+            .map_err(|e| crate::tf::status::error("listing devices", &e))
     }
 
     /// The operation called `name`.
@@ -142,7 +142,7 @@ impl PlacedSession {
         let mut fetched = Vec::with_capacity(tokens.len());
         for t in tokens {
             fetched.push(args.fetch::<f32>(t).map_err(|e| {
-                crate::runtime::tf::status::error(format!("fetching from {}", describe()), &e)
+                crate::tf::status::error(format!("fetching from {}", describe()), &e)
             })?);
         }
         Ok(RunOutcome {
@@ -216,7 +216,7 @@ impl PlacedSession {
         let start = Instant::now();
         session
             .run(args)
-            .map_err(|e| crate::runtime::tf::status::error(describe, &e))?;
+            .map_err(|e| crate::tf::status::error(describe, &e))?;
         let wall = start.elapsed();
         let step_stats = if trace {
             let bytes = args.get_metadata().unwrap_or_default();

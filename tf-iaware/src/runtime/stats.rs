@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::graph::proto::StepStats;
 use crate::graph::DeviceName;
 use crate::placer::Placement;
-use crate::graph::proto::StepStats;
 
 /// The device part of a step-stats device string (drops stream suffixes such as
 /// `/device:GPU:0/stream:all`, keeps `/job:…/replica:…/task:…/device:TYPE:ID`).

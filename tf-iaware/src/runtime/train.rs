@@ -9,13 +9,13 @@ use tensorflow::{DataType, Operation, SessionRunArgs, Tensor};
 
 use super::session::PlacedSession;
 use super::stats;
-use crate::graph::Sidecar;
 use crate::data::{Dataset, FeedTensor, InputSpec, Synthetic};
 use crate::error::{Error, Result};
+use crate::graph::proto::StepStats;
 use crate::graph::DType;
 use crate::graph::OpGraph;
+use crate::graph::Sidecar;
 use crate::placer::Placement;
-use crate::graph::proto::StepStats;
 
 /// Percentiles of step wall times, ms.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -225,7 +225,7 @@ impl Trainer {
         let (wall, step_stats) = self.session.run_args(&mut args, trace, "training step")?;
         let fetched = args
             .fetch::<f32>(token)
-            .map_err(|e| crate::runtime::tf::status::error("fetching the loss", &e))?;
+            .map_err(|e| crate::tf::status::error("fetching the loss", &e))?;
         let fetched = Some(&fetched);
         if let Some(t) = fetched.filter(|t| t.len() != 1) {
             return Err(Error::InvalidArgument {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use tf_iaware_core::monitor::cgroup::*;
 
-use crate::error::{Error, Result};
 use crate::cluster::monitor::proc::read_text;
+use crate::error::{Error, Result};
 
 /// Reads the live cgroup files of one process. Re-reads `/proc/<pid>/cgroup` every time and
 /// locates the controllers again when the process has moved.

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::error::{Error, Result};
 use crate::cluster::monitor::cgroup_source::CgroupSource;
 use crate::cluster::monitor::derive::{Deriver, Reading};
 use crate::cluster::monitor::gpu::GpuSource;
 use crate::cluster::monitor::metrics;
 use crate::cluster::monitor::proc::{ticks_per_second, ProcSource};
 use crate::cluster::monitor::snapshot::{unix_now_ms, Snapshot};
+use crate::error::{Error, Result};
 
 /// How a [`Monitor`] samples.
 #[derive(Clone, Debug, PartialEq)]
@@ -336,7 +336,8 @@ pub(crate) fn thread_cpu_time(tid: u32) -> Option<Duration> {
         }
     }
     let stat = std::fs::read_to_string(task.join("stat")).ok()?;
-    let ticks = crate::cluster::monitor::proc::parse_process_ticks(&stat, &task.join("stat")).ok()?;
+    let ticks =
+        crate::cluster::monitor::proc::parse_process_ticks(&stat, &task.join("stat")).ok()?;
     Some(Duration::from_secs_f64(
         ticks as f64 / ticks_per_second() as f64,
     ))

@@ -30,7 +30,7 @@ impl Net {
             let grads = self
                 .graph
                 .add_gradients(Some(&prefix), std::slice::from_ref(&t.loss), &reads, None)
-                .map_err(|e| crate::runtime::tf::status::error("TF_AddGradients", &e))?;
+                .map_err(|e| crate::tf::status::error("TF_AddGradients", &e))?;
             tower_grads.push(grads);
         }
         let lr = self.scalar("SGD/learning_rate", learning_rate)?;

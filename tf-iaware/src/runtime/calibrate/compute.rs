@@ -3,12 +3,12 @@
 use tensorflow::DataType;
 
 use super::RUNS;
-use crate::placer::apply;
 use crate::cluster::Cluster;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::Result;
 use crate::graph::analyze::analyze_graph;
 use crate::models::builder::Net;
+use crate::placer::apply;
 use crate::placer::Placement;
 use crate::runtime::session::PlacedSession;
 

@@ -4,13 +4,13 @@
 use tensorflow::DataType;
 
 use super::RUNS;
-use crate::placer::apply;
 use crate::cluster::model::CalibrationProfile;
 use crate::cluster::Cluster;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::models::builder::Net;
+use crate::placer::apply;
 use crate::placer::Placement;
 use crate::runtime::session::PlacedSession;
 

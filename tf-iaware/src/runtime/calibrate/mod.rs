@@ -39,7 +39,7 @@ pub use replicas::scale_to_replicas;
 
 use crate::cluster::model::{capability, CalibrationProfile};
 use crate::cluster::{Cluster, DeviceType};
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::cost::OpCostFitter;
 use crate::error::{Error, Result};
 use crate::models::calibration;
@@ -67,7 +67,7 @@ fn host() -> String {
 /// # Errors
 /// [`Error::TensorFlow`] if a benchmark cannot run; [`Error::Calibration`] if the times do not fit.
 pub(crate) fn calibrate(cluster: &Cluster, config: &SessionConfig) -> Result<CalibrationProfile> {
-    let mut profile = CalibrationProfile::new(&crate::runtime::tf::version(), &host(), now_s());
+    let mut profile = CalibrationProfile::new(&crate::tf::version(), &host(), now_s());
     for device in &cluster.devices {
         let samples = compute::time_matmuls(cluster, config, &device.name)?;
         let fit = profile.add_device_samples(&device.name, &samples)?;
@@ -178,7 +178,7 @@ pub fn cache_dir() -> PathBuf {
 pub fn profile_path(cluster: &Cluster) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    crate::runtime::tf::version().hash(&mut h);
+    crate::tf::version().hash(&mut h);
     cluster
         .devices
         .iter()
@@ -223,7 +223,7 @@ pub(crate) fn apply_cached_status(cluster: &mut Cluster) -> Result<CacheStatus> 
     };
     let profile = CalibrationProfile::from_json(&text, &path.display().to_string())?;
     let created = Some(profile.created_unix_s);
-    if profile.is_stale(now_s(), MAX_AGE_S, &crate::runtime::tf::version(), &host()) {
+    if profile.is_stale(now_s(), MAX_AGE_S, &crate::tf::version(), &host()) {
         return Ok(miss(
             format!(
                 "stale (format {}, TensorFlow {}, host {}, taken at {})",
@@ -407,7 +407,7 @@ fn read_listing(path: &Path) -> CachedProfile {
     match parsed {
         Ok(p) => CachedProfile {
             path: path.to_path_buf(),
-            fresh: !p.is_stale(now_s(), MAX_AGE_S, &crate::runtime::tf::version(), &host()) && !p.under_load,
+            fresh: !p.is_stale(now_s(), MAX_AGE_S, &crate::tf::version(), &host()) && !p.under_load,
             host: p.host,
             tf_version: p.tf_version,
             format: p.format,
@@ -504,7 +504,7 @@ pub(crate) fn workers_profile_path(
     use std::hash::{Hash, Hasher};
     let workload = workload.into();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (crate::runtime::tf::version(), workload.cache_key(), probe_batch).hash(&mut h);
+    (crate::tf::version(), workload.cache_key(), probe_batch).hash(&mut h);
     for w in workers
         .iter()
         .map(String::as_str)
@@ -651,7 +651,7 @@ pub fn calibrate_workers_cached(
         let names: Vec<&str> = p.workers.iter().map(|(c, _)| c.device.as_str()).collect();
         let same_workers = names == workers.iter().map(String::as_str).collect::<Vec<_>>();
         if p.format >= WORKER_PROFILE_FORMAT
-            && p.tf_version == crate::runtime::tf::version()
+            && p.tf_version == crate::tf::version()
             && age <= MAX_AGE_S
             && now_s() >= p.created_unix_s
             && same_hw
@@ -701,7 +701,7 @@ pub fn calibrate_workers_cached(
     }
     let profile = WorkerProfile {
         format: WORKER_PROFILE_FORMAT,
-        tf_version: crate::runtime::tf::version(),
+        tf_version: crate::tf::version(),
         model: workload.cache_key(),
         probe_batch,
         created_unix_s: now_s(),

@@ -1,12 +1,12 @@
 //! Op types and executor overhead: the calibration network trained op by op on one device.
 
-use crate::placer::apply;
 use crate::cluster::Cluster;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::cost::{Measurements, OpCostFitter};
 use crate::error::Result;
 use crate::graph::analyze::analyze_graph;
 use crate::models::calibration;
+use crate::placer::apply;
 use crate::placer::Placement;
 use crate::runtime::session::PlacedSession;
 use crate::runtime::train::Trainer;

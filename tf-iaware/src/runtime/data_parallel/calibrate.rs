@@ -2,7 +2,7 @@
 
 use super::prepare;
 use crate::cluster::Cluster;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::Result;
 use crate::parallel::{noise, DataParallelPlan, Replica, WorkerCapacity};
 use crate::runtime::replicated::Workload;

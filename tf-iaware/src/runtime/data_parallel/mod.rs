@@ -13,14 +13,14 @@ use std::sync::Arc;
 use super::replicated::{self as graph_replicated, GraphWorkload, Workload};
 use super::session::PlacedSession;
 use super::train::{TrainReport, Trainer};
-use crate::placer::apply;
 use crate::cluster::Cluster;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_graph;
 use crate::graph::{DeviceName, DeviceType};
 use crate::parallel::replicate::BatchData;
 use crate::parallel::{DataParallelPlan, WorkerCapacity};
+use crate::placer::apply;
 
 pub use calibrate::calibrate_workers;
 

@@ -6,15 +6,15 @@ use super::job::Job;
 use super::report::TracedStep;
 use crate::cluster::tf_config::{TaskId, TfConfig};
 use crate::cluster::Cluster;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::data::{Dataset, FeedTensor, InputSpec};
 use crate::error::{Error, Result};
+use crate::graph::proto::StepStats;
 use crate::graph::{DeviceName, OpGraph};
 use crate::parallel::replicate::{replica_name, Replication};
 use crate::parallel::updates::{add_async_updates, add_backup_accumulators, isolate_resources};
 use crate::parallel::{DataParallelPlan, Updates};
 use crate::placer::Placement;
-use crate::graph::proto::StepStats;
 use crate::runtime::checkpoint::StateVar;
 use crate::runtime::data_parallel::{self, plan_session};
 use crate::runtime::replicated::build_with;
@@ -272,7 +272,7 @@ pub(super) fn run(
             args.fetch::<f32>(t)
                 .map(|v| v.first().copied().unwrap_or(f32::NAN))
                 .map_err(|e| {
-                    crate::runtime::tf::status::error(format!("fetching the loss of {describe}"), &e)
+                    crate::tf::status::error(format!("fetching the loss of {describe}"), &e)
                 })
         })
         .transpose()

@@ -153,7 +153,7 @@ impl Worker<'_> {
                     push, local_step, ..
                 } => Tensor::<i64>::new(&[])
                     .with_values(&[step])
-                    .map_err(|e| crate::runtime::tf::status::error("local step", &e))
+                    .map_err(|e| crate::tf::status::error("local step", &e))
                     .and_then(|tag| {
                         run(
                             &built.session,
@@ -227,7 +227,7 @@ fn coordinate(
             let n = (workers - backups) as i32;
             let t = Tensor::<i32>::new(&[])
                 .with_values(&[n])
-                .map_err(|e| crate::runtime::tf::status::error("num_required", &e))?;
+                .map_err(|e| crate::tf::status::error("num_required", &e))?;
             Some((train, num_required, t))
         }
         _ => None,

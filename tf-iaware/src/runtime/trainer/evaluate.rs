@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use tensorflow::{Operation, SessionRunArgs};
 
 use super::job::{correct, Job, Metric};
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::data::{in_order, FeedTensor};
 use crate::error::{Error, Result};
 use crate::graph::analyze::analyze_bytes;
@@ -129,7 +129,7 @@ impl Evaluator {
             self.session.run_args(&mut args, false, "evaluation")?;
             let out = args
                 .fetch::<f32>(token)
-                .map_err(|e| crate::runtime::tf::status::error("fetching the evaluated tensor", &e))?;
+                .map_err(|e| crate::tf::status::error("fetching the evaluated tensor", &e))?;
             match &self.metric {
                 Metric::Accuracy { label, .. } => {
                     let labels = match batch.tensors.get(label) {

@@ -355,12 +355,12 @@ impl Keeper {
                 DataType::Int32 => HostTensor::from(
                     Tensor::<i32>::new(&[])
                         .with_values(&[i32::try_from(at.updates).unwrap_or(i32::MAX)])
-                        .map_err(|e| crate::runtime::tf::status::error("global step", &e))?,
+                        .map_err(|e| crate::tf::status::error("global step", &e))?,
                 ),
                 _ => HostTensor::from(
                     Tensor::<i64>::new(&[])
                         .with_values(&[i64::try_from(at.updates).unwrap_or(i64::MAX)])
-                        .map_err(|e| crate::runtime::tf::status::error("global step", &e))?,
+                        .map_err(|e| crate::tf::status::error("global step", &e))?,
                 ),
             };
             tensors.push(NamedTensor::new(name.clone(), t));

@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cluster::Cluster;
-use crate::runtime::config::SessionConfig;
+use crate::config::SessionConfig;
 use crate::data::Sampler;
 use crate::error::{Error, Result};
 use crate::parallel::{DataParallelPlan, Shares, Updates};
@@ -61,7 +61,10 @@ pub(crate) use options::TrainingOptions;
 pub use options::{CheckpointOptions, RecoverOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP};
 use progress::Progress;
 pub(crate) use report::TrainingReport;
-pub use report::{CheckpointWritten, Choice, Evaluation, Readmitted, Recovered, Resumed, SafeCopy, TracedStep, WorkerCount, STEP_TIMES_KEPT};
+pub use report::{
+    CheckpointWritten, Choice, Evaluation, Readmitted, Recovered, Resumed, SafeCopy, TracedStep,
+    WorkerCount, STEP_TIMES_KEPT,
+};
 
 /// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
 /// thread that coordinates the steps (keep it quick: the steps wait for it).

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use super::{train, Feedback, TrainingOptions};
-use crate::parallel::{DataParallelPlan, DataParallelStrategy, Updates};
 use crate::graph::proto::StepStats;
+use crate::parallel::{DataParallelPlan, DataParallelStrategy, Updates};
 use crate::runtime::adapt::ReplanRecord;
 use crate::runtime::stats::Mismatch;
 use crate::runtime::train::StepTimes;

@@ -65,7 +65,7 @@ impl Run<'_> {
                     session.run_args_within(None, &mut args, true, "traced train", timeout_ms)?;
                 let value = args
                     .fetch::<f32>(token)
-                    .map_err(|e| crate::runtime::tf::status::error("fetching the loss", &e))?
+                    .map_err(|e| crate::tf::status::error("fetching the loss", &e))?
                     .first()
                     .copied()
                     .unwrap_or(f32::NAN);

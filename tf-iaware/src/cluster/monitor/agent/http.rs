@@ -16,8 +16,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use super::{AgentConfig, MetricsSource};
-use crate::error::{Error, Result};
 use crate::cluster::monitor::exposition::CONTENT_TYPE as METRICS_CONTENT_TYPE;
+use crate::error::{Error, Result};
 
 /// The running server behind an [`Agent`](super::Agent); stopped when dropped.
 pub(super) struct Server {

@@ -20,10 +20,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::Result;
 use crate::cluster::monitor::metrics;
 use crate::cluster::monitor::sampler::Monitor;
 use crate::cluster::monitor::snapshot::Snapshot;
+use crate::error::Result;
 
 // The server behind [`Agent`]: the real one, or a stand-in that refuses to start. Both have the
 // same private shape (`Server::serve`, `local_addr`, `stop`, `wait`), so the public API below is

@@ -10,11 +10,11 @@ use hyper::header::{HeaderValue, ACCEPT, CONNECTION, CONTENT_TYPE, HOST, USER_AG
 use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 
-use crate::error::{Error, Result};
 use crate::cluster::monitor::derive::CounterDeriver;
 use crate::cluster::monitor::exposition::Exposition;
 use crate::cluster::monitor::metrics::{self, INFO};
 use crate::cluster::monitor::snapshot::Snapshot;
+use crate::error::{Error, Result};
 
 /// Normalises `host:port` or `http://host[:port][/path]` to a URI with a path.
 ///

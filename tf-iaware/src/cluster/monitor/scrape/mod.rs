@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, Result};
 use crate::cluster::monitor::snapshot::Snapshot;
+use crate::error::{Error, Result};
 
 // The engine behind [`Scraper`]: the real one, or a stand-in that refuses to start. Both have the
 // same private shape (`Engine::new`, `targets`, `scrape`), so the public API below is written and

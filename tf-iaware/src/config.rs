@@ -3,8 +3,8 @@
 use tensorflow::SessionOptions;
 
 use crate::error::Result;
-use crate::graph::DeviceType;
 use crate::graph::proto::{ConfigProto, GraphOptions, RewriterConfig};
+use crate::graph::DeviceType;
 
 /// How a session is created.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,10 +96,10 @@ impl SessionConfig {
         use prost::Message;
         let mut opts = SessionOptions::new();
         opts.set_config(&self.config_proto().encode_to_vec())
-            .map_err(|e| crate::runtime::tf::status::error("SessionOptions::set_config", &e))?;
+            .map_err(|e| crate::tf::status::error("SessionOptions::set_config", &e))?;
         if !self.target.is_empty() {
             opts.set_target(&self.target)
-                .map_err(|e| crate::runtime::tf::status::error("SessionOptions::set_target", &e))?;
+                .map_err(|e| crate::tf::status::error("SessionOptions::set_target", &e))?;
         }
         Ok(opts)
     }
