@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tf_iaware::cluster::monitor::agent::StaticPage;
+use tf_iaware::cluster::monitor::StaticPage;
 use tf_iaware::cluster::monitor::{
     metrics, sample_once, Agent, AgentConfig, MetricsSource, Monitor, MonitorConfig, ScrapeOptions,
     Scraper, Target,

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tf_iaware::cluster::connect::connect_tf_config_live;
+use tf_iaware::cluster::connect_tf_config_live;
 use tf_iaware::cluster::{Cluster, LiveOptions};
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, DataParallelPlan, InfraAwareOptions, WorkerCapacity};

@@ -103,7 +103,7 @@ fn main() -> Result<()> {
     let cluster = EmulatedCluster::start(&scenario, &exe)?;
     let connection = cluster.into_connection()?;
 
-    let m = tf_iaware::models::zoo::build(&args.model, args.batch, 1)?;
+    let m = tf_iaware::models::build(&args.model, args.batch, 1)?;
     let analyzed = analyze_graph(m.net.graph())?;
     let specs = input_specs(&analyzed.op_graph, &m.sidecar)?;
     let synthetic = Synthetic::new(&specs, &m.sidecar.one_hot, args.rows, 7)?;

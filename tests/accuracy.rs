@@ -62,7 +62,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
     let (workers, ps) = data_parallel::worker_and_ps_devices(&devices).unwrap();
     let vars = replicated::variables("mlp").unwrap();
     let equal = parallel::replica_setter(&workers, &ps, &vars, 32).unwrap();
-    let m = tf_iaware::models::zoo::build("mlp", 64, 3).unwrap();
+    let m = tf_iaware::models::build("mlp", 64, 3).unwrap();
     let job = digits_job("mlp", analyze_graph(m.net.graph()).unwrap(), m.sidecar);
     assert_eq!(
         job.train_data().len() + job.held_out_data().map_or(0, |d| d.len()),

@@ -164,7 +164,7 @@ fn a_tf_config_task_that_is_not_running_is_left_out_or_named() {
         job: "chief".into(),
         index: 0,
     };
-    match tf_iaware::cluster::connect::connect_tf_config_at(&doc, &master) {
+    match tf_iaware::cluster::connect_tf_config_at(&doc, &master) {
         Err(tf_iaware::Error::TaskDown { task, address, .. }) => {
             assert_eq!(
                 (task.as_str(), address.as_str()),

@@ -204,8 +204,7 @@ fn a_dead_agent_is_a_warning_naming_the_task_and_the_plan_still_forms() {
 
     // A library user gets the same from `connect_live`, and can still plan.
     let tf = TfConfig::from_file(&path).unwrap();
-    let c = cluster::connect::connect_tf_config_live(&tf, &tf.master(), &LiveOptions::default())
-        .unwrap();
+    let c = cluster::connect_tf_config_live(&tf, &tf.master(), &LiveOptions::default()).unwrap();
     assert!(
         c.warnings.iter().any(|w| w.task == "worker:1"),
         "{:?}",
@@ -335,7 +334,7 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
         eprintln!("skipped: no writable cgroup cpu controller, co-tenants cannot be confined");
         return;
     }
-    let c = cluster::connect::connect_tf_config_live(
+    let c = cluster::connect_tf_config_live(
         cluster.tf_config(),
         &cluster.master(),
         &LiveOptions::default(),

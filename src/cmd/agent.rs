@@ -11,7 +11,7 @@ use tf_iaware::cluster::monitor::{Agent, AgentConfig, Monitor, MonitorConfig};
 #[derive(clap::Args)]
 pub struct AgentArgs {
     /// Address to listen on (loopback unless told otherwise).
-    #[arg(long, default_value = tf_iaware::cluster::monitor::agent::DEFAULT_LISTEN)]
+    #[arg(long, default_value = tf_iaware::cluster::monitor::DEFAULT_LISTEN)]
     pub listen: String,
     /// Sampling interval, ms (10 ms to 1 hour).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]

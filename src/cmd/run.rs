@@ -101,7 +101,7 @@ pub fn run(args: &Args) -> Result<()> {
             bail!("--model trains a zoo model data-parallel; for --parallel model write it with `tf-iaware model {model} --out F.pb` and pass --graph F.pb");
         }
         // Before any cluster is connected to: an unknown model fails at once.
-        tf_iaware::models::zoo::input_shape(model)?;
+        tf_iaware::models::input_shape(model)?;
         let connection = common::connect(&args.place.cluster)?;
         return run_data_parallel(args, &connection, Workload::from(model));
     }

@@ -1,7 +1,7 @@
 //! Starts an emulated scenario, lists its devices, trains a few data-parallel steps with both
 //! strategies and tears everything down: `cargo run -p tf-iaware-emulate --example emulated_smoke -- \
 //! /path/to/tf-iaware paper mlp`.
-use tf_iaware::cluster::connect::connect_tf_config;
+use tf_iaware::cluster::connect_tf_config;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;
 use tf_iaware::runtime::data_parallel;

@@ -402,7 +402,7 @@ impl EmulatedCluster {
         tf_iaware::cluster::Cluster,
         tf_iaware::runtime::SessionConfig,
     )> {
-        tf_iaware::cluster::connect::connect_tf_config_at(&self.tf_config, &self.master())
+        tf_iaware::cluster::connect_tf_config_at(&self.tf_config, &self.master())
     }
 
     /// The library's entry point on this cluster: a [`tf_iaware::Connection`] through

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tf_iaware::cluster::monitor::agent::{Agent, AgentConfig, StaticPage};
+use tf_iaware::cluster::monitor::{Agent, AgentConfig, StaticPage};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

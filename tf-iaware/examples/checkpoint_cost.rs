@@ -10,7 +10,7 @@ use std::time::Instant;
 use tf_iaware::durable::{read_variables, write_bundle};
 use tf_iaware::tensorflow::{Session, SessionOptions, SessionRunArgs};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let m = tf_iaware::models::zoo::build("resnet20", 64, 1)?;
+    let m = tf_iaware::models::build("resnet20", 64, 1)?;
     let mut graph = m.net.into_graph();
     let session = Session::new(&SessionOptions::new(), &graph)?;
     let mut init = SessionRunArgs::new();

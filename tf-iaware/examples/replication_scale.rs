@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for n in counts {
         let per = 16;
-        let m = tf_iaware::models::zoo::build("mlp", per * n, 1)?;
+        let m = tf_iaware::models::build("mlp", per * n, 1)?;
         let bytes = m.net.graph().graph_def()?;
         let single = analyze_bytes(&bytes, "mlp")?;
         let cpu = "/job:localhost/replica:0/task:0/device:CPU";

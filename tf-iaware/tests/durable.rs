@@ -179,7 +179,7 @@ fn names(tensors: &[NamedTensor]) -> Vec<String> {
 
 #[test]
 fn a_zoo_model_restores_and_one_that_does_not_fit_is_refused_naming_the_variable() {
-    let m = tf_iaware::models::zoo::build("mlp", 4, 3).unwrap();
+    let m = tf_iaware::models::build("mlp", 4, 3).unwrap();
     let graph_def = m.net.graph().graph_def().unwrap();
     let (mut graph, session) = trained(&graph_def, &m.sidecar, 1);
     let saved = read_variables(&mut graph, &session).unwrap();
@@ -193,7 +193,7 @@ fn a_zoo_model_restores_and_one_that_does_not_fit_is_refused_naming_the_variable
     );
 
     // Another model's graph: its variables have other shapes or are missing.
-    let other = tf_iaware::models::zoo::build("lenet", 4, 3).unwrap();
+    let other = tf_iaware::models::build("lenet", 4, 3).unwrap();
     let other_def = other.net.graph().graph_def().unwrap();
     let err = restore_graph(&other_def, &info.prefix).err().unwrap();
     match &err {

@@ -28,7 +28,7 @@ fn fixture(name: &str) -> (Vec<u8>, Sidecar) {
 }
 
 fn zoo(name: &str, batch: usize) -> (Vec<u8>, Sidecar) {
-    let m = tf_iaware::models::zoo::build(name, batch, 3).unwrap();
+    let m = tf_iaware::models::build(name, batch, 3).unwrap();
     (m.net.graph().graph_def().unwrap(), m.sidecar)
 }
 

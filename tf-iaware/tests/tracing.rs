@@ -8,7 +8,7 @@ use tf_iaware::runtime::{PlacedSession, SessionConfig};
 fn concurrent_traced_runs_of_two_sessions_all_succeed() {
     let sessions: Vec<PlacedSession> = (0..2)
         .map(|seed| {
-            let m = tf_iaware::models::zoo::build("mlp", 4, seed).unwrap();
+            let m = tf_iaware::models::build("mlp", 4, seed).unwrap();
             PlacedSession::new(m.net.into_graph(), &SessionConfig::default()).unwrap()
         })
         .collect();
@@ -39,7 +39,7 @@ fn measured_times_land_on_the_users_ops_fused_or_not() {
     use tf_iaware::runtime::Trainer;
 
     for fuse in [true, false] {
-        let m = tf_iaware::models::zoo::build("lenet", 8, 3).unwrap();
+        let m = tf_iaware::models::build("lenet", 8, 3).unwrap();
         let graph = analyze_graph(m.net.graph()).unwrap().op_graph;
         let config = SessionConfig {
             exact_placement: !fuse,

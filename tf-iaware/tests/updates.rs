@@ -17,7 +17,7 @@ use tf_iaware::tensorflow::{SessionRunArgs, Tensor};
 const CPU: &str = "/job:localhost/replica:0/task:0/device:CPU";
 
 fn replicated() -> Replication {
-    let m = tf_iaware::models::zoo::build("mlp", 8, 3).unwrap();
+    let m = tf_iaware::models::build("mlp", 8, 3).unwrap();
     let analyzed = analyze_graph(m.net.graph()).unwrap();
     let plan = DataParallelPlan {
         strategy: "test".into(),

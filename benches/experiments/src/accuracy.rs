@@ -27,7 +27,7 @@ use crate::report::{median, AccuracyReport, Summary};
 fn job(o: &BenchOptions) -> Result<Job> {
     let (name, analyzed, sidecar) = match &o.model {
         Model::Zoo(model) => {
-            let m = tf_iaware::models::zoo::build(model, 64, 1)?;
+            let m = tf_iaware::models::build(model, 64, 1)?;
             (model.clone(), analyze_graph(m.net.graph())?, m.sidecar)
         }
         Model::Graph { path, meta } => {

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use tf_iaware::cluster::connect::connect_tf_config_live;
+use tf_iaware::cluster::connect_tf_config_live;
 use tf_iaware::cluster::{Cluster, LiveOptions};
 use tf_iaware::parallel::{
     self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,

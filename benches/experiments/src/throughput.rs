@@ -108,7 +108,7 @@ pub(crate) fn check_strategy(strategy: Planner) -> Result<()> {
 fn workload(o: &BenchOptions) -> Result<Workload> {
     Ok(match &o.model {
         Model::Zoo(model) => {
-            tf_iaware::models::zoo::input_shape(model)?;
+            tf_iaware::models::input_shape(model)?;
             Workload::from(model)
         }
         Model::Graph { path, meta } => {

@@ -4,10 +4,13 @@
 
 pub use tf_iaware_core::cluster::*;
 
-pub mod connect;
+mod connect;
 pub(crate) mod feed;
 pub(crate) mod local;
 pub mod monitor;
 
-pub use connect::{connect, connect_live, LiveConnection};
+pub use connect::{
+    connect, connect_live, connect_tf_config, connect_tf_config_at, connect_tf_config_live,
+    LiveConnection,
+};
 pub use feed::{LiveOptions, LiveWarning, MetricsFeed};

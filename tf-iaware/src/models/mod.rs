@@ -5,6 +5,6 @@
 pub mod builder;
 pub(crate) mod calibration;
 pub mod replicated;
-pub mod zoo;
+pub(crate) mod zoo;
 
 pub use zoo::{build, input_shape, logits, Model, MODELS};

@@ -6,8 +6,8 @@
 use std::any::Any;
 
 use super::builder::{CalibrationPolicy, ConnectionBuilder};
-use crate::cluster::connect::{connect_live, connect_tf_config_live};
 use crate::cluster::tf_config::{TaskId, TfConfig};
+use crate::cluster::{connect_live, connect_tf_config_live};
 use crate::cluster::{Cluster, ClusterSpec, LiveWarning, MetricsFeed};
 use crate::error::Result;
 use crate::runtime::calibrate::{self, CacheStatus, CalibrateOptions, CalibrationOutcome};

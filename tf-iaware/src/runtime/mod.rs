@@ -9,7 +9,7 @@ pub mod liveness;
 pub mod replicated;
 pub(crate) mod session;
 pub mod stats;
-pub mod train;
+pub(crate) mod train;
 pub mod trainer;
 
 pub use crate::config::SessionConfig;

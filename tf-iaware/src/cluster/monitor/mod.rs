@@ -18,13 +18,13 @@
 
 pub use tf_iaware_core::monitor::*;
 
-pub mod agent;
+pub(crate) mod agent;
 mod cgroup_source;
 pub mod gpu;
 pub mod proc;
 pub(crate) mod sampler;
 pub(crate) mod scrape;
 
-pub use agent::{Agent, AgentConfig, MetricsSource};
+pub use agent::{Agent, AgentConfig, MetricsSource, StaticPage, DEFAULT_LISTEN};
 pub use sampler::{sample_once, Monitor, MonitorConfig};
 pub use scrape::{scrape_many, ScrapeOptions, ScrapeReport, Scraper, Target};
