@@ -2,7 +2,7 @@
 //! ([`Snapshot`]), the parsers of `/proc`, cgroup and NVML readings, the derivations over two
 //! readings ([`derive`](mod@derive)), smoothing, and the Prometheus exposition format both ways
 //! ([`exposition`], [`metrics`]). The sources that read the live files, the agent and the
-//! scraper are `tf_iaware::monitor`'s.
+//! scraper are `tf_iaware::cluster::monitor`'s.
 
 pub mod cgroup;
 pub mod derive;

@@ -1,6 +1,6 @@
 //! `CgroupSource`: the thin layer that reads the observed process's cgroup files; where the
 //! controllers are and what a reading is made of are [`tf_iaware_core::monitor::cgroup`]'s
-//! (public as `tf_iaware::monitor::cgroup`).
+//! (public as `tf_iaware::cluster::monitor::cgroup`).
 
 use std::path::{Path, PathBuf};
 

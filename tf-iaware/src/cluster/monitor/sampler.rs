@@ -156,7 +156,7 @@ struct Shared {
 /// A background sampler of this host, its cgroup and its GPUs.
 ///
 /// ```no_run
-/// use tf_iaware::monitor::{Monitor, MonitorConfig};
+/// use tf_iaware::cluster::monitor::{Monitor, MonitorConfig};
 /// let monitor = Monitor::start(MonitorConfig::default())?;
 /// let s = monitor.snapshot();
 /// println!("{} of {} cores available", s.cpu.available_cores.map_or(0.0, |a| a.ewma), s.cpu.limit_cores);
