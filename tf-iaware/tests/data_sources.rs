@@ -79,7 +79,7 @@ fn every_format_gives_the_same_rows() {
 #[test]
 fn batches_from_files_train_the_python_cnn() {
     let (analyzed, sidecar, specs) = cnn_specs();
-    let graph = &analyzed.graph;
+    let graph = &analyzed.import("the Python CNN").unwrap();
     let session = Session::new(&SessionOptions::new(), graph).unwrap();
     let op = |n: &str| -> Operation { graph.operation_by_name_required(n).unwrap() };
     let mut init = SessionRunArgs::new();

@@ -43,7 +43,10 @@ fn replicated() -> Replication {
 
 fn session(rep: &Replication) -> PlacedSession {
     let bytes = rep.graph_def.encode_to_vec();
-    let graph = analyze_bytes(&bytes, "test graph").unwrap().graph;
+    let graph = analyze_bytes(&bytes, "test graph")
+        .unwrap()
+        .import("test graph")
+        .unwrap();
     let s = PlacedSession::new(graph, &SessionConfig::local_cpus(2)).unwrap();
     let init = s.op("init", "test").unwrap();
     s.run(&[], &[init], &[], false).unwrap();

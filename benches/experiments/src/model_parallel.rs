@@ -46,7 +46,7 @@ pub(crate) fn prepare(
             let built = models::build(model, batch, 7)?;
             (analyze_graph(built.net.graph())?, built.sidecar)
         }
-        Workload::Graph(g) => (g.analyze_again()?, g.sidecar.clone()),
+        Workload::Graph(g) => (g.analyzed.clone(), g.sidecar.clone()),
     };
     let mut cluster = Cluster {
         devices: devices

@@ -16,10 +16,11 @@ use tf_iaware_core::graph::graph_def::{
     decode_attr, decode_graph_def, parse_input, requested_device,
 };
 
-/// A TensorFlow graph together with its decoded GraphDef and its [`OpGraph`].
+/// A graph as TensorFlow analysed it, in plain data: its decoded GraphDef, its [`OpGraph`] and
+/// the signatures of its op types. No TensorFlow graph is kept: what needs one (a session, a
+/// variable listing) imports the GraphDef itself ([`Analyzed::import`]).
+#[derive(Clone)]
 pub struct Analyzed {
-    /// The graph as TensorFlow holds it.
-    pub graph: Graph,
     /// The GraphDef, decoded losslessly (for rewriting).
     pub graph_def: GraphDef,
     /// The plain-data model.
@@ -38,7 +39,28 @@ impl std::fmt::Debug for Analyzed {
     }
 }
 
-/// Imports serialized GraphDef bytes into TensorFlow and analyses them.
+impl Analyzed {
+    /// The GraphDef imported into a fresh TensorFlow graph (for a session, or to read what only
+    /// TensorFlow knows of it); `what` names it in errors.
+    ///
+    /// # Errors
+    /// [`Error::TensorFlow`] if TensorFlow rejects the GraphDef.
+    pub fn import(&self, what: &str) -> Result<Graph> {
+        import_bytes(&prost::Message::encode_to_vec(&self.graph_def), what)
+    }
+}
+
+/// Serialized GraphDef bytes imported into a fresh TensorFlow graph; `what` names them in errors.
+fn import_bytes(bytes: &[u8], what: &str) -> Result<Graph> {
+    let mut graph = Graph::new();
+    graph
+        .import_graph_def(bytes, &ImportGraphDefOptions::new())
+        .map_err(|e| crate::tf::status::error(format!("importing GraphDef {what}"), &e))?;
+    Ok(graph)
+}
+
+/// Analyses serialized GraphDef bytes: TensorFlow imports them into a graph of its own for the
+/// analysis (shape inference, the op registry), which is dropped afterwards.
 ///
 /// # Errors
 /// [`Error::GraphDecode`] for bytes that are not a GraphDef; [`Error::TensorFlow`] if TensorFlow
@@ -46,29 +68,33 @@ impl std::fmt::Debug for Analyzed {
 pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
     tf::ensure_supported_version()?;
     let graph_def = decode_graph_def(bytes, what)?;
-    let mut graph = Graph::new();
-    graph
-        .import_graph_def(bytes, &ImportGraphDefOptions::new())
-        .map_err(|e| crate::tf::status::error(format!("importing GraphDef {what}"), &e))?;
-    let op_graph = build(&graph, &graph_def)?;
-    let signatures = op_defs::signatures(&graph, graph_def.node.iter().map(|n| n.op.as_str()))?;
-    Ok(Analyzed {
-        graph,
-        graph_def,
-        op_graph,
-        signatures,
-    })
+    analyze_def(&import_bytes(bytes, what)?, graph_def)
 }
 
-/// Analyses a graph built in-process (e.g. with the `tensorflow` crate's ops).
+/// Analyses a graph built in-process (e.g. with the `tensorflow` crate's ops): its GraphDef is
+/// exported, and `graph` itself answers what TensorFlow knows (shapes, the op registry).
 ///
 /// # Errors
 /// As [`analyze_bytes`].
 pub fn analyze_graph(graph: &Graph) -> Result<Analyzed> {
+    tf::ensure_supported_version()?;
     let bytes = graph
         .graph_def()
         .map_err(|e| crate::tf::status::error("exporting GraphDef", &e))?;
-    analyze_bytes(&bytes, "in-process graph")
+    let graph_def = decode_graph_def(&bytes, "in-process graph")?;
+    analyze_def(graph, graph_def)
+}
+
+/// The analysis of `graph_def`, with `graph` (which holds its nodes) answering shapes, input
+/// types and op signatures.
+fn analyze_def(graph: &Graph, graph_def: GraphDef) -> Result<Analyzed> {
+    let op_graph = build(graph, &graph_def)?;
+    let signatures = op_defs::signatures(graph, graph_def.node.iter().map(|n| n.op.as_str()))?;
+    Ok(Analyzed {
+        graph_def,
+        op_graph,
+        signatures,
+    })
 }
 
 /// Builds the [`OpGraph`] of `def`, reading dtypes, shapes and input types from `graph`

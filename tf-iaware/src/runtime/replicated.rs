@@ -207,16 +207,6 @@ pub struct GraphWorkload {
     pub data: BatchData,
 }
 
-impl GraphWorkload {
-    /// The single-tower graph analysed anew (a graph of its own, e.g. to place it op by op).
-    ///
-    /// # Errors
-    /// As [`analyze_bytes`].
-    pub fn analyze_again(&self) -> Result<Analyzed> {
-        analyze_bytes(&self.analyzed.graph_def.encode_to_vec(), &self.name)
-    }
-}
-
 /// The variables of `graph` by colocation group: named after the group's first variable, sized
 /// as all of its variables together (shape × dtype; unknown sizes count 0).
 pub fn variables(graph: &OpGraph) -> Vec<VarInfo> {

@@ -8,7 +8,6 @@ use super::job::{correct, Job, Metric};
 use crate::config::SessionConfig;
 use crate::data::{in_order, FeedTensor};
 use crate::error::{Error, Result};
-use crate::graph::analyze::analyze_bytes;
 use crate::parallel::replicate::{replica_name, replicate, BatchData};
 use crate::parallel::{DataParallelPlan, Replica};
 use crate::runtime::checkpoint::{self, Checkpoint, StateVar};
@@ -59,8 +58,7 @@ impl Evaluator {
             &plan,
             BatchData::Feed,
         )?;
-        let bytes = prost::Message::encode_to_vec(&rep.graph_def);
-        let graph = analyze_bytes(&bytes, "the evaluation graph")?.graph;
+        let graph = crate::apply::import(&rep.graph_def, "the evaluation graph")?;
         let session = PlacedSession::new(graph, &SessionConfig::default())?;
         let init = session.op(&rep.sidecar.init, "evaluation init")?;
         session.run(&[], &[init], &[], false)?;

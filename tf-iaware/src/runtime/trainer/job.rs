@@ -148,7 +148,7 @@ impl Job {
                 let m = crate::models::zoo::build(name, 64, seed)?;
                 (name.clone(), analyze_graph(m.net.graph())?, m.sidecar)
             }
-            Workload::Graph(g) => (g.name.clone(), g.analyze_again()?, g.sidecar.clone()),
+            Workload::Graph(g) => (g.name.clone(), g.analyzed.clone(), g.sidecar.clone()),
         };
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         let specs = input_specs(&analyzed.op_graph, &sidecar)?;

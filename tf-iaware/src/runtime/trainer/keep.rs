@@ -137,7 +137,7 @@ type StepVar = (String, DataType);
 fn split_variables(job: &Job) -> Result<(Vec<StepVar>, Vec<String>)> {
     let mut steps = Vec::new();
     let mut left_out = Vec::new();
-    for v in graph_variables(&job.workload.analyzed.graph)? {
+    for v in graph_variables(&job.workload.analyzed.import(&job.workload.name)?)? {
         let scalar = v.dims.as_ref().is_some_and(|d| d.is_empty());
         match v.dtype {
             DataType::Float => {}
