@@ -58,7 +58,7 @@ impl Evaluator {
             &plan,
             BatchData::Feed,
         )?;
-        let graph = crate::apply::import(&rep.graph_def, "the evaluation graph")?;
+        let graph = crate::placer::apply::import(&rep.graph_def, "the evaluation graph")?;
         let session = PlacedSession::new(graph, &SessionConfig::default())?;
         let init = session.op(&rep.sidecar.init, "evaluation init")?;
         session.run(&[], &[init], &[], false)?;
