@@ -96,7 +96,7 @@ pub fn train(
     let trainer = prepare(workload, plan, cluster, config, seed)?;
     trainer
         .0
-        .train(steps, warmup, Some((&trainer.1, &trainer.2)))
+        .train(steps, warmup, Some((&trainer.1, &trainer.2, cluster)))
 }
 
 /// A ready-to-step trainer for `plan`, with its placement and graph (for checks).
@@ -149,7 +149,7 @@ pub(crate) fn prepare_run(
         }
         Workload::Graph(g) => g,
     };
-    let built = graph_replicated::build(&graph, plan)?;
+    let built = graph_replicated::build(&graph, plan, cluster)?;
     let (analyzed, placement, sidecar, state) = (
         built.analyzed,
         built.placement,

@@ -632,12 +632,12 @@ where
         if let Some(stats) = &report.step_stats {
             let run = &self.run;
             report.executed = crate::runtime::stats::executed_counts(stats);
-            report.mismatches =
-                crate::runtime::stats::placement_mismatches(stats, &run.placement, |n| {
-                    run.op_graph
-                        .id(n)
-                        .map(|id| run.op_graph.node(id).op.as_str())
-                });
+            let placed = |n: &str| run.placement.device_of(&run.op_graph, self.job.cluster, n);
+            report.mismatches = crate::runtime::stats::placement_mismatches(stats, placed, |n| {
+                run.op_graph
+                    .id(n)
+                    .map(|id| run.op_graph.node(id).op.as_str())
+            });
         }
         report.final_plan = self.current;
         report.checkpoint = self.latest;

@@ -96,7 +96,7 @@ pub(super) fn build(
         let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!("{tag}-{n}")
     });
-    let (g, extra) = build_with(&job.workload, plan, |rep: &mut Replication| {
+    let (g, extra) = build_with(&job.workload, plan, cluster, |rep: &mut Replication| {
         let extra = match updates {
             Updates::Sync => Extra::Sync,
             Updates::Async | Updates::Adaptive => Extra::Async(add_async_updates(rep)?),
