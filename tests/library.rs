@@ -80,8 +80,8 @@ fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
         .unwrap();
     let tasks: std::collections::BTreeSet<&str> = plan
         .placement()
-        .devices
-        .values()
+        .placed()
+        .map(|(_, d)| plan.cluster().devices[d].name.as_str())
         .filter_map(|d| d.split("/device:").next())
         .collect();
     assert!(tasks.len() >= 2, "spread over tasks: {tasks:?}");

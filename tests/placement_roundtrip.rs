@@ -7,7 +7,7 @@ use tf_iaware::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use tf_iaware::graph::proto::GraphDef;
 use tf_iaware::models;
 use tf_iaware::placer::apply;
-use tf_iaware::placer::{self, Placement};
+use tf_iaware::placer::{self, resolve, Placement};
 use tf_iaware::runtime::{PlacedSession, SessionConfig, Trainer};
 use tf_iaware::Error;
 
@@ -79,7 +79,7 @@ fn every_zoo_model_round_trips_with_only_devices_changed() {
             }
             assert_eq!(
                 Some(after.device.as_str()),
-                placement.device_of(&before.name),
+                placement.device_of(&analyzed.op_graph, &cluster, &before.name),
                 "{name}/{}: device",
                 before.name
             );
@@ -114,7 +114,7 @@ fn placed_training_runs_exactly_where_it_was_placed() {
         )
         .unwrap();
         let report = trainer
-            .train(3, 1, Some((&placement, &analyzed.op_graph)))
+            .train(3, 1, Some((&placement, &analyzed.op_graph, &cluster)))
             .unwrap();
         assert!(
             report.losses.iter().all(|l| l.is_finite()),
@@ -146,7 +146,9 @@ fn placed_training_runs_exactly_where_it_was_placed() {
             .iter()
             .find(|n| n.op == "MatMul")
             .unwrap();
-        let dev = placement.device_of(&matmul.name).unwrap();
+        let dev = placement
+            .device_of(&analyzed.op_graph, &cluster, &matmul.name)
+            .unwrap();
         assert!(
             ran[dev].contains(&matmul.name),
             "{name}: {} ran on {dev}",
@@ -161,6 +163,7 @@ fn variables_stay_with_their_readers_and_updaters() {
     let (analyzed, _) = zoo("mlp", 4);
     let g = &analyzed.op_graph;
     let placement = round_robin(&analyzed, &cluster);
+    let of = |op: &str| placement.device_of(g, &cluster, op);
     let var = g.id("dense/kernel").expect("variable handle");
     for &c in g.consumers(var) {
         let consumer = g.node(c);
@@ -168,28 +171,22 @@ fn variables_stay_with_their_readers_and_updaters() {
             consumer.op.as_str(),
             "ReadVariableOp" | "AssignVariableOp" | "ResourceApplyMomentum"
         ) {
-            assert_eq!(
-                placement.device_of(&consumer.name),
-                placement.device_of("dense/kernel"),
-                "{}",
-                consumer.name
-            );
+            assert_eq!(of(&consumer.name), of("dense/kernel"), "{}", consumer.name);
         }
     }
     // The momentum slot is colocated through `_class`.
-    assert_eq!(
-        placement.device_of("dense/kernel/Momentum"),
-        placement.device_of("dense/kernel")
-    );
+    assert_eq!(of("dense/kernel/Momentum"), of("dense/kernel"));
 
     let mut split = placement.clone();
     let reader = "dense/kernel/Read/ReadVariableOp";
     let other = cluster
         .devices
         .iter()
-        .find(|d| Some(d.name.as_str()) != placement.device_of(reader))
+        .find(|d| Some(d.name.as_str()) != of(reader))
         .unwrap();
-    split.devices.insert(reader.into(), other.name.clone());
+    split
+        .set(g.id(reader).unwrap(), cluster.index_of(&other.name))
+        .unwrap();
     match apply::apply(&analyzed.graph_def, g, &cluster, &split) {
         Err(Error::SplitColocation { group, .. }) => assert_eq!(group, "dense/kernel"),
         Err(e) => panic!("expected a split-colocation error, got {e}"),
@@ -202,12 +199,16 @@ fn invalid_placements_are_refused_before_tensorflow_sees_them() {
     let (cluster, _) = four_cpus();
     let (analyzed, _) = zoo("mlp", 4);
     let g = &analyzed.op_graph;
-    let base = round_robin(&analyzed, &cluster);
-    let with = |op: &str, device: &str| {
-        let mut p = base.clone();
-        p.devices.insert(op.into(), device.into());
-        apply::validate(g, &cluster, &p).unwrap_err()
+    let base = round_robin(&analyzed, &cluster).to_names(g, &cluster);
+    // Op names and device strings become a placement, which is checked against the cluster.
+    let placed = |cluster: &Cluster, op: &str, device: &str| {
+        let mut names = base.clone();
+        names.insert(op.into(), device.into());
+        Placement::from_names("round-robin", g, cluster, &names)
+            .and_then(|p| resolve::check(g, cluster, &p))
+            .unwrap_err()
     };
+    let with = |op: &str, device: &str| placed(&cluster, op, device);
     assert!(matches!(
         with("dense/MatMul", "/device:CPU:9"),
         Error::UnknownDevice { .. }
@@ -230,10 +231,7 @@ fn invalid_placements_are_refused_before_tensorflow_sees_them() {
     d.name = "/job:localhost/replica:0/task:0/device:TPU:0".into();
     d.device_type = "TPU".into();
     tpu.devices.push(d);
-    let mut p = base.clone();
-    p.devices
-        .insert("dense/MatMul".into(), "/device:TPU:0".into());
-    let err = apply::validate(g, &tpu, &p).unwrap_err();
+    let err = placed(&tpu, "dense/MatMul", "/device:TPU:0");
     assert!(
         matches!(err, Error::NoKernel { ref op, .. } if op == "dense/MatMul"),
         "{err}"

@@ -50,7 +50,9 @@ fn adam_slots_and_batch_norm_from_python_are_colocated_and_trainable() {
         5,
     )
     .unwrap();
-    let report = trainer.train(3, 1, Some((&placement, g))).unwrap();
+    let report = trainer
+        .train(3, 1, Some((&placement, g, &cluster)))
+        .unwrap();
     assert!(report.losses.iter().all(|l| l.is_finite()));
     assert_eq!(report.mismatches, vec![]);
     assert_eq!(report.executed.len(), 4, "{:?}", report.executed);

@@ -43,7 +43,8 @@ impl Strategy for VariablesApart {
         cluster: &Cluster,
         _: &CostModel,
     ) -> tf_iaware::Result<Placement> {
-        let mut p = Placement::new(self.name());
+        let mut p = Placement::new(self.name(), graph);
+        let (vars, rest) = (cluster.device_id(self.vars)?, cluster.device_id(self.rest)?);
         for group in graph.groups() {
             let holds_variable = group
                 .members
@@ -53,12 +54,11 @@ impl Strategy for VariablesApart {
                 let node = graph.node(m);
                 let update = self.split_updates && node.op.starts_with("Apply");
                 let d = if holds_variable && !update {
-                    self.vars
+                    vars
                 } else {
-                    self.rest
+                    rest
                 };
-                p.devices
-                    .insert(node.name.clone(), cluster.devices[d].name.clone());
+                p.set(m, Some(d))?;
             }
         }
         Ok(p)

@@ -133,7 +133,7 @@ pub fn run(args: &Args) -> Result<()> {
     let train = trainer.train(
         args.steps,
         args.warmup,
-        Some((plan.placement(), &plan.analyzed().op_graph)),
+        Some((plan.placement(), &plan.analyzed().op_graph, plan.cluster())),
     )?;
     if let (Some(path), Some(stats)) = (&args.trace, &train.step_stats) {
         common::write_file(path, &trace::chrome_trace(&trace::from_step_stats(stats))?)?;

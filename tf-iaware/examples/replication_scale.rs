@@ -61,10 +61,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let Workload::Graph(g) = Workload::graph("mlp", single, m.sidecar.clone())? else {
             unreachable!()
         };
-        let t = Instant::now();
-        let built = replicated::build(&g, &plan)?;
-        let analyze_ms = t.elapsed().as_secs_f64() * 1e3 - replicate_ms;
         let cluster = tf_iaware::connect(&format!("local:cpu={}", n + 1))?;
+        let t = Instant::now();
+        let built = replicated::build(&g, &plan, cluster.cluster())?;
+        let analyze_ms = t.elapsed().as_secs_f64() * 1e3 - replicate_ms;
         let t = Instant::now();
         let placed = tf_iaware::placer::apply::apply(
             &built.analyzed.graph_def,

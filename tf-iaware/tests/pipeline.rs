@@ -71,7 +71,7 @@ fn every_handle_of_the_user_graph_resolves_in_the_placed_graph() {
         assert_eq!(placed.name().unwrap(), op.name().unwrap());
         assert_eq!(placed.num_outputs(), op.num_outputs());
         // Its placed device is the plan's.
-        if let Some(device) = plan.placement().device_of(&op.name().unwrap()) {
+        if let Some(device) = plan.device_of(&op.name().unwrap()) {
             assert_eq!(placed.device().unwrap(), device);
         }
         n += 1;
@@ -202,7 +202,8 @@ fn verification_names_an_op_that_ran_elsewhere_than_planned() {
     assert!(session.verify(&traced).unwrap().is_ok());
     // The same run checked against a plan that wanted the loss elsewhere.
     let mut wrong = plan.placement().clone();
-    let loss_device = wrong.devices["loss"].clone();
+    let loss_device = plan.device_of("loss").unwrap().to_string();
+    assert_eq!(session.device_of("loss"), Some(loss_device.as_str()));
     let other = cluster
         .cluster()
         .devices
@@ -210,11 +211,13 @@ fn verification_names_an_op_that_ran_elsewhere_than_planned() {
         .map(|d| d.name.clone())
         .find(|d| *d != loss_device)
         .unwrap();
-    wrong.devices.insert("loss".into(), other.clone());
+    let loss = plan.analyzed().op_graph.id("loss").unwrap();
+    wrong.set(loss, plan.cluster().index_of(&other)).unwrap();
     let check = Verification::of(
         traced.step_stats.as_ref().unwrap(),
         &wrong,
         &plan.analyzed().op_graph,
+        plan.cluster(),
     );
     assert_eq!(check.mismatches.len(), 1, "{:?}", check.mismatches);
     assert_eq!(check.mismatches[0].op, "loss");

@@ -152,7 +152,8 @@ fn one_step_both_ways(
             Workload::Graph(g) => g,
             Workload::Zoo(_) => unreachable!(),
         };
-    let built = replicated::build(&workload, &plan).unwrap();
+    let cluster = connect("local:cpu=4").unwrap();
+    let built = replicated::build(&workload, &plan, cluster.cluster()).unwrap();
     let state = built.replication.state.clone();
     assert!(!state.is_empty());
 
@@ -176,7 +177,6 @@ fn one_step_both_ways(
     let before = run(&session, &[], &[], &reads);
 
     // Replicated: each replica its consecutive rows.
-    let cluster = connect("local:cpu=4").unwrap();
     let placed = apply::apply(
         &built.analyzed.graph_def,
         &built.analyzed.op_graph,
@@ -281,14 +281,20 @@ fn replicas_run_on_their_workers_and_updates_with_their_variables() {
     else {
         unreachable!()
     };
-    let built = replicated::build(&g, &plan).unwrap();
+    let cluster = connect("local:cpu=4").unwrap();
+    let built = replicated::build(&g, &plan, cluster.cluster()).unwrap();
     let r = &built.replication;
+    let device_of = |op: &str| {
+        built
+            .placement
+            .device_of(&built.analyzed.op_graph, cluster.cluster(), op)
+    };
     assert_eq!(r.updates.len(), 4, "{:?}", r.updates);
     assert_eq!(r.sidecar.inputs["replica_0/x"], vec![5, 32]);
     assert_eq!(r.sidecar.inputs["replica_1/y"], vec![3, 10]);
     assert!(r.sidecar.one_hot.contains(&"replica_1/y".to_string()));
     for (name, role) in &r.roles {
-        let device = built.placement.device_of(name).unwrap();
+        let device = device_of(name).unwrap();
         match role {
             Role::Replica(k) if !name.contains("ReadVariableOp") => {
                 assert_eq!(device, format!("{CPU}:{}", k + 1), "{name}")
@@ -298,13 +304,9 @@ fn replicas_run_on_their_workers_and_updates_with_their_variables() {
         }
     }
     for u in &r.updates {
-        assert_eq!(
-            built.placement.device_of(u),
-            Some(format!("{CPU}:0").as_str())
-        );
+        assert_eq!(device_of(u), Some(format!("{CPU}:0").as_str()));
     }
     // And TensorFlow runs them there (step stats).
-    let cluster = connect("local:cpu=4").unwrap();
     let placed = apply::apply(
         &built.analyzed.graph_def,
         &built.analyzed.op_graph,
@@ -315,7 +317,15 @@ fn replicas_run_on_their_workers_and_updates_with_their_variables() {
     let session = PlacedSession::new(placed.graph, &SessionConfig::local_cpus(4)).unwrap();
     let trainer = tf_iaware::runtime::Trainer::new(session, &r.sidecar, None, 1).unwrap();
     let report = trainer
-        .train(4, 0, Some((&built.placement, &built.analyzed.op_graph)))
+        .train(
+            4,
+            0,
+            Some((
+                &built.placement,
+                &built.analyzed.op_graph,
+                cluster.cluster(),
+            )),
+        )
         .unwrap();
     assert!(report.loss_last < report.loss_first, "{:?}", report.losses);
     assert_eq!(report.mismatches, vec![]);
@@ -526,7 +536,9 @@ fn sparse_updates_and_a_batch_fixed_elsewhere_are_refused_naming_the_op() {
     else {
         unreachable!()
     };
-    let e = replicated::build(&g, &p).expect_err("the fixed [256] cannot hold 5 rows");
+    let cluster = connect("local:cpu=4").unwrap();
+    let e = replicated::build(&g, &p, cluster.cluster())
+        .expect_err("the fixed [256] cannot hold 5 rows");
     assert!(
         matches!(&e, Error::Replication { op, .. } if op.contains("flat")),
         "{e}"

@@ -15,8 +15,8 @@ impl Strategy for TfDefault {
         "tf-default"
     }
 
-    fn place(&self, _graph: &OpGraph, _cluster: &Cluster) -> Result<Placement> {
-        Ok(Placement::new(self.name()))
+    fn place(&self, graph: &OpGraph, _cluster: &Cluster) -> Result<Placement> {
+        Ok(Placement::new(self.name(), graph))
     }
 
     fn place_with_cost(
@@ -119,9 +119,10 @@ mod tests {
         }
         let g = b.build().unwrap();
         let p = RoundRobin.place(&g, &cluster).unwrap();
-        assert_eq!(p.device_of("v"), p.device_of("v/read"));
-        let used: std::collections::BTreeSet<_> = p.devices.values().collect();
+        let of = |op: &str| p.device_of(&g, &cluster, op);
+        assert_eq!(of("v"), of("v/read"));
+        let used: std::collections::BTreeSet<_> = p.placed().map(|(_, d)| d).collect();
         assert_eq!(used.len(), 3);
-        assert_eq!(p.devices.len(), 6);
+        assert_eq!(p.placed_ops(), 6);
     }
 }

@@ -30,7 +30,7 @@
 //! let cost = CostModel::new(&graph, &cluster).unwrap();
 //! let heft = placer::by_name_with("heft", &PlaceOptions::default()).unwrap();
 //! let (placement, report) = heft.place_with_report(&graph, &cluster, &cost).unwrap();
-//! assert_eq!(placement.devices.len(), 200);
+//! assert_eq!(placement.placed_ops(), 200);
 //! assert!(report.predicted_step_ms >= report.lower_bound_ms);
 //! ```
 
@@ -47,12 +47,10 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
-use crate::graph::{GroupId, OpGraph};
+use crate::graph::{GroupId, NodeId, OpGraph};
 
 pub(crate) use basic::{RoundRobin, TfDefault};
 pub use choice::OpPlacementStrategy;
@@ -65,27 +63,125 @@ pub use sched::Schedule;
 pub use simple::Random;
 pub(crate) use simple::SingleFastest;
 
-/// Op name → device string. Ops absent from the map keep no device (TensorFlow decides).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// A device for every op, by id: `device(op)` is the [`DeviceId`] (of the cluster the placement
+/// was made for) that op `op` (a [`NodeId`] of the graph it was made for) runs on, or `None` for
+/// an op left to TensorFlow's placer. Names appear only at the edges: [`Placement::from_names`]
+/// reads op names and device strings, [`Placement::device_of`] and [`Placement::to_names`] give
+/// them back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Placement {
     /// Name of the strategy that produced it.
     pub strategy: String,
-    /// Op name → device string (a full device name for every strategy here).
-    pub devices: BTreeMap<String, String>,
+    /// Device of every op, indexed by [`NodeId`].
+    devices: Vec<Option<DeviceId>>,
 }
 
 impl Placement {
-    /// An empty placement from `strategy`.
-    pub fn new(strategy: &str) -> Self {
+    /// A placement from `strategy` of `graph`'s ops that places none (TensorFlow decides).
+    pub fn new(strategy: &str, graph: &OpGraph) -> Self {
         Placement {
             strategy: strategy.into(),
-            devices: BTreeMap::new(),
+            devices: vec![None; graph.len()],
         }
     }
 
-    /// Device of op `name`, if placed.
-    pub fn device_of(&self, name: &str) -> Option<&str> {
-        self.devices.get(name).map(String::as_str)
+    /// Ops of the graph the placement was made for (placed or not).
+    pub fn ops(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Ops with a device.
+    pub fn placed_ops(&self) -> usize {
+        self.devices.iter().filter(|d| d.is_some()).count()
+    }
+
+    /// Device of op `op`, if placed (`None` too for an id beyond the graph).
+    pub fn device(&self, op: NodeId) -> Option<DeviceId> {
+        self.devices.get(op.index()).copied().flatten()
+    }
+
+    /// Every placed op and its device, in id order.
+    pub fn placed(&self) -> impl Iterator<Item = (NodeId, DeviceId)> + '_ {
+        NodeId::range(self.devices.len())
+            .zip(&self.devices)
+            .filter_map(|(op, d)| d.map(|d| (op, d)))
+    }
+
+    /// Puts op `op` on `device` (`None`: leaves it to TensorFlow). The device is checked against
+    /// a cluster where the placement is used ([`resolve::check`]).
+    ///
+    /// # Errors
+    /// [`Error::BadId`] for an op id beyond the graph the placement was made for.
+    pub fn set(&mut self, op: NodeId, device: Option<DeviceId>) -> Result<()> {
+        let len = self.devices.len();
+        let slot = self.devices.get_mut(op.index()).ok_or(Error::BadId {
+            kind: "node",
+            id: op.index(),
+            len,
+        })?;
+        *slot = device;
+        Ok(())
+    }
+
+    /// A placement of `graph` on `cluster` from op names and device strings (full or partial
+    /// device names, each naming one device of `cluster`); ops not named are left to TensorFlow.
+    ///
+    /// # Errors
+    /// [`Error::UnknownOp`] for a name `graph` lacks; [`Error::MalformedDevice`] or
+    /// [`Error::UnknownDevice`] for a device string that names no single device of `cluster`.
+    pub fn from_names<O, D>(
+        strategy: &str,
+        graph: &OpGraph,
+        cluster: &Cluster,
+        devices: impl IntoIterator<Item = (O, D)>,
+    ) -> Result<Self>
+    where
+        O: AsRef<str>,
+        D: AsRef<str>,
+    {
+        let mut placement = Placement::new(strategy, graph);
+        let mut known: std::collections::HashMap<String, DeviceId> =
+            std::collections::HashMap::new();
+        let context = format!("placement `{strategy}`");
+        for (op, device) in devices {
+            let (op, device) = (op.as_ref(), device.as_ref());
+            let id = graph.require(op, &context)?;
+            let d = match known.get(device) {
+                Some(&d) => d,
+                None => {
+                    let d = resolve::device(cluster, op, device)?;
+                    known.insert(device.to_string(), d);
+                    d
+                }
+            };
+            placement.devices[id] = Some(d);
+        }
+        Ok(placement)
+    }
+
+    /// Full device name of op `name` on `cluster`, if the graph has it and it is placed.
+    ///
+    /// # Panics
+    /// If the placement names a device id `cluster` does not have (a placement made for a
+    /// larger cluster).
+    pub fn device_of<'c>(
+        &self,
+        graph: &OpGraph,
+        cluster: &'c Cluster,
+        name: &str,
+    ) -> Option<&'c str> {
+        let d = self.device(graph.id(name)?)?;
+        Some(cluster.devices[d].name.as_str())
+    }
+
+    /// Op name → full device name of every placed op (for output).
+    ///
+    /// # Panics
+    /// As [`Placement::device_of`].
+    pub fn to_names(&self, graph: &OpGraph, cluster: &Cluster) -> BTreeMap<String, String> {
+        self.placed()
+            .map(|(op, d)| (graph.node(op).name.clone(), cluster.devices[d].name.clone()))
+            .collect()
     }
 
     /// Puts every member of every group on the device chosen for that group
@@ -95,7 +191,7 @@ impl Placement {
     /// [`Error::InvalidArgument`] if `group_device` does not have one device per colocation
     /// group; [`Error::BadId`] naming a device id the cluster does not have (one of a larger
     /// cluster).
-    pub(crate) fn from_groups(
+    pub fn from_groups(
         strategy: &str,
         graph: &OpGraph,
         cluster: &Cluster,
@@ -121,18 +217,15 @@ impl Placement {
                 len: cluster.devices.len(),
             });
         }
-        // Collected first: building the map from a sorted sequence is much faster than inserting.
-        let mut pairs: Vec<(String, String)> = Vec::with_capacity(graph.len());
-        for (g, group) in graph.groups().iter().enumerate() {
-            let device = &cluster.devices[group_device[g]].name;
+        let mut devices = vec![None; graph.len()];
+        for (group, &d) in graph.groups().iter().zip(group_device) {
             for &m in &group.members {
-                pairs.push((graph.node(m).name.clone(), device.clone()));
+                devices[m] = Some(d);
             }
         }
-        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(Placement {
             strategy: strategy.into(),
-            devices: pairs.into_iter().collect(),
+            devices,
         })
     }
 }

@@ -1,9 +1,8 @@
-//! From a [`Placement`] (op name → device string) to a device index per op, as TensorFlow would
-//! run it: placed ops on their device; ops without a device where TensorFlow's own placer would put
-//! them (with their colocation group if a member is placed; else the requested device if it
-//! matches; else the highest-priority device type with kernels — GPU before CPU — first device).
-
-use std::collections::HashMap;
+//! From a [`Placement`] (a device id per op, or none) to the device of every op, as TensorFlow
+//! would run it: placed ops on their device; ops without a device where TensorFlow's own placer
+//! would put them (with their colocation group if a member is placed; else the requested device if
+//! it matches; else the highest-priority device type with kernels — GPU before CPU — first
+//! device). Also where device strings become ids ([`device`]).
 
 use super::Placement;
 use crate::cluster::{Cluster, Device, DeviceId};
@@ -85,40 +84,60 @@ pub(crate) fn tf_default_device(
         })
 }
 
-/// The device of every op (by node id) when `placement` runs on `cluster`.
+/// Id of the one device of `cluster` that `spec` (a full or partial device string, asked for by
+/// op `op`) names.
 ///
 /// # Errors
-/// [`Error::MalformedDevice`]/[`Error::UnknownDevice`] for a device string that names no single
-/// device of the cluster; [`Error::NoKernel`] for an op placed on a device type without its kernel;
-/// [`Error::SplitColocation`] for a colocation group placed on two devices; [`Error::Infeasible`]
-/// for an unplaced group no device can run.
-pub fn assignment(
+/// [`Error::MalformedDevice`] if `spec` does not parse; [`Error::UnknownDevice`] naming `op` if
+/// no device, or more than one, matches.
+pub fn device(cluster: &Cluster, op: &str, spec: &str) -> Result<DeviceId> {
+    DeviceName::parse(spec)?;
+    match cluster.index_of(spec) {
+        Some(d) => Ok(d),
+        None => cluster.resolve(op, spec),
+    }
+}
+
+/// Checks `placement` against `graph` and `cluster`: made for this graph, every device one of
+/// the cluster, the device type has a kernel for every placed op, and no colocation group split.
+/// Ops left to TensorFlow are not looked at.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a placement of another graph; [`Error::BadId`] for a device
+/// the cluster does not have; [`Error::NoKernel`]; [`Error::SplitColocation`].
+pub fn check(graph: &OpGraph, cluster: &Cluster, placement: &Placement) -> Result<()> {
+    group_devices(graph, cluster, placement).map(|_| ())
+}
+
+/// The device of every colocation group that has a placed member (checked as [`check`] says).
+fn group_devices(
     graph: &OpGraph,
     cluster: &Cluster,
     placement: &Placement,
-) -> Result<Vec<DeviceId>> {
-    let mut cache: HashMap<&str, DeviceId> = HashMap::new();
-    // Every node is in one group, so every slot is written below.
-    let mut out = vec![DeviceId::new(0); graph.len()];
+) -> Result<Vec<Option<DeviceId>>> {
+    if placement.ops() != graph.len() {
+        return Err(Error::InvalidArgument {
+            what: format!("placement `{}`", placement.strategy),
+            reason: format!(
+                "made for a graph of {} ops, but this graph has {}",
+                placement.ops(),
+                graph.len()
+            ),
+        });
+    }
+    let mut out = vec![None; graph.groups().len()];
     for (g, group) in graph.enumerate_groups() {
         let mut chosen: Option<(DeviceId, NodeId)> = None; // (device, member that fixed it)
         for &m in &group.members {
-            let node = graph.node(m);
-            let Some(spec) = placement.device_of(&node.name) else {
+            let Some(d) = placement.device(m) else {
                 continue;
             };
-            let d = match cache.get(spec) {
-                Some(&d) => d,
-                None => {
-                    let d = match cluster.index_of(spec) {
-                        Some(d) => d,
-                        None => cluster.resolve(&node.name, spec)?,
-                    };
-                    cache.insert(spec, d);
-                    d
-                }
-            };
-            let dev = &cluster.devices[d];
+            let node = graph.node(m);
+            let dev = cluster.devices.get(d.index()).ok_or(Error::BadId {
+                kind: "device",
+                id: d.index(),
+                len: cluster.devices.len(),
+            })?;
             check_kernel(node, dev)?;
             match chosen {
                 None => chosen = Some((d, m)),
@@ -132,8 +151,27 @@ pub fn assignment(
                 Some(_) => {}
             }
         }
-        let d = match chosen {
-            Some((d, _)) => {
+        out[g] = chosen.map(|(d, _)| d);
+    }
+    Ok(out)
+}
+
+/// The device of every op (by node id) when `placement` runs on `cluster`.
+///
+/// # Errors
+/// The errors of [`check`]; [`Error::NoKernel`] for an unplaced op whose group is placed on a
+/// device type without its kernel; [`Error::Infeasible`] for an unplaced group no device can run.
+pub fn assignment(
+    graph: &OpGraph,
+    cluster: &Cluster,
+    placement: &Placement,
+) -> Result<Vec<DeviceId>> {
+    let chosen = group_devices(graph, cluster, placement)?;
+    // Every node is in one group, so every slot is written below.
+    let mut out = vec![DeviceId::new(0); graph.len()];
+    for (g, group) in graph.enumerate_groups() {
+        let d = match chosen[g] {
+            Some(d) => {
                 // Unplaced members follow the group; they need kernels there too.
                 for &m in &group.members {
                     check_kernel(graph.node(m), &cluster.devices[d])?;

@@ -250,9 +250,10 @@ fn free_variable_ops_follow_their_first_consumer() {
     let m = CostModel::new(&g, &c).unwrap();
     for name in ["heft", "etf"] {
         let p = strategy(name).place_with_cost(&g, &c, &m).unwrap();
-        assert_eq!(p.device_of("v"), p.device_of("mm0"), "{name}");
-        assert_eq!(p.device_of("v/apply"), p.device_of("v"), "{name}");
-        assert_eq!(p.device_of("side"), p.device_of("mm3"), "{name}");
+        let of = |op: &str| p.device_of(&g, &c, op);
+        assert_eq!(of("v"), of("mm0"), "{name}");
+        assert_eq!(of("v/apply"), of("v"), "{name}");
+        assert_eq!(of("side"), of("mm3"), "{name}");
     }
 }
 
@@ -323,8 +324,9 @@ fn predictions_respect_the_lower_bound_and_heft_beats_naive_placements() {
         );
         assert!((r.lower_bound_ms - lb * 1e3).abs() < 1e-9);
         assert_eq!(r.devices.values().map(|l| l.ops).sum::<usize>(), g.len());
+        assert_eq!(p.ops(), g.len());
         assert_eq!(
-            p.devices.len(),
+            p.placed_ops(),
             if name == "tf-default" { 0 } else { g.len() }
         );
         predicted.insert(name, r.predicted_step_ms);
@@ -349,7 +351,9 @@ fn infra_aware_drops_devices_below_the_threshold() {
     let ia = InfraAware { threshold: 0.2 };
     assert_eq!(ia.ranked_devices(&m), ids(&[0, 1, 3]));
     let p = ia.place_with_cost(&g, &c, &m).unwrap();
-    assert!(p.devices.values().all(|d| d != &c.devices[2].name));
+    assert!(p
+        .placed()
+        .all(|(_, d)| c.devices[d].name != c.devices[2].name));
 }
 
 #[test]
@@ -371,31 +375,60 @@ fn tf_default_is_simulated_where_tensorflow_would_place() {
         "localhost",
     ));
     let m = CostModel::new(&g, &c).unwrap();
-    let ev = evaluate(&g, &c, &m, &Placement::new("tf-default")).unwrap();
+    let ev = evaluate(&g, &c, &m, &Placement::new("tf-default", &g)).unwrap();
     assert_eq!(ev.assignment, ids(&[2, 0, 1]));
     assert_eq!(ev.sim.transfers.len(), 1);
-    // A placement naming an unknown device, or splitting a group, is an error.
-    let mut p = Placement::new("x");
-    p.devices.insert("a".into(), "/device:CPU:9".into());
+    // A placement naming an unknown device or op, or splitting a group, is an error.
     assert!(matches!(
-        evaluate(&g, &c, &m, &p),
+        Placement::from_names("x", &g, &c, [("a", "/device:CPU:9")]),
         Err(Error::UnknownDevice { .. })
     ));
-    let mut p = Placement::new("x");
-    p.devices
-        .insert("cpu_only".into(), c.devices[2].name.clone());
+    assert!(matches!(
+        Placement::from_names("x", &g, &c, [("a", "/device:CPU:x")]),
+        Err(Error::MalformedDevice { .. })
+    ));
+    assert!(matches!(
+        Placement::from_names("x", &g, &c, [("nope", "/device:CPU:0")]),
+        Err(Error::UnknownOp { .. })
+    ));
+    let p = Placement::from_names("x", &g, &c, [("cpu_only", &c.devices[2].name)]).unwrap();
     assert!(matches!(
         evaluate(&g, &c, &m, &p),
         Err(Error::NoKernel { .. })
     ));
     let cg = colocated_graph();
-    let mut p = Placement::new("x");
-    p.devices.insert("v".into(), c.devices[0].name.clone());
-    p.devices.insert("v/read".into(), c.devices[1].name.clone());
+    let names = [("v", &c.devices[0].name), ("v/read", &c.devices[1].name)];
+    let p = Placement::from_names("x", &cg, &c, names).unwrap();
     let cm = CostModel::new(&cg, &c).unwrap();
     assert!(matches!(
         evaluate(&cg, &c, &cm, &p),
         Err(Error::SplitColocation { .. })
+    ));
+    assert!(matches!(
+        resolve::check(&cg, &c, &p),
+        Err(Error::SplitColocation { .. })
+    ));
+    // A placement of another graph, or naming a device of a larger cluster, is refused too.
+    assert!(matches!(
+        evaluate(&g, &c, &m, &p),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let big = cpus(8);
+    let mut far = Placement::new("x", &g);
+    far.set(g.id("a").unwrap(), Some(big.device_id(7).unwrap()))
+        .unwrap();
+    assert!(matches!(
+        evaluate(&g, &c, &m, &far),
+        Err(Error::BadId {
+            kind: "device",
+            id: 7,
+            ..
+        })
+    ));
+    let other_node = cg.id("v/apply").unwrap();
+    assert!(matches!(
+        far.set(other_node, None),
+        Err(Error::BadId { kind: "node", .. })
     ));
 }
 
@@ -406,7 +439,9 @@ fn from_groups_names_a_bad_device_instead_of_panicking() {
     let groups = g.groups().len();
     let one = c.device_id(1).unwrap();
     let p = Placement::from_groups("x", &g, &c, &vec![one; groups]).unwrap();
-    assert_eq!(p.device_of("t0"), Some(c.devices[1].name.as_str()));
+    assert_eq!(p.device_of(&g, &c, "t0"), Some(c.devices[1].name.as_str()));
+    assert_eq!(p.device(g.id("t0").unwrap()), Some(one));
+    assert_eq!(p.to_names(&g, &c).len(), 3);
     // A user's number is checked where it becomes an id …
     let err = c.device_id(7).unwrap_err();
     assert!(

@@ -237,10 +237,8 @@ mod tests {
         let g = graph(3, &[(0, 1, 100), (1, 2, 50)]);
         let c = cluster(2, 0.5, 100.0);
         let m = model(&g, &c, &[[1.0, 1.0], [2.0, 2.0], [1.0, 1.0]]);
-        let mut p = Placement::new("hand");
-        for (op, d) in [("t0", 0), ("t1", 1), ("t2", 1)] {
-            p.devices.insert(op.into(), c.devices[d].name.clone());
-        }
+        let names = [("t0", 0), ("t1", 1), ("t2", 1)].map(|(op, d)| (op, &c.devices[d].name));
+        let p = Placement::from_names("hand", &g, &c, names).unwrap();
         let r = PlacementReport::new("hand", 0.25, &g, &c, &m, &p).unwrap();
         // 1 s, transfer 0.5 + 1 s, 2 s, 1 s.
         assert_eq!(r.predicted_step_ms, 5500.0);
@@ -276,7 +274,7 @@ mod tests {
         let records = trace::from_simulation(&g, &c, &ev.sim);
         assert_eq!(records.len(), 3);
         assert_eq!(records[2].start_us, 3e6);
-        let split = evaluate(&g, &c, &m, &split_placement(&c)).unwrap();
+        let split = evaluate(&g, &c, &m, &split_placement(&g, &c)).unwrap();
         let records = trace::from_simulation(&g, &c, &split.sim);
         let link = records.iter().find(|r| r.op == "_Transfer").unwrap();
         assert_eq!(link.name, "t0:0");
@@ -293,15 +291,12 @@ mod tests {
         let other = graph(2, &[]);
         let c = cluster(2, 0.0, 1.0);
         let m = CostModel::new(&other, &c).unwrap();
-        let err = evaluate(&g, &c, &m, &Placement::new("x")).unwrap_err();
+        let err = evaluate(&g, &c, &m, &Placement::new("x", &g)).unwrap_err();
         assert!(err.to_string().contains("2 ops"), "{err}");
     }
 
-    fn split_placement(c: &Cluster) -> Placement {
-        let mut p = Placement::new("split");
-        p.devices.insert("t0".into(), c.devices[0].name.clone());
-        p.devices.insert("t1".into(), c.devices[1].name.clone());
-        p.devices.insert("t2".into(), c.devices[1].name.clone());
-        p
+    fn split_placement(g: &OpGraph, c: &Cluster) -> Placement {
+        let names = [("t0", 0), ("t1", 1), ("t2", 1)].map(|(op, d)| (op, &c.devices[d].name));
+        Placement::from_names("split", g, c, names).unwrap()
     }
 }

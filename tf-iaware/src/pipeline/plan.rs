@@ -2,6 +2,7 @@
 //! that priced it and the placed GraphDef — and the choices that made it ([`PlanOptions`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use prost::Message;
 use tensorflow::Graph;
@@ -166,6 +167,8 @@ impl PlanOptions {
 pub struct Plan {
     analyzed: Analyzed,
     step: Step,
+    /// The devices the placement's ids index (the connection's when it placed).
+    cluster: Arc<Cluster>,
     placement: Placement,
     report: PlacementReport,
     cost: CostModel,
@@ -217,7 +220,7 @@ impl Connection {
     /// [`Error::Handle`] for a step handle the graph lacks; [`Error::InvalidArgument`] if
     /// `options` has measurements but none names an op of this graph on a device of this
     /// cluster; the strategy's errors ([`Error::Infeasible`] …); the placement validation errors
-    /// of [`apply::validate`].
+    /// of [`resolve::check`](crate::placer::resolve::check).
     pub fn place_with(
         &self,
         graph: impl GraphSource,
@@ -239,6 +242,7 @@ impl Connection {
         Ok(Plan {
             analyzed,
             step: step.clone(),
+            cluster: Arc::new(self.cluster().clone()),
             placement,
             report,
             cost,
@@ -305,9 +309,21 @@ impl Plan {
         &self.report
     }
 
-    /// Op name → device, as the strategy chose.
+    /// The device of every op, as the strategy chose (ids of [`Plan::analyzed`]'s op graph and
+    /// of [`Plan::cluster`]).
     pub fn placement(&self) -> &Placement {
         &self.placement
+    }
+
+    /// Full device name of op `name`, if the strategy placed it.
+    pub fn device_of(&self, name: &str) -> Option<&str> {
+        self.placement
+            .device_of(&self.analyzed.op_graph, &self.cluster, name)
+    }
+
+    /// The cluster the plan was made for (its devices as they were when it was placed).
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
     }
 
     /// The cost model that priced the plan (to simulate other placements with it).
@@ -343,6 +359,7 @@ impl Plan {
             inner,
             self.placement.clone(),
             &self.analyzed.op_graph,
+            Arc::clone(&self.cluster),
         ))
     }
 }

@@ -3,11 +3,13 @@
 //! every op ran ([`Verification`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use tensorflow::{DataType, FetchToken, Graph, Operation, SessionRunArgs, Tensor, TensorType};
 
+use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::graph::proto::StepStats;
 use crate::graph::OpGraph;
@@ -200,19 +202,25 @@ pub struct Verification {
 }
 
 impl Verification {
-    /// Compares `stats` with `placement` (`graph` gives op types, so ops Grappler rewrote into
-    /// other types are not counted as mismatches).
-    pub fn of(stats: &StepStats, placement: &Placement, graph: &OpGraph) -> Self {
+    /// Compares `stats` with `placement` of `graph` on `cluster` (`graph` gives op types too, so
+    /// ops Grappler rewrote into other types are not counted as mismatches).
+    pub fn of(
+        stats: &StepStats,
+        placement: &Placement,
+        graph: &OpGraph,
+        cluster: &Cluster,
+    ) -> Self {
+        let placed = |name: &str| placement.device_of(graph, cluster, name);
         let nodes = stats::executed_nodes(stats);
         let checked = nodes
             .values()
             .flatten()
-            .filter(|n| placement.device_of(n).is_some())
+            .filter(|n| placed(n).is_some())
             .collect::<BTreeSet<_>>()
             .len();
         Verification {
             executed: nodes.iter().map(|(d, n)| (d.clone(), n.len())).collect(),
-            mismatches: stats::placement_mismatches(stats, placement, |name| {
+            mismatches: stats::placement_mismatches(stats, placed, |name| {
                 graph.id(name).map(|id| graph.node(id).op.as_str())
             }),
             checked,
@@ -230,23 +238,30 @@ pub struct Session {
     inner: PlacedSession,
     placement: Placement,
     graph: OpGraph,
+    cluster: Arc<Cluster>,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("session", &self.inner)
-            .field("placed_ops", &self.placement.devices.len())
+            .field("placed_ops", &self.placement.placed_ops())
             .finish_non_exhaustive()
     }
 }
 
 impl Session {
-    pub(super) fn new(inner: PlacedSession, placement: Placement, graph: &OpGraph) -> Self {
+    pub(super) fn new(
+        inner: PlacedSession,
+        placement: Placement,
+        graph: &OpGraph,
+        cluster: Arc<Cluster>,
+    ) -> Self {
         Session {
             inner,
             placement,
             graph: graph.clone(),
+            cluster,
         }
     }
 
@@ -255,9 +270,14 @@ impl Session {
         self.inner.graph()
     }
 
-    /// The placement the session's graph carries.
+    /// The placement the session's graph carries (ids of the plan's op graph and cluster).
     pub fn placement(&self) -> &Placement {
         &self.placement
+    }
+
+    /// Full device name the session's graph gives op `name`, if it was placed.
+    pub fn device_of(&self, name: &str) -> Option<&str> {
+        self.placement.device_of(&self.graph, &self.cluster, name)
     }
 
     /// The placed graph's op for a handle of the original graph.
@@ -351,7 +371,12 @@ impl Session {
                 what: "verification".into(),
                 reason: "the run has no step stats: build it with Run::traced()".into(),
             })?;
-        Ok(Verification::of(stats, &self.placement, &self.graph))
+        Ok(Verification::of(
+            stats,
+            &self.placement,
+            &self.graph,
+            &self.cluster,
+        ))
     }
 
     /// The underlying session, for the synthetic-data [`Trainer`](crate::runtime::Trainer).

@@ -1,20 +1,17 @@
 //! Applying a [`Placement`]: validation against the graph and the cluster, then a GraphDef
-//! rewrite that sets `NodeDef.device` and, where a ref-typed variable is read on another device,
+//! rewrite that writes the placed devices' names into `NodeDef.device` and, where a ref-typed variable is read on another device,
 //! adds the explicit read TensorFlow needs ([`ref_reads`](crate::graph::ref_reads)); everything else is left untouched;
 //! then import into a fresh TensorFlow graph.
-
-use std::collections::HashMap;
 
 use prost::Message;
 use tensorflow::{Graph, ImportGraphDefOptions};
 
 use crate::cluster::Cluster;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::graph::proto::GraphDef;
 use crate::graph::ref_reads::add_ref_reads;
-use crate::graph::{DeviceName, OpGraph};
-use crate::placer::resolve::{check_kernel, split_colocation};
-use crate::placer::Placement;
+use crate::graph::OpGraph;
+use crate::placer::{resolve, Placement};
 
 /// A placed graph: the rewritten GraphDef and the TensorFlow graph imported from it.
 pub struct Placed {
@@ -39,53 +36,14 @@ impl Placed {
     }
 }
 
-/// Checks `placement` before TensorFlow sees it and returns the full device name of every placed
-/// op: every op exists, every device string parses and names one device of `cluster`, the device
-/// type has a kernel for the op, and no colocation group is split.
-///
-/// # Errors
-/// [`Error::UnknownOp`], [`Error::MalformedDevice`], [`Error::UnknownDevice`], [`Error::NoKernel`]
-/// or [`Error::SplitColocation`], each naming the op and the device.
-pub fn validate(
-    graph: &OpGraph,
-    cluster: &Cluster,
-    placement: &Placement,
-) -> Result<HashMap<String, String>> {
-    let mut resolved: HashMap<String, String> = HashMap::with_capacity(placement.devices.len());
-    for (op, device) in &placement.devices {
-        let id = graph.require(op, &format!("placement `{}`", placement.strategy))?;
-        DeviceName::parse(device)?;
-        let d = &cluster.devices[cluster.resolve(op, device)?];
-        check_kernel(graph.node(id), d)?;
-        resolved.insert(op.clone(), d.name.clone());
-    }
-    for group in graph.groups() {
-        let mut first: Option<(&str, &str)> = None;
-        for &m in &group.members {
-            let name = graph.node(m).name.as_str();
-            let Some(device) = resolved.get(name) else {
-                continue;
-            };
-            match first {
-                None => first = Some((name, device)),
-                Some(other) if other.1 != device => {
-                    return Err(split_colocation(&group.name, (name, device), other));
-                }
-                Some(_) => {}
-            }
-        }
-    }
-    Ok(resolved)
-}
-
-/// Validates `placement` and rewrites `graph_def`: every placed op gets its full device name,
+/// Validates `placement` and rewrites `graph_def`: every placed op gets its device's full name,
 /// unplaced ops keep what they had; a ref-typed output read on another device is read through an
 /// `Identity` added beside it ([`add_ref_reads`]: without it TensorFlow can deadlock the step);
 /// names, the other inputs, attributes, the function library, versions and debug info are carried
 /// over unchanged. Pure: no TensorFlow call.
 ///
 /// # Errors
-/// Validation errors of [`validate`]; [`Error::InvalidGraph`](crate::Error::InvalidGraph) if
+/// The errors of [`resolve::check`]; [`Error::InvalidGraph`](crate::Error::InvalidGraph) if
 /// `graph` is not the analysis of `graph_def`.
 pub(crate) fn rewrite(
     graph_def: &GraphDef,
@@ -93,11 +51,15 @@ pub(crate) fn rewrite(
     cluster: &Cluster,
     placement: &Placement,
 ) -> Result<GraphDef> {
-    let resolved = validate(graph, cluster, placement)?;
+    resolve::check(graph, cluster, placement)?;
     let mut def = graph_def.clone();
     for node in &mut def.node {
-        if let Some(device) = resolved.get(&node.name) {
-            node.device = device.clone();
+        let id = graph.id(&node.name).ok_or_else(|| Error::InvalidGraph {
+            node: node.name.clone(),
+            reason: "the GraphDef has a node its analysis lacks".into(),
+        })?;
+        if let Some(d) = placement.device(id) {
+            node.device.clone_from(&cluster.devices[d].name);
         }
     }
     let reads = add_ref_reads(&mut def, graph)?;
@@ -132,7 +94,7 @@ pub fn import(def: &GraphDef, what: &str) -> Result<Graph> {
 /// `rewrite`, then [`import`] of the result.
 ///
 /// # Errors
-/// Validation errors of [`validate`]; [`Error::TensorFlow`] if TensorFlow rejects the result.
+/// The errors of [`resolve::check`]; [`Error::TensorFlow`] if TensorFlow rejects the result.
 pub fn apply(
     graph_def: &GraphDef,
     graph: &OpGraph,

@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use prost::Message;
 
+use crate::cluster::{Cluster, DeviceId};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
 use crate::graph::Sidecar;
 use crate::graph::{Attr, GroupId, NodeId, OpGraph};
 use crate::parallel::replicate::{replicate, BatchData, Replication, Role};
 use crate::parallel::{DataParallelPlan, VarInfo};
-use crate::placer::Placement;
+use crate::placer::{resolve, Placement};
 
 /// Op types that hold a variable.
 pub(crate) fn is_variable(op: &str) -> bool {
@@ -168,7 +169,7 @@ impl Workload {
                 global_device: "/job:localhost/replica:0/task:0/device:CPU:0".into(),
                 predicted_step_ms: None,
             };
-            Ok(build(g, &plan)?.analyzed.op_graph)
+            Ok(replicate_analyzed(g, &plan, |_| Ok(()))?.0.op_graph)
         };
         Ok((at(1)?, at(2)?))
     }
@@ -250,13 +251,20 @@ pub struct ReplicatedGraph {
     pub placement: Placement,
 }
 
-/// Replicates `workload`'s graph for `plan` and places it.
+/// Replicates `workload`'s graph for `plan` and places it on `cluster` (whose devices the
+/// plan's device strings name).
 ///
 /// # Errors
 /// The errors of [`replicate`]; [`Error::Replication`] naming the op when TensorFlow rejects the
-/// replicated graph (a batch size baked into a constant shape fails shape inference here).
-pub fn build(workload: &GraphWorkload, plan: &DataParallelPlan) -> Result<ReplicatedGraph> {
-    build_with(workload, plan, |_| Ok(())).map(|(g, ())| g)
+/// replicated graph (a batch size baked into a constant shape fails shape inference here);
+/// [`Error::MalformedDevice`]/[`Error::UnknownDevice`] for a plan device that names no single
+/// device of `cluster`.
+pub fn build(
+    workload: &GraphWorkload,
+    plan: &DataParallelPlan,
+    cluster: &Cluster,
+) -> Result<ReplicatedGraph> {
+    build_with(workload, plan, cluster, |_| Ok(())).map(|(g, ())| g)
 }
 
 /// As [`build`], with `extend` adding ops to the replication before TensorFlow sees it (the
@@ -267,8 +275,37 @@ pub fn build(workload: &GraphWorkload, plan: &DataParallelPlan) -> Result<Replic
 pub(crate) fn build_with<T>(
     workload: &GraphWorkload,
     plan: &DataParallelPlan,
+    cluster: &Cluster,
     extend: impl FnOnce(&mut Replication) -> Result<T>,
 ) -> Result<(ReplicatedGraph, T)> {
+    let (analyzed, mut replication, extended) = replicate_analyzed(workload, plan, extend)?;
+    let (placement, group_spec) = place(&analyzed.op_graph, cluster, &replication, plan)?;
+    for v in &mut replication.state {
+        v.device = analyzed
+            .op_graph
+            .id(&v.name)
+            .map(|id| group_spec[analyzed.op_graph.node(id).group].clone());
+    }
+    Ok((
+        ReplicatedGraph {
+            analyzed,
+            replication,
+            placement,
+        },
+        extended,
+    ))
+}
+
+/// `workload`'s graph replicated for `plan`, extended by `extend`, and analysed by TensorFlow
+/// (not placed).
+///
+/// # Errors
+/// As [`build_with`], but for the devices.
+fn replicate_analyzed<T>(
+    workload: &GraphWorkload,
+    plan: &DataParallelPlan,
+    extend: impl FnOnce(&mut Replication) -> Result<T>,
+) -> Result<(Analyzed, Replication, T)> {
     let single = &workload.analyzed;
     let mut replication = replicate(
         &single.graph_def,
@@ -289,18 +326,7 @@ pub(crate) fn build_with<T>(
         },
         other => other,
     })?;
-    let placement = place(&analyzed.op_graph, &replication, plan);
-    for v in &mut replication.state {
-        v.device = placement.device_of(&v.name).map(str::to_string);
-    }
-    Ok((
-        ReplicatedGraph {
-            analyzed,
-            replication,
-            placement,
-        },
-        extended,
-    ))
+    Ok((analyzed, replication, extended))
 }
 
 /// The node a TensorFlow error message names (`{{node NAME}}` or `node 'NAME'`).
@@ -320,9 +346,18 @@ fn culprit(message: &str) -> Option<String> {
 
 /// A device for every op of the replicated graph: a colocation group with a planned variable
 /// goes to that variable's ps; one with a replica's op to that replica's worker; the gradient
-/// combination of an update to the update's device; the rest to the plan's global device.
-fn place(graph: &OpGraph, replication: &Replication, plan: &DataParallelPlan) -> Placement {
-    let mut placement = Placement::new(&plan.strategy);
+/// combination of an update to the update's device; the rest to the plan's global device. Also
+/// the plan's device string of every group (what the state's variables report).
+///
+/// # Errors
+/// [`Error::MalformedDevice`]/[`Error::UnknownDevice`] for a plan device that names no single
+/// device of `cluster`.
+fn place(
+    graph: &OpGraph,
+    cluster: &Cluster,
+    replication: &Replication,
+    plan: &DataParallelPlan,
+) -> Result<(Placement, Vec<String>)> {
     let role_of = |m: NodeId| replication.roles.get(&graph.node(m).name);
     let mut group_device: Vec<Option<String>> = vec![None; graph.groups().len()];
     let mut node_group: HashMap<&str, GroupId> = HashMap::new();
@@ -343,6 +378,9 @@ fn place(graph: &OpGraph, replication: &Replication, plan: &DataParallelPlan) ->
         }
         group_device[g] = device;
     }
+    let mut specs: Vec<String> = Vec::with_capacity(graph.groups().len());
+    let mut ids: Vec<DeviceId> = Vec::with_capacity(graph.groups().len());
+    let mut known: HashMap<String, DeviceId> = HashMap::new();
     for (g, group) in graph.groups().iter().enumerate() {
         let device = group_device[g].clone().or_else(|| {
             group.members.iter().find_map(|&m| match role_of(m) {
@@ -353,13 +391,25 @@ fn place(graph: &OpGraph, replication: &Replication, plan: &DataParallelPlan) ->
             })
         });
         let device = device.unwrap_or_else(|| plan.global_device.clone());
-        for &m in &group.members {
-            placement
-                .devices
-                .insert(graph.node(m).name.clone(), device.clone());
-        }
+        let id = match known.get(&device) {
+            Some(&id) => id,
+            None => {
+                let op = group
+                    .members
+                    .first()
+                    .map_or("", |&m| graph.node(m).name.as_str());
+                let id = resolve::device(cluster, op, &device)?;
+                known.insert(device.clone(), id);
+                id
+            }
+        };
+        ids.push(id);
+        specs.push(device);
     }
-    placement
+    Ok((
+        Placement::from_groups(&plan.strategy, graph, cluster, &ids)?,
+        specs,
+    ))
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use crate::graph::proto::StepStats;
 use crate::graph::DeviceName;
-use crate::placer::Placement;
 
 /// The device part of a step-stats device string (drops stream suffixes such as
 /// `/device:GPU:0/stream:all`, keeps `/job:…/replica:…/task:…/device:TYPE:ID`).
@@ -66,9 +65,9 @@ pub struct Mismatch {
 /// parsed names, so `/device:CPU:1` and the full name agree). Nodes Grappler rewrote into
 /// another op type (constant folding turns shape arithmetic into `Const`, say) are not the op
 /// that was placed and are skipped; `op_type` gives the graph's type of a node name.
-pub(crate) fn placement_mismatches<'a>(
+pub(crate) fn placement_mismatches<'p, 'a>(
     stats: &StepStats,
-    placement: &Placement,
+    placed: impl Fn(&str) -> Option<&'p str>,
     op_type: impl Fn(&str) -> Option<&'a str>,
 ) -> Vec<Mismatch> {
     let mut out = Vec::new();
@@ -76,7 +75,7 @@ pub(crate) fn placement_mismatches<'a>(
         let device = normalize_device(&dev.device);
         let ran = DeviceName::parse(&device).unwrap_or_default();
         for n in &dev.node_stats {
-            let Some(placed) = placement.device_of(&n.node_name) else {
+            let Some(placed) = placed(&n.node_name) else {
                 continue;
             };
             let rewritten = match (n.kernel(), op_type(&n.node_name)) {
@@ -157,18 +156,17 @@ mod tests {
 
     #[test]
     fn finds_ops_that_ran_elsewhere() {
-        let mut p = Placement::new("t");
-        p.devices.insert("a".into(), "/device:CPU:0".into());
-        p.devices.insert(
-            "c".into(),
-            "/job:localhost/replica:0/task:0/device:CPU:1".into(),
-        );
-        let m = placement_mismatches(&stats(), &p, |_| None);
+        let placed = |n: &str| match n {
+            "a" => Some("/device:CPU:0"),
+            "c" => Some("/job:localhost/replica:0/task:0/device:CPU:1"),
+            _ => None,
+        };
+        let m = placement_mismatches(&stats(), placed, |_| None);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].op, "c");
         // A node rewritten into another op type (label says Const, graph says Prod) is skipped.
         let mut s = stats();
         s.dev_stats[1].node_stats[0].timeline_label = "c = Const()".into();
-        assert!(placement_mismatches(&s, &p, |n| (n == "c").then_some("Prod")).is_empty());
+        assert!(placement_mismatches(&s, placed, |n| (n == "c").then_some("Prod")).is_empty());
     }
 }

@@ -9,6 +9,7 @@ use tensorflow::{DataType, Operation, SessionRunArgs, Tensor};
 
 use super::session::PlacedSession;
 use super::stats;
+use crate::cluster::Cluster;
 use crate::data::{Dataset, FeedTensor, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::proto::StepStats;
@@ -253,7 +254,8 @@ impl Trainer {
     }
 
     /// Initialises, runs `warmup` untimed steps and `steps` timed ones; the last step is traced
-    /// (FULL_TRACE) to learn what ran where, and checked against `placement` when given.
+    /// (FULL_TRACE) to learn what ran where, and checked against `placement` (of the graph and
+    /// cluster given with it) when given.
     ///
     /// # Errors
     /// As [`Trainer::step`]; [`Error::InvalidArgument`] for `steps == 0`.
@@ -261,7 +263,7 @@ impl Trainer {
         &self,
         steps: usize,
         warmup: usize,
-        placement: Option<(&Placement, &OpGraph)>,
+        placement: Option<(&Placement, &OpGraph, &Cluster)>,
     ) -> Result<TrainReport> {
         if steps == 0 || steps > MAX_STEPS || warmup > MAX_STEPS {
             return Err(Error::InvalidArgument {
@@ -298,9 +300,11 @@ impl Trainer {
             .map(stats::executed_counts)
             .unwrap_or_default();
         let mismatches = match (&last_stats, placement) {
-            (Some(s), Some((p, g))) => stats::placement_mismatches(s, p, |name| {
-                g.id(name).map(|id| g.node(id).op.as_str())
-            }),
+            (Some(s), Some((p, g, c))) => stats::placement_mismatches(
+                s,
+                |name| p.device_of(g, c, name),
+                |name| g.id(name).map(|id| g.node(id).op.as_str()),
+            ),
             _ => Vec::new(),
         };
         Ok(TrainReport {

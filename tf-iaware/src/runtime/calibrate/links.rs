@@ -101,10 +101,8 @@ pub fn calibrate_links(
     }
     net.on_device(Some(names[0].to_string()), |n| n.init_op())?;
     let analyzed = analyze_graph(net.graph())?;
-    let placement = Placement {
-        strategy: "calibration".into(),
-        devices: net.placement().clone(),
-    };
+    let placement =
+        Placement::from_names("calibration", &analyzed.op_graph, cluster, net.placement())?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     let session = PlacedSession::new(placed.graph, config)?;
     session.run(&[], &[session.op("init", "calibration")?], &[], false)?;

@@ -68,15 +68,13 @@ pub(super) fn time_network(
 ) -> Result<NetworkRun> {
     let model = calibration::build(batch, 11)?;
     let analyzed = analyze_graph(model.net.graph())?;
-    let placement = Placement {
-        strategy: "calibration".into(),
-        devices: analyzed
-            .op_graph
-            .nodes()
-            .iter()
-            .map(|n| (n.name.clone(), device.to_string()))
-            .collect(),
-    };
+    let graph = &analyzed.op_graph;
+    let placement = Placement::from_names(
+        "calibration",
+        graph,
+        cluster,
+        graph.nodes().iter().map(|n| (&n.name, device)),
+    )?;
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     // One op at a time, so each op's time is its own, not shared with a concurrent one.
     let sequential = SessionConfig {

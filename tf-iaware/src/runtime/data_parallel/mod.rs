@@ -89,7 +89,7 @@ pub fn train(
     seed: u64,
 ) -> Result<TrainReport> {
     let (trainer, placement, graph) = prepare(workload, plan, cluster, config, seed)?;
-    trainer.train(steps, warmup, Some((&placement, &graph)))
+    trainer.train(steps, warmup, Some((&placement, &graph, cluster)))
 }
 
 /// A ready-to-step session of `plan` with synthetic batches on the workers, its placement and
@@ -121,7 +121,7 @@ pub fn prepare(
         }
         Workload::Graph(g) => g,
     };
-    let built = graph_replicated::build(&graph, plan)?;
+    let built = graph_replicated::build(&graph, plan, cluster)?;
     let session = plan_session(plan, &built.analyzed, &built.placement, cluster, config)?;
     let trainer = Trainer::new(session, &built.replication.sidecar, None, seed)?;
     Ok((trainer, built.placement, built.analyzed.op_graph))

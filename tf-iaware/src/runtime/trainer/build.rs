@@ -85,15 +85,18 @@ impl Built {
 }
 
 impl Built {
-    /// Update `update`'s traced step `stats`, checked against where the ops were placed.
-    pub fn traced(&self, update: u64, stats: &StepStats) -> TracedStep {
+    /// Update `update`'s traced step `stats`, checked against where the ops were placed on
+    /// `cluster` (the one this graph was built for).
+    pub fn traced(&self, update: u64, stats: &StepStats, cluster: &Cluster) -> TracedStep {
         let (placement, graph) = &self.placed;
         TracedStep {
             update,
             executed: stats::executed_counts(stats),
-            mismatches: stats::placement_mismatches(stats, placement, |name| {
-                graph.id(name).map(|id| graph.node(id).op.as_str())
-            }),
+            mismatches: stats::placement_mismatches(
+                stats,
+                |name| placement.device_of(graph, cluster, name),
+                |name| graph.id(name).map(|id| graph.node(id).op.as_str()),
+            ),
             stats: stats.clone(),
         }
     }
@@ -124,7 +127,7 @@ pub(super) fn build(
         let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!("{tag}-{n}")
     });
-    let (g, extra) = build_with(&job.workload, plan, |rep: &mut Replication| {
+    let (g, extra) = build_with(&job.workload, plan, cluster, |rep: &mut Replication| {
         let extra = match updates {
             Updates::Sync => Extra::Sync,
             Updates::Async | Updates::Adaptive => Extra::Async(add_async_updates(rep)?),

@@ -90,7 +90,7 @@ impl Run<'_> {
             self.gate.loss(loss_value);
             self.gate.account(&plan, true);
             if let (true, Some(stats)) = (last, &stats) {
-                self.traced = Some(self.built.traced(update + 1, stats));
+                self.traced = Some(self.built.traced(update + 1, stats, self.cluster));
             }
             self.timed(ms, progress);
             step += 1;
