@@ -55,9 +55,9 @@ mod tests {
         match Agent::serve(config, Arc::new(Page)) {
             Err(e @ Error::NotCompiled { feature, .. }) => {
                 assert_eq!(feature, "agent");
-                let message = e.to_string();
-                assert!(message.contains(&listen), "{message}");
-                assert!(message.contains("`agent` feature"), "{message}");
+                let shown = e.to_string();
+                assert!(shown.contains(&listen), "{shown}");
+                assert!(shown.contains("`agent` feature"), "{shown}");
             }
             Err(other) => panic!("not NotCompiled: {other}"),
             Ok(_) => panic!("an agent served without the agent feature"),

@@ -48,9 +48,9 @@ mod tests {
             match result {
                 Err(e @ Error::NotCompiled { feature, .. }) => {
                     assert_eq!(feature, FEATURE);
-                    let message = e.to_string();
-                    assert!(message.contains("127.0.0.1:1"), "{message}");
-                    assert!(message.contains("`scrape` feature"), "{message}");
+                    let shown = e.to_string();
+                    assert!(shown.contains("127.0.0.1:1"), "{shown}");
+                    assert!(shown.contains("`scrape` feature"), "{shown}");
                 }
                 Err(other) => panic!("not NotCompiled: {other}"),
                 Ok(()) => panic!("scraped without the scrape feature"),
