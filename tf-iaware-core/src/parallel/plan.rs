@@ -521,8 +521,8 @@ mod tests {
         let best = infra_aware(&exact, &ps, &[], 64, &bench_options()).unwrap();
         assert_eq!(batches(&best, 4), vec![37, 20, 6, 1]);
         // Three steps per probe tell plans apart only beyond 1.96 × √2 × 4.3 % ≈ 12 %: the
-        // two- and three-worker plans (10.7 % and 1.0 % slower than the best, 1,484 ms) are
-        // ties and the fewest replicas run; the whole batch on w0 (2,468 ms, 51 % slower)
+        // two- and three-worker plans (11.4 % and 1.9 % slower than the best, 1,500 ms) are
+        // ties and the fewest replicas run; the whole batch on w0 (2,474 ms, 65 % slower)
         // never is one.
         assert_eq!(s, vec![42, 22, 0, 0]);
         let (t, t_best) = (
