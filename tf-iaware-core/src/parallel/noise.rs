@@ -39,8 +39,7 @@ use super::network::VarInfo;
 use super::plan::{infra_aware, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
 use crate::error::Result;
 
-/// Standard errors by which two throughputs must differ to be told apart: two-sided 95 %.
-pub const Z_TELL_APART: f64 = 1.96;
+pub use super::plan::Z_TELL_APART;
 
 /// Standard errors by which each throughput is moved against a re-size when its gain is
 /// bounded: one-sided 95 %.

@@ -8,6 +8,10 @@ mod balance;
 
 pub use balance::{infra_aware, infra_aware_networked, InfraAwareOptions};
 
+/// Standard errors by which two measured figures — two workers' throughputs, two plans'
+/// predicted steps — must differ to be told apart: two-sided 95 %.
+pub const Z_TELL_APART: f64 = 1.96;
+
 use super::network::VarInfo;
 use crate::error::{Error, Result};
 

@@ -3,12 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{check, DataParallelPlan, Replica, WorkerCapacity};
+use super::{check, DataParallelPlan, Replica, WorkerCapacity, Z_TELL_APART};
 use crate::error::{Error, Result};
 use crate::parallel::network::{
     place_variables, ps_bytes, PsNetwork, Sharding, VarInfo, VariableShard,
 };
-use crate::parallel::noise::Z_TELL_APART;
 
 /// Knobs of [`infra_aware`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
