@@ -168,6 +168,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
             fixed_ms: 5.0,
             availability: None,
             max_batch: None,
+            step_rel_se: None,
         })
         .collect();
     let feedback = Feedback {

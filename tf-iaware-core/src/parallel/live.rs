@@ -99,6 +99,7 @@ pub fn live_capacities(
                     (Some(m), Some(free)) => Some(m.max_batch(free)),
                     _ => c.max_batch,
                 },
+                step_rel_se: c.step_rel_se,
             }
         })
         .collect()

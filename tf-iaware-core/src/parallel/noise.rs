@@ -39,8 +39,7 @@ use super::network::VarInfo;
 use super::plan::{infra_aware, DataParallelPlan, InfraAwareOptions, WorkerCapacity};
 use crate::error::Result;
 
-/// Standard errors by which two throughputs must differ to be told apart: two-sided 95 %.
-pub const Z_TELL_APART: f64 = 1.96;
+pub use super::plan::Z_TELL_APART;
 
 /// Standard errors by which each throughput is moved against a re-size when its gain is
 /// bounded: one-sided 95 %.
@@ -585,6 +584,9 @@ mod tests {
         assert!(fit.spread.unwrap() > 0.2, "{:?}", fit.spread);
         assert_eq!(fit.pooled, vec![fit.pooled[0].clone()]);
         assert_eq!(fit.pooled[0].len(), 4);
+        // The pooled figure is known from the four workers' 7 steps each at 16 samples.
+        let se = median_rel_se(fit.spread.unwrap(), 4 * 7);
+        assert!(fit.capacity.iter().all(|c| c.step_rel_se == Some(se)));
         let p = infra_aware(&fit.capacity, &ps(), &[], 64, &options()).unwrap();
         assert_eq!(shares(&p, 4), vec![16; 4]);
         // Without pooling the same medians fit the equal workers apart, and the planner
@@ -651,6 +653,7 @@ mod tests {
         };
         let fit = fit_probes(&[one(0), empty, one(1)]);
         assert_eq!(fit.spread, None);
+        assert!(fit.capacity.iter().all(|c| c.step_rel_se.is_none()));
         assert!(fit.pooled.is_empty());
         let devices: Vec<&str> = fit.capacity.iter().map(|c| c.device.as_str()).collect();
         assert_eq!(devices, vec![dev(0), dev(1)]);

@@ -8,6 +8,10 @@ mod balance;
 
 pub use balance::{infra_aware, infra_aware_networked, InfraAwareOptions};
 
+/// Standard errors by which two measured figures — two workers' throughputs, two plans'
+/// predicted steps — must differ to be told apart: two-sided 95 %.
+pub const Z_TELL_APART: f64 = 1.96;
+
 use super::network::VarInfo;
 use crate::error::{Error, Result};
 
@@ -62,6 +66,14 @@ pub struct WorkerCapacity {
     /// (`None`: no limit known).
     #[serde(default)]
     pub max_batch: Option<usize>,
+    /// Relative standard error of the step times these figures were fitted to (0.06 = 6 %):
+    /// the calibration's measured noise ([`fit_probes`](crate::parallel::noise::fit_probes);
+    /// a re-size bounds its own gain by its samples' noise instead,
+    /// [`decide_resize`](crate::parallel::noise::decide_resize)). [`infra_aware`] treats plans and workers
+    /// whose predicted steps differ by less than this noise can show as ties, and breaks them
+    /// by a fixed rule instead of by the noise. `None`: figures taken as exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_rel_se: Option<f64>,
 }
 
 impl WorkerCapacity {
@@ -400,6 +412,172 @@ mod tests {
         ];
         let p = infra_aware(&workers, &ps, &vars(), 64, &InfraAwareOptions::default()).unwrap();
         assert!(p.replicas[0].batch > 16, "{:?}", p.replicas);
+    }
+
+    /// A calibrated worker of `paper`: `rate` samples/s + `fixed_ms`, its median step known to
+    /// the relative standard error of `steps` steps of 34 % noise (what `bench --scenario paper
+    /// --model mlp --recalibrate` measured on the shared 2-core VM at load 5).
+    fn noisy(i: usize, rate: f64, fixed_ms: f64, steps: usize) -> WorkerCapacity {
+        noisy_at(0.34, i, rate, fixed_ms, steps)
+    }
+
+    /// As [`noisy`], with step-time noise `spread`.
+    fn noisy_at(spread: f64, i: usize, rate: f64, fixed_ms: f64, steps: usize) -> WorkerCapacity {
+        WorkerCapacity {
+            device: format!("/job:worker/replica:0/task:{i}/device:CPU:0"),
+            samples_per_sec: rate,
+            fixed_ms,
+            step_rel_se: Some(crate::parallel::noise::median_rel_se(spread, steps)),
+            ..WorkerCapacity::default()
+        }
+    }
+
+    fn batches(p: &DataParallelPlan, n: usize) -> Vec<usize> {
+        (0..n)
+            .map(|i| {
+                let d = format!("/job:worker/replica:0/task:{i}/device:CPU:0");
+                p.replicas
+                    .iter()
+                    .find(|r| r.device == d)
+                    .map_or(0, |r| r.batch)
+            })
+            .collect()
+    }
+
+    /// The bench's options: 5 ms of synchronisation per replica.
+    fn bench_options() -> InfraAwareOptions {
+        InfraAwareOptions {
+            per_replica_overhead_ms: 5.0,
+            ..InfraAwareOptions::default()
+        }
+    }
+
+    #[test]
+    fn near_tied_plans_of_two_runs_on_paper_give_the_same_shares() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        // Runs b1 and b2 of the worker-fit-bounds notebook (mlp, global batch 64, probes at
+        // 3/6/12 samples, at least 1 s or 50 steps each): w0 and w1 were fitted apart in b1
+        // and pooled in b2 (100 steps between them).
+        let b1 = vec![
+            noisy(0, 6_103.0, 9.7, 50),
+            noisy(1, 1_410.0, 11.0, 50),
+            noisy(2, 436.0, 16.0, 23),
+            noisy(3, 212.0, 30.5, 12),
+        ];
+        let b2 = vec![
+            noisy(0, 3_981.0, 9.5, 100),
+            noisy(1, 3_981.0, 9.5, 100),
+            noisy(2, 500.0, 17.5, 24),
+            noisy(3, 287.0, 42.9, 12),
+        ];
+        let plan = |w: &[WorkerCapacity]| infra_aware(w, &ps, &[], 64, &bench_options()).unwrap();
+        // Taken as exact, the figures flip the plan between the runs (what the notebook
+        // measured): 64 on w0 (25.2 ms predicted; 54/10 on w0/w1: 28.5 ms) against 32/32
+        // (27.5 ms; 64 on w0: 30.6 ms) — 32 of 64 samples apart.
+        let exact = |w: &[WorkerCapacity]| -> Vec<WorkerCapacity> {
+            w.iter()
+                .map(|c| WorkerCapacity {
+                    step_rel_se: None,
+                    ..c.clone()
+                })
+                .collect()
+        };
+        assert_eq!(batches(&plan(&exact(&b1)), 4), vec![64, 0, 0, 0]);
+        assert_eq!(batches(&plan(&exact(&b2)), 4), vec![32, 32, 0, 0]);
+        // Within the calibration's noise those are ties, and both runs take the plan with
+        // the fewest replicas.
+        let (p1, p2) = (plan(&b1), plan(&b2));
+        let (s1, s2) = (batches(&p1, 4), batches(&p2, 4));
+        let moved: usize = s1
+            .iter()
+            .zip(&s2)
+            .map(|(a, b)| a.abs_diff(*b))
+            .sum::<usize>()
+            / 2;
+        assert!(moved * 10 <= 64, "{s1:?} vs {s2:?}: {moved} samples moved");
+        assert_eq!(s1, vec![64, 0, 0, 0]);
+        assert_eq!(s2, vec![64, 0, 0, 0]);
+        // The prediction is the chosen plan's own, not the best's.
+        assert!((p2.predicted_step_ms.unwrap() - (9.5 + 64e3 / 3_981.0 + 5.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_plan_better_beyond_the_noise_still_wins_and_stragglers_are_still_dropped() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        // `paper` with resnet20, whose per-sample cost dominates (its calibration on the same
+        // VM at load 5-6: 6 % step-time noise, three 1-2 s steps per probe): more workers are
+        // far faster than one.
+        let resnet = vec![
+            noisy_at(0.06, 0, 27.2, 116.0, 3),
+            noisy_at(0.06, 1, 15.4, 181.0, 3),
+            noisy_at(0.06, 2, 7.2, 553.0, 3),
+            noisy_at(0.06, 3, 2.8, 1098.0, 3),
+        ];
+        let p = infra_aware(&resnet, &ps, &[], 64, &bench_options()).unwrap();
+        let s = batches(&p, 4);
+        let exact: Vec<WorkerCapacity> = resnet
+            .iter()
+            .map(|c| WorkerCapacity {
+                step_rel_se: None,
+                ..c.clone()
+            })
+            .collect();
+        let best = infra_aware(&exact, &ps, &[], 64, &bench_options()).unwrap();
+        assert_eq!(batches(&best, 4), vec![37, 20, 6, 1]);
+        // Three steps per probe tell plans apart only beyond 1.96 × √2 × 4.3 % ≈ 12 %: the
+        // two- and three-worker plans (11.4 % and 1.9 % slower than the best, 1,500 ms) are
+        // ties and the fewest replicas run; the whole batch on w0 (2,474 ms, 65 % slower)
+        // never is one.
+        assert_eq!(s, vec![42, 22, 0, 0]);
+        let (t, t_best) = (
+            p.predicted_step_ms.unwrap(),
+            best.predicted_step_ms.unwrap(),
+        );
+        let tolerance = crate::parallel::noise::Z_TELL_APART
+            * 2f64.sqrt()
+            * crate::parallel::noise::median_rel_se(0.06, 3);
+        assert!(
+            t > t_best && (t / t_best).ln() <= tolerance,
+            "{t} vs {t_best}"
+        );
+        // A fixed-cost-dominated model with a real straggler among three near-equal workers:
+        // the straggler (ten times slower, 60 ms per step) gets nothing, noisy or not.
+        let mlp = vec![
+            noisy(0, 4_000.0, 9.5, 50),
+            noisy(1, 3_800.0, 9.8, 50),
+            noisy(2, 4_100.0, 9.6, 50),
+            noisy(3, 400.0, 60.0, 12),
+        ];
+        let s = batches(
+            &infra_aware(&mlp, &ps, &[], 64, &bench_options()).unwrap(),
+            4,
+        );
+        assert_eq!(s[3], 0, "{s:?}");
+        assert_eq!(s.iter().sum::<usize>(), 64);
+    }
+
+    #[test]
+    fn near_equal_workers_are_taken_by_device_name_whatever_the_noise_and_listing() {
+        let ps = vec![("ps0".to_string(), 1.0)];
+        // Two equal workers of a small model, fitted a little apart (not pooled): which one
+        // is ahead is noise, so the whole batch goes to task 0 however the noise fell and
+        // whichever order the workers are listed in.
+        for (r0, r1) in [(3_900.0, 4_100.0), (4_100.0, 3_900.0)] {
+            let a = noisy(0, r0, 9.5, 50);
+            let b = noisy(1, r1, 9.5, 50);
+            for workers in [vec![a.clone(), b.clone()], vec![b.clone(), a.clone()]] {
+                let p = infra_aware(&workers, &ps, &[], 16, &bench_options()).unwrap();
+                assert_eq!(batches(&p, 2), vec![16, 0], "{workers:?}");
+            }
+            // Exact figures: the faster one.
+            let exact = |c: &WorkerCapacity| WorkerCapacity {
+                step_rel_se: None,
+                ..c.clone()
+            };
+            let p = infra_aware(&[exact(&b), exact(&a)], &ps, &[], 16, &bench_options()).unwrap();
+            let faster = usize::from(r1 > r0);
+            assert_eq!(batches(&p, 2)[faster], 16);
+        }
     }
 
     #[test]

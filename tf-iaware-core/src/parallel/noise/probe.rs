@@ -19,7 +19,9 @@ pub struct Probe {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProbeFit {
     /// Each worker's figures (least squares over the median step time at each probe batch),
-    /// workers that cannot be told apart pooled to one figure.
+    /// workers that cannot be told apart pooled to one figure; each with the relative standard
+    /// error of its median step at its largest probe batch ([`WorkerCapacity::step_rel_se`],
+    /// over every member's steps for a pooled group; `None` without a measured noise).
     pub capacity: Vec<WorkerCapacity>,
     /// Relative noise of one step time (`log_spread` over every (worker, batch) group);
     /// `None` without two samples in any group (then nothing is pooled).
@@ -61,8 +63,23 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
         let bound = spread.and_then(|s| noise_bound(&points, probes, s));
         WorkerCapacity::fit_bounded(device, &points, bound)
     };
-    let mut capacity: Vec<WorkerCapacity> =
-        measured.iter().map(|p| fit_line(&p.device, &[p])).collect();
+    // Steps timed at a worker's largest probe batch: how well its figures are known.
+    let timed_at_largest = |p: &Probe| -> usize {
+        p.step_ms
+            .iter()
+            .filter(|(_, t)| median(t).is_some())
+            .max_by_key(|(b, _)| *b)
+            .map_or(0, |(_, t)| {
+                t.iter().filter(|x| x.is_finite() && **x > 0.0).count()
+            })
+    };
+    let mut capacity: Vec<WorkerCapacity> = measured
+        .iter()
+        .map(|p| WorkerCapacity {
+            step_rel_se: spread.map(|s| median_rel_se(s, timed_at_largest(p))),
+            ..fit_line(&p.device, &[p])
+        })
+        .collect();
     let mut pooled = Vec::new();
     if let Some(s) = spread {
         // The largest batch every measured worker was probed at.
@@ -95,9 +112,11 @@ pub fn fit_probes(probes: &[Probe]) -> ProbeFit {
                 // one device measured several times, not several lines to average.
                 let members: Vec<&Probe> = group.iter().map(|&i| measured[i]).collect();
                 let joint = fit_line("", &members);
+                let timed: usize = members.iter().map(|p| timed_at_largest(p)).sum();
                 for &i in group {
                     capacity[i].samples_per_sec = joint.samples_per_sec;
                     capacity[i].fixed_ms = joint.fixed_ms;
+                    capacity[i].step_rel_se = Some(median_rel_se(s, timed));
                 }
             }
         }

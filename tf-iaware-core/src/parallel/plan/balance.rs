@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{check, DataParallelPlan, Replica, WorkerCapacity};
+use super::{check, DataParallelPlan, Replica, WorkerCapacity, Z_TELL_APART};
 use crate::error::{Error, Result};
 use crate::parallel::network::{
     place_variables, ps_bytes, PsNetwork, Sharding, VarInfo, VariableShard,
@@ -39,6 +39,11 @@ impl Default for InfraAwareOptions {
 /// `per_replica_overhead_ms` per replica, over the best number of workers — so
 /// stragglers get small shares or none; put the variables, largest first, on the least-loaded ps
 /// relative to its capacity.
+///
+/// Plans the calibration's noise cannot tell apart ([`WorkerCapacity::step_rel_se`]) are ties,
+/// settled by a fixed rule rather than by the noise: the fewest replicas, and near-equal
+/// workers by device name (see `balance`), so two calibrations of the same cluster give the
+/// same plan.
 ///
 /// `ps` pairs each parameter server with a relative capacity (1.0 when unknown). A worker never
 /// gets more than its [`WorkerCapacity::max_batch`] (what its free memory holds); the samples
@@ -162,8 +167,12 @@ fn plan_infra_aware(
             ),
         });
     }
-    let (mut batches, mut predicted) = balance(&eligible, global_batch, sync_ms);
-    // The even split over all workers, if it is within `min_gain` of the balanced plan.
+    let Balanced {
+        shares: mut batches,
+        predicted_ms: mut predicted,
+        best_ms,
+    } = balance(&eligible, global_batch, sync_ms);
+    // The even split over all workers, if it is within `min_gain` of the best balanced plan.
     let even_fits = |n: usize| {
         (0..n).all(|i| global_batch / n + usize::from(i < global_batch % n) <= eligible[i].cap())
     };
@@ -179,7 +188,7 @@ fn plan_infra_aware(
             .map(|(w, &b)| w.step_ms(b))
             .fold(0.0, f64::max)
             + sync_ms(n);
-        if even_ms <= predicted * (1.0 + options.min_gain) {
+        if even_ms <= best_ms * (1.0 + options.min_gain) {
             batches = even;
             predicted = even_ms;
         }
@@ -292,24 +301,42 @@ fn balance_prefix(
     Some((shares, makespan))
 }
 
+/// What [`balance`] chose.
+struct Balanced {
+    /// Samples per worker (0: unused), in `workers` order.
+    shares: Vec<usize>,
+    /// Predicted step of `shares`, ms.
+    predicted_ms: f64,
+    /// Predicted step of the fastest plan found, ms (`predicted_ms` is at most the noise above).
+    best_ms: f64,
+}
+
 /// Shares of `total` samples over `workers` minimising the predicted step: the slowest
-/// replica's step time plus `sync_ms(replicas)`. Workers are taken in order of their
-/// single-sample finish time; the number used is searched exhaustively up to 64 workers, else on
+/// replica's step time plus `sync_ms(replicas)`, over the number of workers used. Workers are
+/// taken in [`speed_order`]; the number used is searched exhaustively up to 64 workers, else on
 /// a geometric grid (every count up to 32, then ×1.05) refined by ternary search between the
 /// best point's neighbours. No worker gets more than its [`WorkerCapacity::cap`], and counts
-/// that cannot hold `total` are skipped. Returns the shares (0: unused, in `workers` order) and
-/// the predicted step time, ms.
-fn balance(
-    workers: &[&WorkerCapacity],
-    total: usize,
-    sync_ms: &dyn Fn(usize) -> f64,
-) -> (Vec<usize>, f64) {
+/// that cannot hold `total` are skipped.
+///
+/// **Ties.** Counts whose predicted step is within the calibration's noise of the best
+/// ([`within_noise`]) cannot be told apart by the figures, and picking the least of them lets
+/// the noise pick the plan: on `paper` with a fixed-cost-dominated model, "the whole batch on
+/// the fastest worker" and "half each on the two fastest" were predicted a few ms apart and two
+/// runs differed by half the batch. Among them the plan with the **fewest replicas** is taken
+/// (then the faster): a synchronous step waits for the slowest of its replicas, so with step
+/// times that jitter by the noise measured, each replica more adds a chance of a late one, one
+/// more gradient push and variable fetch through the ps and one more task that can fail —
+/// predicted gains smaller than the noise do not pay for that. A count predicted faster beyond
+/// the noise still wins, so stragglers are dropped and helpful workers used as before; with
+/// exact figures (no [`WorkerCapacity::step_rel_se`]) only equal predictions tie.
+fn balance(workers: &[&WorkerCapacity], total: usize, sync_ms: &dyn Fn(usize) -> f64) -> Balanced {
     let n = workers.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| workers[a].step_ms(1).total_cmp(&workers[b].step_ms(1)));
-    let mut best: Option<(usize, Vec<usize>, f64)> = None;
+    let order = speed_order(workers);
+    // Every count evaluated: (count, shares of order[..count], predicted ms).
+    let mut tried: Vec<(usize, Vec<usize>, f64)> = Vec::new();
+    let mut best: Option<(usize, f64)> = None;
     let mut seen: Vec<Option<f64>> = vec![None; n + 1];
-    let mut eval = |k: usize, best: &mut Option<(usize, Vec<usize>, f64)>| -> f64 {
+    let mut eval = |k: usize, best: &mut Option<(usize, f64)>| -> f64 {
         if let Some(v) = seen[k] {
             return v;
         }
@@ -317,9 +344,10 @@ fn balance(
             Some((shares, makespan)) => {
                 let replicas = shares.iter().filter(|&&b| b > 0).count();
                 let predicted = makespan + sync_ms(replicas);
-                if best.as_ref().is_none_or(|(_, _, t)| predicted < *t) {
-                    *best = Some((k, shares, predicted));
+                if best.as_ref().is_none_or(|(_, t)| predicted < *t) {
+                    *best = Some((k, predicted));
                 }
+                tried.push((k, shares, predicted));
                 predicted
             }
             None => f64::INFINITY,
@@ -344,7 +372,7 @@ fn balance(
     if n > 64 {
         if let Some(j) = best
             .as_ref()
-            .and_then(|(k, _, _)| grid.iter().position(|g| g == k))
+            .and_then(|(k, _)| grid.iter().position(|g| g == k))
         {
             // Ternary search on the counts between the best grid point's neighbours.
             let (mut lo, mut hi) = (grid[j.saturating_sub(1)], grid[(j + 1).min(grid.len() - 1)]);
@@ -362,16 +390,106 @@ fn balance(
             }
         }
     }
-    match best {
-        Some((k, prefix_shares, predicted)) => {
-            let mut shares = vec![0usize; n];
-            for (&i, b) in order[..k].iter().zip(prefix_shares) {
-                shares[i] = b;
+    let Some((best_k, best_ms)) = best else {
+        return Balanced {
+            shares: vec![0; n],
+            predicted_ms: f64::INFINITY,
+            best_ms: f64::INFINITY,
+        };
+    };
+    // Relative standard error of a plan's predicted step: its noisiest used worker's.
+    let rel_se = |k: usize, shares: &[usize]| -> f64 {
+        order[..k]
+            .iter()
+            .zip(shares)
+            .filter(|(_, &b)| b > 0)
+            .map(|(&i, _)| rel_se_of(workers[i]))
+            .fold(0.0, f64::max)
+    };
+    let best_se = tried
+        .iter()
+        .find(|(k, _, _)| *k == best_k)
+        .map_or(0.0, |(k, s, _)| rel_se(*k, s));
+    let replicas = |s: &[usize]| s.iter().filter(|&&b| b > 0).count();
+    let chosen = tried
+        .iter()
+        .filter(|(k, s, t)| *k == best_k || within_noise(*t, best_ms, rel_se(*k, s), best_se))
+        .min_by(|a, b| {
+            replicas(&a.1)
+                .cmp(&replicas(&b.1))
+                .then(a.2.total_cmp(&b.2))
+                .then(a.0.cmp(&b.0))
+        });
+    let (k, prefix_shares, predicted) = match chosen {
+        Some(c) => c.clone(),
+        None => {
+            return Balanced {
+                shares: vec![0; n],
+                predicted_ms: f64::INFINITY,
+                best_ms,
             }
-            (shares, predicted)
         }
-        None => (vec![0; n], f64::INFINITY),
+    };
+    let mut shares = vec![0usize; n];
+    for (&i, b) in order[..k].iter().zip(prefix_shares) {
+        shares[i] = b;
     }
+    Balanced {
+        shares,
+        predicted_ms: predicted,
+        best_ms,
+    }
+}
+
+/// A worker's [`WorkerCapacity::step_rel_se`], 0 when unknown or not a number.
+fn rel_se_of(w: &WorkerCapacity) -> f64 {
+    w.step_rel_se
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(0.0)
+}
+
+/// Whether a plan predicted at `ms` cannot be told from the best, predicted at `best_ms`, when
+/// their predicted steps carry relative standard errors `se` and `best_se`: `ms` exceeds
+/// `best_ms` by at most [`Z_TELL_APART`] standard errors of the difference of their logs (the
+/// test by which the calibration pools workers it cannot tell apart). Without noise only an
+/// equal prediction ties.
+fn within_noise(ms: f64, best_ms: f64, se: f64, best_se: f64) -> bool {
+    let tolerance = Z_TELL_APART * (se * se + best_se * best_se).sqrt();
+    ms.is_finite() && best_ms > 0.0 && (ms / best_ms).ln() <= tolerance + 1e-12
+}
+
+/// The order in which [`balance`] adds workers: by their single-sample step time
+/// ([`WorkerCapacity::step_ms`] of 1), fastest first — except that workers whose times cannot
+/// be told apart in their noise ([`within_noise`] of the run's fastest, runs formed from the
+/// fastest down so a chain of small steps never joins workers far apart) are taken by device
+/// name, so that noise, or the order the workers were listed in, cannot swap which of two
+/// near-equal workers gets the larger share or the whole batch.
+fn speed_order(workers: &[&WorkerCapacity]) -> Vec<usize> {
+    let key = |i: usize| workers[i].step_ms(1);
+    let mut order: Vec<usize> = (0..workers.len()).collect();
+    order.sort_by(|&a, &b| {
+        key(a)
+            .total_cmp(&key(b))
+            .then_with(|| workers[a].device.cmp(&workers[b].device))
+    });
+    let mut start = 0;
+    while start < order.len() {
+        let first = order[start];
+        let mut end = start + 1;
+        while end < order.len()
+            && within_noise(
+                key(order[end]),
+                key(first),
+                rel_se_of(workers[order[end]]),
+                rel_se_of(workers[first]),
+            )
+        {
+            end += 1;
+        }
+        order[start..end].sort_by(|&a, &b| workers[a].device.cmp(&workers[b].device));
+        start = end;
+    }
+    order
 }
 
 /// Splits `total` into integer shares proportional to `weights` (largest remainder), each at

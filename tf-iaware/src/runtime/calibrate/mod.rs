@@ -444,9 +444,10 @@ pub(crate) fn invalidate(cluster: &Cluster) -> Result<bool> {
 // ----- Data-parallel worker calibration cache ---------------------------------------------------
 
 /// Version of [`WorkerProfile`]: 3 is probed interleaved with equal workers pooled
-/// ([`calibrate_workers`](super::data_parallel::calibrate_workers)); earlier ones, probed one
-/// worker after another, are stale.
-const WORKER_PROFILE_FORMAT: u32 = 3;
+/// ([`calibrate_workers`](super::data_parallel::calibrate_workers)); 4 also records each
+/// worker's measured noise ([`WorkerCapacity::step_rel_se`](crate::parallel::WorkerCapacity::step_rel_se),
+/// which settles near-tied plans). Earlier ones are stale.
+const WORKER_PROFILE_FORMAT: u32 = 4;
 
 /// A cached data-parallel calibration: each worker's figures, measured at the availability they
 /// record ([`WorkerCapacity::availability`](crate::parallel::WorkerCapacity::availability)), with
