@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tf_iaware::monitor::exposition::{Exposition, MAX_LINE_BYTES};
-use tf_iaware::monitor::metrics;
+use tf_iaware::cluster::monitor::exposition::{Exposition, MAX_LINE_BYTES};
+use tf_iaware::cluster::monitor::metrics;
 use tf_iaware::Error;
 
 fn same_value(a: f64, b: f64) -> bool {

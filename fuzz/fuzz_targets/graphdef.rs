@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tf_iaware::graph::analyze::{decode_graph_def, structure};
+use tf_iaware::graph::graph_def::{decode_graph_def, structure};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(def) = decode_graph_def(data, "fuzz input") {
