@@ -313,23 +313,10 @@ fn python_job() -> Job {
     let analyzed = tf_iaware::load_graph(&dir.join("tf1_mlp_momentum.pb")).unwrap();
     let sidecar = Sidecar::load(&dir.join("tf1_mlp_momentum.json")).unwrap();
     let (n, features, classes) = (512usize, 32usize, 10usize);
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut x = Vec::with_capacity(n * features);
+    let (x, labels) = own_job::learnable(n, features, classes, 1);
     let mut y = vec![0f32; n * classes];
-    for row in 0..n {
-        let values: Vec<f32> = (0..features)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
-            })
-            .collect();
-        let label = (0..classes)
-            .max_by(|&a, &b| values[a].total_cmp(&values[b]))
-            .unwrap_or(0);
+    for (row, &label) in labels.iter().enumerate() {
         y[row * classes + label] = 1.0;
-        x.extend(values);
     }
     let rows = InMemory::from_tensors(
         "train",

@@ -16,15 +16,14 @@ use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::graph::Sidecar;
 use tf_iaware::Job;
 
-/// `n` rows of the model's task: 16 features in [-1, 1), the label (int64) the index of the
-/// largest of the first four.
-pub fn rows(name: &str, n: usize, seed: u64) -> InMemory {
-    let (f, c) = (model::FEATURES as usize, model::CLASSES as usize);
+/// `n` rows of a learnable task: `features` values uniform in [-1, 1) from a seeded
+/// generator, and each row's class, the index of the largest of its first `classes` values.
+pub fn learnable(n: usize, features: usize, classes: usize, seed: u64) -> (Vec<f32>, Vec<usize>) {
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1);
-    let mut x = Vec::with_capacity(n * f);
+    let mut x = Vec::with_capacity(n * features);
     let mut labels = Vec::with_capacity(n);
     for _ in 0..n {
-        let row: Vec<f32> = (0..f)
+        let row: Vec<f32> = (0..features)
             .map(|_| {
                 state = state
                     .wrapping_mul(6364136223846793005)
@@ -32,12 +31,21 @@ pub fn rows(name: &str, n: usize, seed: u64) -> InMemory {
                 ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
             })
             .collect();
-        let label = (0..c)
+        let label = (0..classes)
             .max_by(|&a, &b| row[a].total_cmp(&row[b]))
             .unwrap_or(0);
         x.extend(row);
-        labels.push(label as i64);
+        labels.push(label);
     }
+    (x, labels)
+}
+
+/// `n` rows of the model's task: 16 features in [-1, 1), the label (int64) the index of the
+/// largest of the first four.
+pub fn rows(name: &str, n: usize, seed: u64) -> InMemory {
+    let (f, c) = (model::FEATURES as usize, model::CLASSES as usize);
+    let (x, classes) = learnable(n, f, c, seed);
+    let labels: Vec<i64> = classes.into_iter().map(|c| c as i64).collect();
     InMemory::from_tensors(
         name,
         [
