@@ -91,7 +91,7 @@ impl SessionConfig {
     /// `SessionOptions` carrying the serialized `ConfigProto` and the target.
     ///
     /// # Errors
-    /// [`Error::TensorFlow`] if TensorFlow rejects the config or the target.
+    /// [`Error::TensorFlow`](crate::Error::TensorFlow) if TensorFlow rejects the config or the target.
     pub fn session_options(&self) -> Result<SessionOptions> {
         use prost::Message;
         let mut opts = SessionOptions::new();

@@ -178,7 +178,7 @@ impl LabelledImages {
 
 impl LabelledImages {
     /// The images as a data set called `name` for a graph's two inputs: the image input (fitted
-    /// as [`LabelledImages::fit_to`] says) and the label input, which the input of the smaller
+    /// as `LabelledImages::fit_to` says) and the label input, which the input of the smaller
     /// row is taken to be — `float` one-hot rows of the classes (`[classes]`), or an integer
     /// class (`int64`, `int32` or `uint8`, row `[]` or `[1]`).
     ///

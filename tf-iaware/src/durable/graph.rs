@@ -223,7 +223,7 @@ impl std::fmt::Debug for RestoredModel {
 }
 
 /// Imports the user's single-tower `graph_def` (a serialized GraphDef, as exported from Python
-/// or by [`Graph::to_graph_def`]) into a fresh graph, opens a plain local session of it and
+/// or by `Graph::to_graph_def`) into a fresh graph, opens a plain local session of it and
 /// restores every variable from the checkpoint at `prefix` ([`restore_into`]).
 ///
 /// # Errors

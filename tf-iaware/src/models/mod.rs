@@ -1,5 +1,5 @@
 //! Training graphs built in Rust with the `tensorflow` crate: a small layer vocabulary
-//! ([`builder::Net`]), the model zoo ([`zoo`]) and the network calibration times op by op
+//! ([`builder::Net`]), the model zoo ([`build`], [`MODELS`]) and the network calibration times op by op
 //! (`calibration`).
 
 pub mod builder;

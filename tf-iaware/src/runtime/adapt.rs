@@ -391,7 +391,7 @@ pub struct ReplanRecord {
     pub steps_until_recovered: Option<usize>,
 }
 
-/// Where [`Adapter`] reads the workers' live metrics.
+/// Where the trainer's live re-planning reads the workers' live metrics.
 #[derive(Clone, Debug)]
 pub enum MetricsSource {
     /// This host's own sampler (`local:` clusters).

@@ -4,8 +4,8 @@
 //! A stopped (`SIGSTOP`) or frozen process still completes TCP handshakes on its gRPC port —
 //! the kernel answers them — so a port that accepts says nothing. Its metrics agent runs in the
 //! same process (`tf-iaware worker --metrics`), so an agent whose `GET /healthz` goes
-//! unanswered ([`healthz`]) is a process that does not run. When a run passes its deadline
-//! ([`HangDetection::deadline`]), the tasks whose agent does not answer are hung, and the
+//! unanswered is a process that does not run. When a run passes its deadline (from
+//! [`HangDetection`]), the tasks whose agent does not answer are hung, and the
 //! others are alive — merely slow (a loaded machine), in which case the run is retried with a
 //! longer deadline instead of dropping anyone.
 

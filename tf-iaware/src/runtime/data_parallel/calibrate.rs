@@ -21,7 +21,7 @@ use crate::runtime::train::Trainer;
 /// in the noise measured among them get one figure ([`noise::fit_probes`]).
 ///
 /// # Errors
-/// As [`train`].
+/// As [`train`](super::train).
 pub fn calibrate_workers(
     workload: impl Into<Workload>,
     workers: &[String],

@@ -93,7 +93,7 @@ pub struct Planning<'a> {
 ///   synchronously otherwise.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for as many backup workers as workers, or a calibrated strategy
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for as many backup workers as workers, or a calibrated strategy
 /// without a calibration; the planners' errors.
 pub fn contender(strategy: DataParallelStrategy, p: &Planning<'_>) -> Result<Contender> {
     let options = InfraAwareOptions {
@@ -155,7 +155,7 @@ pub fn contender(strategy: DataParallelStrategy, p: &Planning<'_>) -> Result<Con
 /// Checks that `backups` backup workers of `workers` leave a gradient to aggregate.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] naming the backup workers.
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the backup workers.
 pub fn check_backups(backups: usize, workers: usize) -> Result<()> {
     if backups >= workers {
         return Err(bad(

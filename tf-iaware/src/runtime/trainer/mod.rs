@@ -1,5 +1,5 @@
 //! The data-parallel trainer: a user's training graph trained on the user's data over a
-//! cluster's workers and ps tasks, with any [`DataParallelStrategy`], until a number of updates,
+//! cluster's workers and ps tasks, with any [`DataParallelStrategy`](crate::parallel::DataParallelStrategy), until a number of updates,
 //! epochs or seconds, or a held-out metric's target.
 //!
 //! How the replicas' gradients reach the variables ([`Updates`]):
