@@ -1,8 +1,9 @@
 //! Data-parallel plans on a cluster, below the trainer: which tasks are workers and ps
 //! ([`worker_and_ps_devices`]), a plan's session with synthetic batches on the workers to time
 //! its steps side by side with other plans ([`prepare`], [`train`]), calibrating each worker's
-//! throughput through TensorFlow itself ([`calibrate_workers`]), and which tasks still answer. Training a user's job — their data, every strategy, recovery from lost tasks,
-//! adaptation — is the one trainer, [`crate::runtime::trainer`].
+//! throughput through TensorFlow itself ([`calibrate_workers`]), and which tasks still answer.
+//! Training a user's job — their data, every strategy, recovery from lost tasks, adaptation — is
+//! the one trainer, [`crate::runtime::trainer`].
 
 mod calibrate;
 pub(crate) mod probe;
