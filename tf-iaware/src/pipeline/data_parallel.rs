@@ -23,7 +23,6 @@ use crate::runtime::adapt::{MetricsSource, Replanning};
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data_parallel;
 use crate::runtime::replicated::Workload;
-use crate::runtime::train::StepTimes;
 use crate::runtime::trainer::{
     self, Contender, Feedback, Job, OnProgress, RecoverOptions, Recovered, TracedStep,
     TrainingOptions, TrainingReport,
@@ -395,53 +394,42 @@ struct StepLog {
 
 impl StepLog {
     /// The timed steps' report: the steps after `warmup`, the traced last step's time left out
-    /// (tracing slows it).
+    /// (tracing slows it) unless it is the only timed one.
     fn train_report(
         &self,
         warmup: usize,
         global_batch: usize,
         traced: Option<TracedStep>,
     ) -> TrainReport {
-        let mut times: Vec<f64> = self
+        let timed: Vec<(u64, f64)> = self
             .by_update
             .range(warmup as u64 + 1..)
-            .filter(|(u, _)| traced.as_ref().is_none_or(|t| t.update != **u))
-            .map(|(_, (ms, _))| *ms)
-            .filter(|ms| ms.is_finite())
+            .map(|(&u, &(ms, _))| (u, ms))
+            .filter(|(_, ms)| ms.is_finite())
             .collect();
-        if times.is_empty() {
-            times = self.by_update.values().map(|(ms, _)| *ms).collect();
-        }
-        let step_ms = StepTimes::from_samples(&times).unwrap_or(StepTimes {
-            median: 0.0,
-            p10: 0.0,
-            p90: 0.0,
-        });
-        let losses: Vec<f32> = self
+        let untraced = |&(u, _): &(u64, f64)| traced.as_ref().is_none_or(|t| t.update != u);
+        let times: Vec<f64> = match timed.iter().filter(|s| untraced(s)).count() {
+            0 => timed.iter().map(|&(_, ms)| ms).collect(),
+            _ => timed
+                .iter()
+                .filter(|s| untraced(s))
+                .map(|&(_, ms)| ms)
+                .collect(),
+        };
+        let losses = self
             .by_update
             .values()
             .map(|(_, l)| l.unwrap_or(f32::NAN))
             .collect();
-        let (executed, mismatches, step_stats) = match traced {
-            Some(t) => (t.executed, t.mismatches, Some(t.stats)),
-            None => Default::default(),
-        };
-        TrainReport {
-            steps: losses.len().saturating_sub(warmup),
-            warmup: warmup.min(losses.len()),
-            images_per_sec: if step_ms.median > 0.0 {
-                global_batch as f64 / (step_ms.median / 1e3)
-            } else {
-                0.0
+        let report = TrainReport::of_steps(warmup, global_batch, times, losses);
+        match traced {
+            Some(t) => TrainReport {
+                executed: t.executed,
+                mismatches: t.mismatches,
+                step_stats: Some(t.stats),
+                ..report
             },
-            step_ms,
-            step_ms_all: times,
-            loss_first: losses.first().copied().unwrap_or(f32::NAN),
-            loss_last: losses.last().copied().unwrap_or(f32::NAN),
-            losses,
-            executed,
-            mismatches,
-            step_stats,
+            None => report,
         }
     }
 }

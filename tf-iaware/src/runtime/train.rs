@@ -66,7 +66,8 @@ pub(crate) fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
     if let Some(available) = crate::data::io::available_memory_bytes() {
         if bytes > available / 2 {
             return Err(bad(format!(
-                "a synthetic batch of {bytes} bytes is more than half the {available} bytes of                  memory available (MemAvailable); use a smaller batch"
+                "a synthetic batch of {bytes} bytes is more than half the {available} bytes of \
+                 memory available (MemAvailable); use a smaller batch"
             )));
         }
     }
@@ -290,11 +291,6 @@ impl Trainer {
                 last_stats = stats;
             }
         }
-        let step_ms = StepTimes::from_samples(&times).unwrap_or(StepTimes {
-            median: 0.0,
-            p10: 0.0,
-            p90: 0.0,
-        });
         let executed = last_stats
             .as_ref()
             .map(stats::executed_counts)
@@ -308,22 +304,40 @@ impl Trainer {
             _ => Vec::new(),
         };
         Ok(TrainReport {
-            steps,
-            warmup,
+            executed,
+            mismatches,
+            step_stats: last_stats,
+            ..TrainReport::of_steps(warmup, self.batch, times, losses)
+        })
+    }
+}
+
+impl TrainReport {
+    /// The report of `losses` (every step's, warm-up included) and `times` (the measured
+    /// steps' wall times, ms) at `batch` samples per step, with nothing traced.
+    pub(crate) fn of_steps(warmup: usize, batch: usize, times: Vec<f64>, losses: Vec<f32>) -> Self {
+        let step_ms = StepTimes::from_samples(&times).unwrap_or(StepTimes {
+            median: 0.0,
+            p10: 0.0,
+            p90: 0.0,
+        });
+        TrainReport {
+            steps: losses.len().saturating_sub(warmup),
+            warmup: warmup.min(losses.len()),
             images_per_sec: if step_ms.median > 0.0 {
-                self.batch as f64 / (step_ms.median / 1e3)
+                batch as f64 / (step_ms.median / 1e3)
             } else {
                 0.0
             },
             step_ms,
             step_ms_all: times,
-            loss_first: losses[0],
-            loss_last: *losses.last().unwrap_or(&losses[0]),
+            loss_first: losses.first().copied().unwrap_or(f32::NAN),
+            loss_last: losses.last().copied().unwrap_or(f32::NAN),
             losses,
-            executed,
-            mismatches,
-            step_stats: last_stats,
-        })
+            executed: BTreeMap::new(),
+            mismatches: Vec::new(),
+            step_stats: None,
+        }
     }
 }
 
