@@ -61,6 +61,10 @@ pub struct PlaceFlags {
     /// them before the calibration and the analytic estimates. Repeatable.
     #[arg(long = "measurements", value_name = "M.json")]
     pub measurements: Vec<PathBuf>,
+    /// heft, etf: keep a split over several devices only when it is predicted at least this
+    /// share faster than everything on the fastest device (0–1; 0 keeps any faster split).
+    #[arg(long, value_name = "SHARE", default_value_t = tf_iaware::placer::MIN_SPLIT_GAIN)]
+    pub min_split_gain: f64,
 }
 
 /// A graph file placed on a connected cluster.
@@ -103,7 +107,8 @@ impl PlaceFlags {
         analyzed: Analyzed,
         sidecar: Option<&Sidecar>,
     ) -> Result<Plan> {
-        let options = PlanOptions::with_measurement_files(&self.measurements)?;
+        let mut options = PlanOptions::with_measurement_files(&self.measurements)?;
+        options.place.min_split_gain = self.min_split_gain;
         let step = sidecar.map(Step::from_sidecar).unwrap_or_default();
         Ok(connection.place_with(analyzed, &step, &self.strategy, &options)?)
     }

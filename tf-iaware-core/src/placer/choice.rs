@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::{Etf, Heft, InfraAware, PlaceOptions, Random, RoundRobin, SingleFastest, Strategy};
-use super::{TfDefault, ERROR_THRESHOLD};
+use super::{TfDefault, ERROR_SPLIT_GAIN, ERROR_THRESHOLD};
 use crate::error::{Error, Result};
 
 /// A per-op placement strategy (which device runs each op of one graph).
@@ -116,7 +116,8 @@ impl OpPlacementStrategy {
     /// The strategy, with `options`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an `infra_threshold` outside 0–1.
+    /// [`Error::InvalidArgument`] for an `infra_threshold` outside 0–1 or a `min_split_gain`
+    /// outside 0–1 (1 excluded: no split could be kept).
     pub fn build(self, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
         if !(0.0..=1.0).contains(&options.infra_threshold) {
             return Err(Error::InvalidArgument {
@@ -124,6 +125,16 @@ impl OpPlacementStrategy {
                 reason: format!("{} is not within 0–1", options.infra_threshold),
             });
         }
+        if !(0.0..1.0).contains(&options.min_split_gain) {
+            return Err(Error::InvalidArgument {
+                what: ERROR_SPLIT_GAIN.into(),
+                reason: format!(
+                    "{} is not within 0–1 (1 excluded: no split could be kept)",
+                    options.min_split_gain
+                ),
+            });
+        }
+        let min_split_gain = options.min_split_gain;
         Ok(match self {
             Self::TfDefault => Box::new(TfDefault),
             Self::RoundRobin => Box::new(RoundRobin),
@@ -132,8 +143,8 @@ impl OpPlacementStrategy {
             Self::InfraAware => Box::new(InfraAware {
                 threshold: options.infra_threshold,
             }),
-            Self::Etf => Box::new(Etf),
-            Self::Heft => Box::new(Heft),
+            Self::Etf => Box::new(Etf { min_split_gain }),
+            Self::Heft => Box::new(Heft { min_split_gain }),
         })
     }
 }

@@ -30,6 +30,7 @@ use std::collections::BinaryHeap;
 
 use super::heft::upward_ranks;
 use super::sched::{timelines, Schedule, State, NONE};
+use super::split::keep_split_if_it_pays;
 use super::{Placement, Strategy};
 use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
@@ -100,8 +101,20 @@ mod by_timeline;
 mod by_op;
 
 /// The `etf` strategy (m-ETF).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Etf;
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Etf {
+    /// Least predicted gain (share, 0–1) for which a split is kept
+    /// ([`PlaceOptions::min_split_gain`](super::PlaceOptions::min_split_gain)).
+    pub min_split_gain: f64,
+}
+
+impl Default for Etf {
+    fn default() -> Self {
+        Etf {
+            min_split_gain: super::MIN_SPLIT_GAIN,
+        }
+    }
+}
 
 impl Strategy for Etf {
     fn name(&self) -> &'static str {
@@ -115,7 +128,10 @@ impl Strategy for Etf {
         cost: &CostModel,
     ) -> Result<Placement> {
         let s = etf_schedule(graph, cluster, cost)?;
-        Placement::from_groups(self.name(), graph, cluster, &s.group_device)
+        // As `heft`: a split that is not clearly faster than one device goes back to it.
+        let best =
+            keep_split_if_it_pays(graph, cluster, cost, s.group_device, self.min_split_gain)?;
+        Placement::from_groups(self.name(), graph, cluster, &best)
     }
 }
 

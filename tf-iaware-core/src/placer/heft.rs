@@ -3,11 +3,12 @@
 //! into the earliest idle slot long enough for it (insertion-based policy). Colocation groups are
 //! placed with their first scheduled costly member; a device is a candidate only while the group
 //! fits in its free memory. Devices of one compute pool share one timeline (their capacity). The
-//! strategy returns the schedule, or everything on the fastest device when the simulator says that
-//! is faster (greedy earliest-finish choices can split a chain across a slow link).
+//! strategy returns the schedule, or everything on the fastest device unless the simulator says the
+//! schedule is clearly faster (greedy earliest-finish choices can split a chain across a slow link;
+//! see `split`).
 
 use super::sched::{timelines, Schedule, State, NONE};
-use super::simple::fastest_device_groups;
+use super::split::keep_split_if_it_pays;
 use super::{Placement, Strategy};
 use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
@@ -272,8 +273,20 @@ pub(crate) fn heft_schedule_on(
 }
 
 /// The `heft` strategy.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Heft;
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Heft {
+    /// Least predicted gain (share, 0–1) for which a split is kept
+    /// ([`PlaceOptions::min_split_gain`](super::PlaceOptions::min_split_gain)).
+    pub min_split_gain: f64,
+}
+
+impl Default for Heft {
+    fn default() -> Self {
+        Heft {
+            min_split_gain: super::MIN_SPLIT_GAIN,
+        }
+    }
+}
 
 impl Strategy for Heft {
     fn name(&self) -> &'static str {
@@ -288,18 +301,9 @@ impl Strategy for Heft {
     ) -> Result<Placement> {
         let s = heft_schedule(graph, cluster, cost)?;
         // A greedy list schedule can split a graph across a slow link where one device alone
-        // would be faster: keep whichever the simulator says is faster.
-        let mut best = s.group_device;
-        if let Ok(single) = fastest_device_groups(graph, cluster, cost) {
-            let step = |groups: &[DeviceId]| -> Result<f64> {
-                let nodes: Vec<DeviceId> =
-                    cost.node_ids().map(|i| groups[cost.group_of(i)]).collect();
-                Ok(crate::sim::simulate(cost, &nodes)?.step_time)
-            };
-            if step(&single)? < step(&best)? {
-                best = single;
-            }
-        }
+        // would be faster, or faster only within the prediction's noise.
+        let best =
+            keep_split_if_it_pays(graph, cluster, cost, s.group_device, self.min_split_gain)?;
         Placement::from_groups(self.name(), graph, cluster, &best)
     }
 }
@@ -430,7 +434,7 @@ mod tests {
             c.link_defaults.cross_host = Link::new(5e-3, 2.5e6);
             let cost = CostModel::new(&g, &c).unwrap();
             let nodes = |p: &Placement| crate::placer::resolve::assignment(&g, &c, p).unwrap();
-            let heft = Heft.place_with_cost(&g, &c, &cost).unwrap();
+            let heft = Heft::default().place_with_cost(&g, &c, &cost).unwrap();
             let single = crate::placer::simple::SingleFastest
                 .place_with_cost(&g, &c, &cost)
                 .unwrap();

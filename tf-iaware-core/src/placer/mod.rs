@@ -42,6 +42,7 @@ mod infra;
 pub mod resolve;
 mod sched;
 mod simple;
+mod split;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +63,7 @@ pub(crate) use infra::InfraAware;
 pub use sched::Schedule;
 pub use simple::Random;
 pub(crate) use simple::SingleFastest;
+pub use split::MIN_SPLIT_GAIN;
 
 /// A device for every op, by id: `device(op)` is the [`DeviceId`] (of the cluster the placement
 /// was made for) that op `op` (a [`NodeId`] of the graph it was made for) runs on, or `None` for
@@ -266,6 +268,10 @@ pub struct PlaceOptions {
     /// `infra-aware`: devices below this share (0–1) of the best device's capability ×
     /// availability are left out.
     pub infra_threshold: f64,
+    /// `heft`, `etf`: a split over several devices is kept only when it is predicted at least
+    /// this share (0–1) faster than everything on the fastest single device
+    /// ([`MIN_SPLIT_GAIN`] by default; 0 keeps any split predicted faster at all).
+    pub min_split_gain: f64,
 }
 
 impl Default for PlaceOptions {
@@ -273,6 +279,7 @@ impl Default for PlaceOptions {
         PlaceOptions {
             seed: 0,
             infra_threshold: InfraAware::default().threshold,
+            min_split_gain: MIN_SPLIT_GAIN,
         }
     }
 }
@@ -289,13 +296,16 @@ pub fn by_name(name: &str) -> Result<Box<dyn Strategy>> {
 ///
 /// # Errors
 /// [`Error::UnknownStrategy`] listing the known names; [`Error::InvalidArgument`] for an
-/// `infra_threshold` outside 0–1.
+/// `infra_threshold` outside 0–1 or a `min_split_gain` outside 0–1 (1 excluded).
 pub fn by_name_with(name: &str, options: &PlaceOptions) -> Result<Box<dyn Strategy>> {
     name.parse::<OpPlacementStrategy>()?.build(options)
 }
 
 /// What an out-of-range [`PlaceOptions::infra_threshold`] is called in errors.
 const ERROR_THRESHOLD: &str = "infra-aware threshold";
+
+/// What an out-of-range [`PlaceOptions::min_split_gain`] is called in errors.
+const ERROR_SPLIT_GAIN: &str = "min split gain";
 
 /// Devices of `cluster` on which every member of group `g` has a kernel.
 pub(crate) fn eligible_devices(graph: &OpGraph, cluster: &Cluster, g: GroupId) -> Vec<DeviceId> {

@@ -17,6 +17,7 @@ fn strategy(name: &str) -> Box<dyn Strategy> {
         &PlaceOptions {
             seed: 7,
             infra_threshold: 0.0,
+            ..PlaceOptions::default()
         },
     )
     .unwrap()
@@ -38,6 +39,14 @@ fn every_name_resolves_and_unknown_names_list_them() {
         ..PlaceOptions::default()
     };
     assert!(by_name_with("heft", &bad).is_err());
+    for gain in [-0.1, 1.0, f64::NAN] {
+        let bad = PlaceOptions {
+            min_split_gain: gain,
+            ..PlaceOptions::default()
+        };
+        let err = by_name_with("etf", &bad).err().unwrap().to_string();
+        assert!(err.contains("min split gain"), "{err}");
+    }
 }
 
 #[test]
