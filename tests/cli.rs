@@ -223,6 +223,40 @@ fn calibration_is_measured_stored_and_reused() {
     }
 }
 
+/// A distributed cluster is calibrated through its workers' own thread pools: the calibration
+/// network's one-op-at-a-time session config must not ask TensorFlow for per-session pools,
+/// which a distributed session refuses ("does not support session thread pool options").
+#[test]
+fn a_distributed_cluster_is_calibrated() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = common::bin()
+        .args([
+            "devices",
+            "--cluster",
+            "emulated:workers=1",
+            "--calibrate",
+            "--json",
+        ])
+        .env("TF_IAWARE_CACHE_DIR", cache.path())
+        .env("TF_IAWARE_CALIBRATION_MIN_FREE", "0")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seen = v["calibration"]["seen"].as_array().unwrap();
+    assert!(
+        seen.iter()
+            .any(|s| s[0].as_str().unwrap().starts_with("/job:worker/")),
+        "the worker was calibrated: {seen:?}"
+    );
+    assert!(v["calibration"]["cached"].is_string(), "{v}");
+}
+
 #[test]
 fn measured_op_times_feed_the_cost_model() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,9 +15,11 @@ pub struct SessionConfig {
     pub cpu_devices: Option<usize>,
     /// Threads per op (0: TensorFlow decides).
     pub intra_op_threads: i32,
-    /// Threads running independent ops (0: TensorFlow decides). Explicit thread counts give the
-    /// session pools of its own (`use_per_session_threads`): TensorFlow otherwise sizes one
-    /// process-wide pool by the first session and ignores later sessions' counts.
+    /// Threads running independent ops (0: TensorFlow decides). Explicit thread counts give an
+    /// in-process session pools of its own (`use_per_session_threads`): TensorFlow otherwise
+    /// sizes one process-wide pool by the first session and ignores later sessions' counts. A
+    /// distributed session (a `target`) runs ops on its workers' own pools, and TensorFlow refuses
+    /// per-session pools there, so the counts do not apply to it.
     pub inter_op_threads: i32,
     /// Let TensorFlow move ops it cannot place. Off by default so a wrong placement fails loudly.
     pub soft_placement: bool,
@@ -70,7 +72,8 @@ impl SessionConfig {
             allow_soft_placement: self.soft_placement,
             operation_timeout_in_ms: self.operation_timeout_ms,
             isolate_session_state: self.isolate_state,
-            use_per_session_threads: self.inter_op_threads > 0 || self.intra_op_threads > 0,
+            use_per_session_threads: self.target.is_empty()
+                && (self.inter_op_threads > 0 || self.intra_op_threads > 0),
             device_filters: self.device_filters.clone(),
             ..Default::default()
         };
