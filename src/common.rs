@@ -76,8 +76,11 @@ pub struct PlacedGraph {
 impl PlaceFlags {
     /// Loads the GraphDef at `graph`, connects to `--cluster` and places the graph (predictions
     /// cover the step of its sidecar, if it has one).
-    pub fn load_and_place(&self, graph: &Path) -> Result<PlacedGraph> {
-        let analyzed = load_graph(graph)?;
+    pub fn load_and_place(&self, graph: &Path, batch: Option<usize>) -> Result<PlacedGraph> {
+        let mut analyzed = load_graph(graph)?;
+        if let Some(b) = batch {
+            analyzed = analyzed.with_batch(b)?;
+        }
         let connection = connect(&self.cluster)?;
         let sidecar = self.step_sidecar(graph, &analyzed)?;
         let plan = self.place(&connection, analyzed, sidecar.as_ref())?;

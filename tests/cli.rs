@@ -223,6 +223,75 @@ fn calibration_is_measured_stored_and_reused() {
     }
 }
 
+/// A graph exported with a dynamic batch (`[-1, …]` inputs) is priced at the batch given, not
+/// as one sample: `simulate --batch` and `run --batch` pin it before shape inference.
+#[test]
+fn a_dynamic_batch_is_priced_at_the_batch_given() {
+    let g = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tf1_mlp_sparse.pb"
+    );
+    // The FLOPs placed (not the predicted time, which follows this machine's load).
+    let flops = |v: &serde_json::Value| -> f64 {
+        v["devices"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|d| d["flops"].as_f64().unwrap())
+            .sum()
+    };
+    let simulated = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "--graph",
+            g,
+            "--cluster",
+            "local:cpu=2",
+            "--strategy",
+            "single-fastest",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        flops(&serde_json::from_str(&common::ok(&args)).unwrap())
+    };
+    let one = simulated(&[]);
+    let pinned = simulated(&["--batch", "512"]);
+    assert!(
+        pinned > 100.0 * one,
+        "512 samples priced as more than 100 of one: {pinned} vs {one} FLOPs"
+    );
+    assert!(common::fails_usage(&["simulate", "--graph", g, "--batch", "0"]).contains("batch"));
+    // `run` prices (and feeds) the same pinned graph.
+    let out = common::ok(&[
+        "run",
+        "--graph",
+        g,
+        "--cluster",
+        "local:cpu=2",
+        "--strategy",
+        "single-fastest",
+        "--batch",
+        "512",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(flops(&serde_json::from_str(&out).unwrap()), pinned);
+    // A split margin outside 0–1 is refused, naming it.
+    let err = common::fails(&[
+        "simulate",
+        "--graph",
+        g,
+        "--strategy",
+        "heft",
+        "--min-split-gain",
+        "1",
+    ]);
+    assert!(err.contains("min split gain"), "{err}");
+}
+
 /// A distributed cluster is calibrated through its workers' own thread pools: the calibration
 /// network's one-op-at-a-time session config must not ask TensorFlow for per-session pools,
 /// which a distributed session refuses ("does not support session thread pool options").

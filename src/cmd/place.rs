@@ -37,7 +37,7 @@ pub fn run(args: &Args) -> Result<()> {
         ("--out", args.out.as_ref()),
         ("--report", args.report.as_ref()),
     ])?;
-    let p = args.place.load_and_place(&args.graph)?;
+    let p = args.place.load_and_place(&args.graph, None)?;
     let report = p.plan.report();
     if let Some(out) = &args.out {
         common::write_bytes(out, &p.plan.placed_bytes())?;

@@ -109,7 +109,7 @@ pub fn run(args: &Args) -> Result<()> {
         .graph
         .as_ref()
         .context("--graph or --model is required")?;
-    let analyzed = common::load_graph(graph)?;
+    let mut analyzed = common::load_graph(graph)?;
     let sidecar = common::load_sidecar(graph, args.place.meta.as_ref(), &analyzed)?;
     let connection = common::connect(&args.place.cluster)?;
     let data = match args.parallel.as_deref() {
@@ -126,6 +126,10 @@ pub fn run(args: &Args) -> Result<()> {
         let name = graph.display().to_string();
         let workload = Workload::graph(&name, analyzed, sidecar)?;
         return run_data_parallel(args, &connection, workload);
+    }
+    // A dynamic batch is priced (and run) at the batch the steps feed, not as one sample.
+    if let Some(b) = args.batch {
+        analyzed = analyzed.with_batch(b)?;
     }
     let plan = args.place.place(&connection, analyzed, Some(&sidecar))?;
     let session = plan.session()?.into_placed_session();

@@ -16,6 +16,10 @@ pub struct Args {
     graph: PathBuf,
     #[command(flatten)]
     place: common::PlaceFlags,
+    /// Price this many samples per step where the graph's inputs have a dynamic batch (leading
+    /// dimension -1); without it an unknown dimension counts as 1.
+    #[arg(long, value_parser = common::count::<1, { tf_iaware::runtime::limits::MAX_BATCH }>)]
+    batch: Option<usize>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -33,7 +37,7 @@ impl Args {
 
 pub fn run(args: &Args) -> Result<()> {
     common::check_outputs([("--trace", args.trace.as_ref())])?;
-    let p = args.place.load_and_place(&args.graph)?;
+    let p = args.place.load_and_place(&args.graph, args.batch)?;
     let (graph, cluster, report) = (
         &p.plan.analyzed().op_graph,
         p.connection.cluster(),

@@ -2,6 +2,7 @@
 //! signatures, a GraphDef's structure without TensorFlow, and the sidecar that names a graph's
 //! training step.
 
+pub mod batch;
 mod builder;
 pub(crate) mod colocation;
 pub(crate) mod device_name;

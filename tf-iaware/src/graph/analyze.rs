@@ -48,6 +48,34 @@ impl Analyzed {
     pub fn import(&self, what: &str) -> Result<Graph> {
         import_bytes(&prost::Message::encode_to_vec(&self.graph_def), what)
     }
+
+    /// The graph analysed again with a dynamic batch pinned to `batch`: every placeholder of
+    /// shape `[-1, …]` becomes `[batch, …]`
+    /// ([`pin_batch`](tf_iaware_core::graph::batch::pin_batch)), so TensorFlow's shape
+    /// inference carries the batch through and the cost model prices `batch` samples, not one.
+    /// A graph with nothing to pin comes back as it is.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a batch of 0 or above
+    /// [`MAX_BATCH`](crate::runtime::limits::MAX_BATCH); as [`analyze_bytes`] if TensorFlow's shape
+    /// inference rejects the pinned graph (an op that needs another batch).
+    pub fn with_batch(&self, batch: usize) -> Result<Analyzed> {
+        if batch == 0 || batch > crate::limits::MAX_BATCH {
+            return Err(Error::InvalidArgument {
+                what: "batch".into(),
+                reason: format!("{batch}: must be 1 to {}", crate::limits::MAX_BATCH),
+            });
+        }
+        let (pinned, changed) =
+            tf_iaware_core::graph::batch::pin_batch(&self.graph_def, batch as i64);
+        if changed == 0 {
+            return Ok(self.clone());
+        }
+        analyze_bytes(
+            &prost::Message::encode_to_vec(&pinned),
+            &format!("with its batch pinned to {batch}"),
+        )
+    }
 }
 
 /// Serialized GraphDef bytes imported into a fresh TensorFlow graph; `what` names them in errors.

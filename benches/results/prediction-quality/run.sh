@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Per-op prediction error with measurements (issue 26's target: median |error| ≤ 10 % on the zoo
+# models and the Python fixture graphs, `local:cpu=2`). One `devices --calibrate` first; then per
+# graph: `run --strategy round-robin --steps 3 --save-measurements m.json` (op timings of traced
+# steps on a different placement), `run --strategy heft --steps 20 --json` (the median of 20
+# timed steps), `simulate --strategy heft --measurements m.json --json` (the prediction) and
+# `simulate --strategy heft --json` (calibrated only). Prints one TSV line per graph.
+#
+# Usage: benches/results/prediction-quality/run.sh [TF_IAWARE_BINARY] > results.tsv
+set -euo pipefail
+B=${1:-target/debug/tf-iaware}
+B=$(realpath "$B")
+FIXTURES=$(realpath "$(dirname "$0")/../../../tests/fixtures")
+CLUSTER=${CLUSTER:-local:cpu=2}
+WORK=$(mktemp -d)
+export TF_IAWARE_CACHE_DIR=$WORK/cache
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+TF_IAWARE_CALIBRATION_MIN_FREE=0 "$B" devices --cluster "$CLUSTER" --calibrate --json \
+  2>/dev/null >calibration.json
+graphs=()
+for m in mlp lenet resnet20 mobilenet inception; do
+  "$B" model "$m" --batch 32 --out "$m.pb" 2>/dev/null
+  graphs+=("$WORK/$m.pb")
+done
+for f in tf1_cnn_adam tf1_mlp_momentum tf1_mlp_sparse; do
+  cp "$FIXTURES/$f.pb" "$FIXTURES/$f.json" .
+  graphs+=("$WORK/$f.pb")
+done
+printf 'graph\tmeasured_median_ms\tcalibrated_ms\terror_calibrated\tmeasured_mode_ms\terror_measured\n'
+for g in "${graphs[@]}"; do
+  name=$(basename "$g" .pb)
+  # The one fixture with a dynamic batch runs at the batch its notebook used.
+  batch=()
+  [[ $name == tf1_mlp_sparse ]] && batch=(--batch 64)
+  "$B" run --graph "$g" --cluster "$CLUSTER" --strategy round-robin --steps 3 "${batch[@]}" \
+    --save-measurements m.json >/dev/null 2>&1
+  "$B" run --graph "$g" --cluster "$CLUSTER" --strategy heft --steps 20 "${batch[@]}" --json \
+    2>/dev/null >run.json
+  "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft --json 2>/dev/null >cal.json
+  "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft --measurements m.json \
+    --json 2>/dev/null >meas.json
+  python3 - "$name" run.json cal.json meas.json <<'PY'
+import json, sys
+name = sys.argv[1]
+run, cal, meas = (json.load(open(f)) for f in sys.argv[2:5])
+m = run["step_ms"]["median"]
+c, p = cal["predicted_step_ms"], meas["predicted_step_ms"]
+err = lambda x: f"{(x - m) / m * 100:+.0f} %"
+print(f"{name}\t{m:.2f}\t{c:.2f}\t{err(c)}\t{p:.2f}\t{err(p)}")
+PY
+done
