@@ -37,9 +37,10 @@ for g in "${graphs[@]}"; do
     --save-measurements m.json >/dev/null 2>&1
   "$B" run --graph "$g" --cluster "$CLUSTER" --strategy heft --steps 20 "${batch[@]}" --json \
     2>/dev/null >run.json
-  "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft --json 2>/dev/null >cal.json
-  "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft --measurements m.json \
-    --json 2>/dev/null >meas.json
+  "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft "${batch[@]}" --json \
+    2>/dev/null >cal.json
+  "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft "${batch[@]}" \
+    --measurements m.json --json 2>/dev/null >meas.json
   python3 - "$name" run.json cal.json meas.json <<'PY'
 import json, sys
 name = sys.argv[1]
