@@ -4,10 +4,11 @@
 //!
 //! A split is priced with more figures than one device is: the other devices' calibrated speed,
 //! the links between them, the transfers' overlap with compute. Each adds error, and a worker that
-//! answers late (a throttled task) slows every transfer it takes part in. On a shared machine the
-//! same placement's step moves by about ±5 % from run to run (`benches/results/heft-paper/`), so a
-//! predicted gain below that is no evidence of a gain, while the split surely pays with transfers
-//! and with one more task that can slow down or fail.
+//! answers late (a throttled task) slows every transfer it takes part in. On `paper` the
+//! simulator's whole-step error is 2–10 % in most runs and up to 20 % in some, and heft's splits
+//! predicted 7–15 % faster than one device ran from 10 % slower to 11 % faster
+//! (`benches/results/heft-paper/`): a predicted gain below about 10 % is no evidence of a gain,
+//! while the split surely pays with transfers and with one more task that can slow down or fail.
 
 use super::simple::fastest_device_groups;
 use crate::cluster::{Cluster, DeviceId};
@@ -16,8 +17,8 @@ use crate::error::Result;
 use crate::graph::OpGraph;
 
 /// Default of [`PlaceOptions::min_split_gain`](super::PlaceOptions::min_split_gain): a split must
-/// be predicted at least 5 % faster than the fastest single device (module docs).
-pub const MIN_SPLIT_GAIN: f64 = 0.05;
+/// be predicted at least 10 % faster than the fastest single device (module docs).
+pub const MIN_SPLIT_GAIN: f64 = 0.10;
 
 /// The predicted step time, seconds, of the placement that puts colocation group `g` on
 /// `groups[g]`.
@@ -68,8 +69,8 @@ mod tests {
 
     #[test]
     fn a_split_within_the_margin_goes_back_to_one_device() {
-        // 1.04 s alone against 1.0 s split: 3.8 % faster, below the 5 % margin.
-        let (g, c, m) = fork(0.04);
+        // 1.08 s alone against 1.0 s split: 7.4 % faster, below the 10 % margin.
+        let (g, c, m) = fork(0.08);
         let split = ids(&[0, 1, 0]);
         let kept = keep_split_if_it_pays(&g, &c, &m, split.clone(), MIN_SPLIT_GAIN).unwrap();
         assert_eq!(kept, ids(&[0, 0, 0]));
