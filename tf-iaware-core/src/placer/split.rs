@@ -4,11 +4,14 @@
 //!
 //! A split is priced with more figures than one device is: the other devices' calibrated speed,
 //! the links between them, the transfers' overlap with compute. Each adds error, and a worker that
-//! answers late (a throttled task) slows every transfer it takes part in. On `paper` the
-//! simulator's whole-step error is 2–10 % in most runs and up to 20 % in some, and heft's splits
-//! predicted 7–15 % faster than one device ran from 10 % slower to 11 % faster
-//! (`benches/results/heft-paper/`): a predicted gain below about 10 % is no evidence of a gain,
+//! answers late slows every transfer it takes part in — above all a CPU-quota'd task, which after
+//! burning its quota waits out the rest of the CFS period, so a tensor sent to it waits too (the
+//! simulator does not model these waits yet). On `paper`, heft's splits predicted 7–17 % faster
+//! than one device ran from 15 % slower to 11 % faster, five of six no faster at all
+//! (`benches/results/heft-paper/`): a predicted gain below 20 % is no evidence of a gain there,
 //! while the split surely pays with transfers and with one more task that can slow down or fail.
+//! Where splits pay (a fast accelerator beside CPUs, devices on separate hosts) predicted gains
+//! are far larger.
 
 use super::simple::fastest_device_groups;
 use crate::cluster::{Cluster, DeviceId};
@@ -17,8 +20,8 @@ use crate::error::Result;
 use crate::graph::OpGraph;
 
 /// Default of [`PlaceOptions::min_split_gain`](super::PlaceOptions::min_split_gain): a split must
-/// be predicted at least 10 % faster than the fastest single device (module docs).
-pub const MIN_SPLIT_GAIN: f64 = 0.10;
+/// be predicted at least 20 % faster than the fastest single device (module docs).
+pub const MIN_SPLIT_GAIN: f64 = 0.20;
 
 /// The predicted step time, seconds, of the placement that puts colocation group `g` on
 /// `groups[g]`.
@@ -69,8 +72,8 @@ mod tests {
 
     #[test]
     fn a_split_within_the_margin_goes_back_to_one_device() {
-        // 1.08 s alone against 1.0 s split: 7.4 % faster, below the 10 % margin.
-        let (g, c, m) = fork(0.08);
+        // 1.2 s alone against 1.0 s split: 16.7 % faster, below the 20 % margin.
+        let (g, c, m) = fork(0.2);
         let split = ids(&[0, 1, 0]);
         let kept = keep_split_if_it_pays(&g, &c, &m, split.clone(), MIN_SPLIT_GAIN).unwrap();
         assert_eq!(kept, ids(&[0, 0, 0]));
