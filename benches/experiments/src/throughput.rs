@@ -158,8 +158,12 @@ fn measure(
             )?;
         }
     }
+    let n = contenders.len();
     for round in 0..o.repeats {
-        for c in contenders.iter_mut() {
+        // Each round starts with the next contender, so none is always measured right after
+        // another's steps (a worker still busy with them, or the machine's drift in one order).
+        for k in 0..n {
+            let c = &mut contenders[(round + k) % n];
             let what = format!("round {} {}", round + 1, c.strategy);
             for _ in 0..per_round {
                 let (loss, ms, _) = c
