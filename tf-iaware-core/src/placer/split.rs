@@ -8,8 +8,9 @@
 //! burning its quota waits out the rest of the CFS period, so a tensor sent to it waits too (the
 //! simulator does not model these waits yet). On `paper`, heft's splits predicted 7–17 % faster
 //! than one device ran from 15 % slower to 11 % faster, five of six no faster at all
-//! (`benches/results/heft-paper/`): a predicted gain below 20 % is no evidence of a gain there,
-//! while the split surely pays with transfers and with one more task that can slow down or fail.
+//! (`benches/results/heft-split-margin/`): a predicted gain below 20 % is no evidence of a gain
+//! there, while the split surely pays with transfers and with one more task that can slow down or
+//! fail.
 //! Where splits pay (a fast accelerator beside CPUs, devices on separate hosts) predicted gains
 //! are far larger.
 
