@@ -342,6 +342,46 @@ pub fn parse_process_ticks(text: &str, path: &Path) -> Result<u64> {
     Ok(stat.utime.saturating_add(stat.stime))
 }
 
+/// How many of the threads described by `text` are runnable (state `R`: on a CPU or waiting
+/// for one): `text` holds one `/proc/<pid>/task/<tid>/stat` line per thread, as
+/// [`ProcFile::ProcessTasks`] gives them.
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if there is no thread line, or a line has no state after
+/// its `(comm)`.
+pub fn parse_runnable_threads(text: &str, path: &Path) -> Result<u32> {
+    let mut threads = 0;
+    let mut runnable = 0;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        // The command name may hold spaces and parentheses: the state follows the last `)`.
+        let state = line
+            .rfind(')')
+            .and_then(|end| line[end + 1..].split_ascii_whitespace().next())
+            .filter(|s| s.len() == 1)
+            .ok_or_else(|| Error::ProcFormat {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "line {}: not a thread stat line (no state after `(comm)`)",
+                    n + 1
+                ),
+            })?;
+        threads += 1;
+        if state == "R" {
+            runnable += 1;
+        }
+    }
+    if threads == 0 {
+        return Err(Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: "no thread stat line".into(),
+        });
+    }
+    Ok(runnable)
+}
+
 /// CPUs a process may run on (`Cpus_allowed_list` of `/proc/<pid>/status`: affinity ∩ cpuset),
 /// ascending; `None` if the kernel does not report it.
 ///
@@ -376,6 +416,10 @@ pub struct ProcReading {
     pub net: std::result::Result<Vec<NetCounters>, String>,
     /// CPU ticks used by the observed process.
     pub process_ticks: std::result::Result<u64, String>,
+    /// Threads of the observed process runnable right after `/proc/stat` was read (state `R`),
+    /// the reading thread included: the tasks of `procs_running` that are not competitors
+    /// ([`ProcFile::ProcessTasks`]).
+    pub own_runnable: std::result::Result<u32, String>,
     /// CPUs the observed process may run on.
     pub allowed_cpus: std::result::Result<Option<Vec<u32>>, String>,
     /// Host CPU pressure (`/proc/pressure/cpu`); `Ok(None)` where the kernel has no PSI.
@@ -399,6 +443,11 @@ pub enum ProcFile {
     ProcessStatus,
     /// `/proc/pressure/cpu` (absent on kernels without PSI, or with `psi=0`).
     Pressure,
+    /// `/proc/<pid>/task/*/stat` of the observed process, one line per thread, read right
+    /// after [`ProcFile::Stat`]; when the reading thread is not one of them (an agent observing
+    /// another process), its own `/proc/thread-self/stat` line is added, so the runnable ones
+    /// are exactly the tasks `procs_running` counted that are ours.
+    ProcessTasks,
 }
 
 impl ProcReading {
@@ -413,8 +462,11 @@ impl ProcReading {
     ) -> Result<ProcReading> {
         let (text, path) = read(ProcFile::Stat)?;
         let cpus = parse_stat_cpus(&text, &path)?;
+        // At (nearly) the instant of `procs_running`, before anything else is read.
+        let own_runnable = part(&mut read, ProcFile::ProcessTasks, parse_runnable_threads);
         Ok(ProcReading {
             cpus,
+            own_runnable,
             memory: part(&mut read, ProcFile::Meminfo, parse_meminfo),
             load: part(&mut read, ProcFile::Loadavg, parse_loadavg),
             net: part(&mut read, ProcFile::NetDev, parse_net_dev),
@@ -487,7 +539,13 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
             .allowed_cpus
             .unwrap_err()
             .contains("/fixture/ProcessStatus"));
-        assert_eq!(asked.len(), 7);
+        assert_eq!(asked.len(), 8);
+        assert_eq!(
+            asked[..2],
+            [ProcFile::Stat, ProcFile::ProcessTasks],
+            "our threads are counted right after the run queue"
+        );
+        assert!(r.own_runnable.unwrap_err().contains("ProcessTasks"));
         assert_eq!(r.cpus.procs_running, Some(6));
         assert_eq!(r.cpu_pressure, Ok(None), "no PSI is not a fault");
         let err =
@@ -495,6 +553,33 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
                 .unwrap_err();
         assert!(err.to_string().contains("Stat"), "{err}");
     }
+    #[test]
+    fn runnable_threads_are_counted_by_state() {
+        // Recorded from a TensorFlow process starting its pools (comm with spaces and
+        // parentheses, as `tf_Compute (1)` could be), and the reading thread.
+        let text = "4242 (tf-iaware) S 1 4242 4242 0 -1 4194560 1 0 0 0 5 2 0 0 20 0 9 0\n\
+4250 (tf_Compute (1)) R 1 4242 4242 0 -1 4194368 0 0 0 0 3 0 0 0 20 0 9 0\n\
+4251 (tf_Compute) S 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n\
+4252 (tf-iaware-moni) R 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n\
+4253 (tf_Compute) D 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n";
+        let p = Path::new("/proc/self/task");
+        assert_eq!(parse_runnable_threads(text, p).unwrap(), 2);
+        assert_eq!(parse_runnable_threads("1 (sleep) S 0\n", p).unwrap(), 0);
+        for bad in [
+            "",
+            "\n",
+            "4242 tf-iaware R 1\n",
+            "4242 (x)\n",
+            "4242 (x) Run 1\n",
+        ] {
+            let err = parse_runnable_threads(bad, p).unwrap_err();
+            assert!(
+                err.to_string().contains("/proc/self/task"),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn stat_keeps_cpu_numbers() {
         let s = parse_stat_cpus(STAT, p()).unwrap();
