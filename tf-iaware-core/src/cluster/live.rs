@@ -21,12 +21,12 @@
 //!   CPUs between *runnable threads*, not between processes, so the model counts them, from
 //!   the kernel's own signals:
 //!   - on the host: the run queue (`procs_running` of `/proc/stat`, less our own runnable
-//!     threads counted at the same instant — the reading thread among them; where they were
-//!     not counted, the reader and our measured use — and less the co-tenants inside our
+//!     threads counted on both sides of that read — the reading thread among them; where they
+//!     were not counted, the reader and our measured use — and less the co-tenants inside our
 //!     quota), the co-tenants' measured use, and CPU pressure (PSI `some avg10`: the share of
-//!     time some task waited for a CPU — "one more runnable task than cores" that share of the
-//!     time), scaled to the `M` CPUs the process may run on (its cpuset and affinity) — `n`
-//!     competing threads;
+//!     time some task waited for a CPU — "one more runnable task than cores" that share of
+//!     the time), scaled to the `M` CPUs the process may run on (its cpuset and affinity) —
+//!     `n` competing threads;
 //!   - inside the process's own quota'd cgroup (quota `q`): co-tenants there compete for the
 //!     quota, not for the machine — `k` threads, estimated from their use (a thread uses at
 //!     most one core, or `q` when the quota is smaller) and the cgroup's own PSI (v2

@@ -8,6 +8,7 @@
 //! needs them), and `/proc/meminfo`, because procfs requires twenty-odd fields that virtualised
 //! meminfo files (LXCFS, gVisor) omit while we need three.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use procfs_core::FromRead;
@@ -342,35 +343,38 @@ pub fn parse_process_ticks(text: &str, path: &Path) -> Result<u64> {
     Ok(stat.utime.saturating_add(stat.stime))
 }
 
-/// How many of the threads described by `text` are runnable (state `R`: on a CPU or waiting
-/// for one): `text` holds one `/proc/<pid>/task/<tid>/stat` line per thread, as
+/// The ids of the threads described by `text` that are runnable (state `R`: on a CPU or
+/// waiting for one): `text` holds one `/proc/<pid>/task/<tid>/stat` line per thread, as
 /// [`ProcFile::ProcessTasks`] gives them.
 ///
 /// # Errors
-/// [`Error::ProcFormat`] naming `path` if there is no thread line, or a line has no state after
-/// its `(comm)`.
-pub fn parse_runnable_threads(text: &str, path: &Path) -> Result<u32> {
+/// [`Error::ProcFormat`] naming `path` if there is no thread line, or a line has no thread id
+/// before its `(comm)` or no state after it.
+pub fn parse_runnable_threads(text: &str, path: &Path) -> Result<BTreeSet<u32>> {
     let mut threads = 0;
-    let mut runnable = 0;
+    let mut runnable = BTreeSet::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
+        let bad = || Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: format!(
+                "line {}: not a thread stat line (`tid (comm) state …`)",
+                n + 1
+            ),
+        };
         // The command name may hold spaces and parentheses: the state follows the last `)`.
+        let (open, close) = line.find(" (").zip(line.rfind(')')).ok_or_else(bad)?;
+        let tid = line[..open].trim().parse::<u32>().map_err(|_| bad())?;
         let state = line
-            .rfind(')')
-            .and_then(|end| line[end + 1..].split_ascii_whitespace().next())
+            .get(close + 1..)
+            .and_then(|rest| rest.split_ascii_whitespace().next())
             .filter(|s| s.len() == 1)
-            .ok_or_else(|| Error::ProcFormat {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "line {}: not a thread stat line (no state after `(comm)`)",
-                    n + 1
-                ),
-            })?;
+            .ok_or_else(bad)?;
         threads += 1;
         if state == "R" {
-            runnable += 1;
+            runnable.insert(tid);
         }
     }
     if threads == 0 {
@@ -416,9 +420,10 @@ pub struct ProcReading {
     pub net: std::result::Result<Vec<NetCounters>, String>,
     /// CPU ticks used by the observed process.
     pub process_ticks: std::result::Result<u64, String>,
-    /// Threads of the observed process runnable right after `/proc/stat` was read (state `R`),
-    /// the reading thread included: the tasks of `procs_running` that are not competitors
-    /// ([`ProcFile::ProcessTasks`]).
+    /// Threads of the observed process runnable when `/proc/stat` was read — state `R` just
+    /// before it or just after it, each thread once — the reading thread included: the tasks of
+    /// `procs_running` that are not competitors ([`ProcFile::ProcessTasksBefore`],
+    /// [`ProcFile::ProcessTasks`]).
     pub own_runnable: std::result::Result<u32, String>,
     /// CPUs the observed process may run on.
     pub allowed_cpus: std::result::Result<Option<Vec<u32>>, String>,
@@ -446,8 +451,14 @@ pub enum ProcFile {
     /// `/proc/<pid>/task/*/stat` of the observed process, one line per thread, read right
     /// after [`ProcFile::Stat`]; when the reading thread is not one of them (an agent observing
     /// another process), its own `/proc/thread-self/stat` line is added, so the runnable ones
-    /// are exactly the tasks `procs_running` counted that are ours.
+    /// are the tasks `procs_running` counted that are ours.
     ProcessTasks,
+    /// The same as [`ProcFile::ProcessTasks`], read right *before* [`ProcFile::Stat`]: a
+    /// thread of ours that was runnable at either read is taken as counted in
+    /// `procs_running` (TensorFlow's pool threads spin before they sleep, and a count taken
+    /// on one side only would leave the ones that went to sleep in between to the
+    /// competitors).
+    ProcessTasksBefore,
 }
 
 impl ProcReading {
@@ -460,10 +471,21 @@ impl ProcReading {
     pub fn parse(
         mut read: impl FnMut(ProcFile) -> Result<(String, PathBuf)>,
     ) -> Result<ProcReading> {
+        // Our runnable threads on both sides of `procs_running`, nothing else read between.
+        let before = part(
+            &mut read,
+            ProcFile::ProcessTasksBefore,
+            parse_runnable_threads,
+        );
         let (text, path) = read(ProcFile::Stat)?;
         let cpus = parse_stat_cpus(&text, &path)?;
-        // At (nearly) the instant of `procs_running`, before anything else is read.
-        let own_runnable = part(&mut read, ProcFile::ProcessTasks, parse_runnable_threads);
+        let after = part(&mut read, ProcFile::ProcessTasks, parse_runnable_threads);
+        let own_runnable = match (before, after) {
+            (Ok(b), Ok(a)) => Ok(b.union(&a).count()),
+            (Ok(one), Err(_)) | (Err(_), Ok(one)) => Ok(one.len()),
+            (Err(_), Err(e)) => Err(e),
+        }
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
         Ok(ProcReading {
             cpus,
             own_runnable,
@@ -539,11 +561,15 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
             .allowed_cpus
             .unwrap_err()
             .contains("/fixture/ProcessStatus"));
-        assert_eq!(asked.len(), 8);
+        assert_eq!(asked.len(), 9);
         assert_eq!(
-            asked[..2],
-            [ProcFile::Stat, ProcFile::ProcessTasks],
-            "our threads are counted right after the run queue"
+            asked[..3],
+            [
+                ProcFile::ProcessTasksBefore,
+                ProcFile::Stat,
+                ProcFile::ProcessTasks
+            ],
+            "our threads are counted on both sides of the run queue"
         );
         assert!(r.own_runnable.unwrap_err().contains("ProcessTasks"));
         assert_eq!(r.cpus.procs_running, Some(6));
@@ -563,14 +589,16 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
 4252 (tf-iaware-moni) R 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n\
 4253 (tf_Compute) D 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n";
         let p = Path::new("/proc/self/task");
-        assert_eq!(parse_runnable_threads(text, p).unwrap(), 2);
-        assert_eq!(parse_runnable_threads("1 (sleep) S 0\n", p).unwrap(), 0);
+        let ids = |t: &str| parse_runnable_threads(t, p).unwrap();
+        assert_eq!(ids(text), BTreeSet::from([4250, 4252]));
+        assert!(ids("1 (sleep) S 0\n").is_empty());
         for bad in [
             "",
             "\n",
             "4242 tf-iaware R 1\n",
             "4242 (x)\n",
             "4242 (x) Run 1\n",
+            "x (x) R 1\n",
         ] {
             let err = parse_runnable_threads(bad, p).unwrap_err();
             assert!(
@@ -578,6 +606,34 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
                 "{bad:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn our_threads_runnable_on_either_side_of_the_run_queue_count_once() {
+        // Thread 11 (the reader) is runnable in both reads, 12 was spinning before and went to
+        // sleep, 13 woke up after: three of ours may be in `procs_running`.
+        let before = "10 (tf) S 1\n11 (reader) R 1\n12 (tf_pool) R 1\n13 (tf_pool) S 1\n";
+        let after = "10 (tf) S 1\n11 (reader) R 1\n12 (tf_pool) S 1\n13 (tf_pool) R 1\n";
+        let reading = |before: Option<&'static str>, after: Option<&'static str>| {
+            ProcReading::parse(|file| {
+                let path = PathBuf::from(format!("/fixture/{file:?}"));
+                let text = match file {
+                    ProcFile::Stat => Some(STAT),
+                    ProcFile::ProcessTasksBefore => before,
+                    ProcFile::ProcessTasks => after,
+                    _ => None,
+                };
+                text.map(|t| (t.to_string(), path.clone()))
+                    .ok_or_else(|| Error::io(&path, std::io::ErrorKind::NotFound.into()))
+            })
+            .unwrap()
+            .own_runnable
+        };
+        assert_eq!(reading(Some(before), Some(after)), Ok(3));
+        assert_eq!(reading(None, Some(after)), Ok(2), "one side: its count");
+        assert_eq!(reading(Some(before), None), Ok(2));
+        let neither = reading(None, None).unwrap_err();
+        assert!(neither.contains("ProcessTasks"), "{neither}");
     }
 
     #[test]

@@ -484,6 +484,7 @@ fn recorded(case: &str) -> Snapshot {
                 ProcFile::Pressure => "pressure_cpu",
                 ProcFile::ProcessStat => "process_stat",
                 ProcFile::ProcessStatus => "process_status",
+                ProcFile::ProcessTasksBefore => "own_tasks_before",
                 ProcFile::ProcessTasks => "own_tasks",
                 _ => "not-recorded",
             };

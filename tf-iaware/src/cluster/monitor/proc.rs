@@ -57,7 +57,7 @@ impl ProcSource {
                 ProcFile::ProcessStat => self.process_dir.join("stat"),
                 ProcFile::ProcessStatus => self.process_dir.join("status"),
                 ProcFile::Pressure => self.proc_dir.join("pressure/cpu"),
-                ProcFile::ProcessTasks => return self.task_stats(),
+                ProcFile::ProcessTasks | ProcFile::ProcessTasksBefore => return self.task_stats(),
             };
             Ok((read_text(&path)?, path))
         })
@@ -65,7 +65,7 @@ impl ProcSource {
 
     /// The `stat` lines of the observed process's threads (`<pid>/task/*/stat`), and the
     /// reading thread's own (`thread-self/stat`) when it is not one of them
-    /// ([`ProcFile::ProcessTasks`]). A thread that ends while the folder is read is skipped.
+    /// ([`ProcFile::ProcessTasks`], [`ProcFile::ProcessTasksBefore`]). A thread that ends while the folder is read is skipped.
     fn task_stats(&self) -> Result<(String, PathBuf)> {
         let dir = self.process_dir.join("task");
         let mut text = String::new();
@@ -131,7 +131,7 @@ mod tests {
         assert!(path.ends_with("task"), "{}", path.display());
         let me = current_thread_line(&text);
         assert!(me.is_some(), "the reader's own line is added: {text}");
-        assert!(parse_runnable_threads(&text, &path).unwrap() >= 1);
+        assert!(!parse_runnable_threads(&text, &path).unwrap().is_empty());
         assert!(ProcSource::new(Path::new("/"), Some(std::process::id())).reader_inside);
     }
 
