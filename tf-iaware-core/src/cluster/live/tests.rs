@@ -538,6 +538,10 @@ fn recorded_cotenants_lower_availability_as_the_kernel_counts_them() {
     for n in [0, 1, 2, 4, 8] {
         let s = recorded(&format!("host-{n}"));
         assert!(s.cpu.pressure_some_ratio.is_some(), "PSI recorded");
+        // Counted on both sides of each procs_running: the reader (the recording shell) is
+        // ours and runnable, the observed `sleep` is not.
+        let own = s.cpu.own_runnable_tasks.unwrap();
+        assert_eq!((own.min, own.max), (1.0, 1.0), "host-{n}");
         let runnable = s.cpu.runnable_tasks.unwrap();
         let f = cpu_figures(&s, None).unwrap();
         assert!(f.availability > 0.0 && f.availability <= 1.0, "{f:?}");
@@ -569,6 +573,7 @@ fn recorded_cotenants_lower_availability_as_the_kernel_counts_them() {
 #[test]
 fn recorded_cotenant_inside_a_quota_takes_its_share_of_it() {
     let alone = cpu_figures(&recorded("quota-0"), None).unwrap();
+    eprintln!("quota-0: {alone:?}");
     let shared_snap = recorded("quota-1");
     let shared = cpu_figures(&shared_snap, None).unwrap();
     let cg = shared_snap.cgroup.as_ref().unwrap();
@@ -577,6 +582,7 @@ fn recorded_cotenant_inside_a_quota_takes_its_share_of_it() {
     assert!(alone.availability > 0.9, "{alone:?}");
     // The co-tenant used (almost) the whole quota: one competing thread beside TensorFlow's
     // two (2 cores; its pools are not sized by the quota), about two thirds: d / (d + k).
+    eprintln!("quota-1: {shared:?}");
     let k = shared.contention.group_competitors;
     assert!(k > 0.8 && k <= 1.0 + 1e-9, "{shared:?}");
     assert_eq!(shared.contention.demand, 2.0);
