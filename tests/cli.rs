@@ -352,6 +352,11 @@ fn measured_op_times_feed_the_cost_model() {
         "the traced steps' ops are saved: {}",
         samples.len()
     );
+    // Each with the availability its device was read at, to scale by a later reading.
+    for s in samples {
+        let a = s["availability"].as_f64();
+        assert!(a.is_some_and(|a| a > 0.0 && a <= 1.0), "{s}");
+    }
     let predict = |extra: &[&str]| {
         let mut args = vec![
             "simulate",

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use tf_iaware::cost::Measurements;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::data_parallel;
@@ -146,12 +145,8 @@ pub fn run(args: &Args) -> Result<()> {
     if let Some(path) = &args.save_measurements {
         // The last timed step's trace and a few more: medians shrug off a hiccup.
         let more = trainer.traced_steps(args.warmup + args.steps, MEASURED_STEPS - 1)?;
-        let mut m = Measurements::new();
-        for stats in train.step_stats.iter().chain(&more) {
-            m.add_step_stats(stats);
-        }
-        // Saved under the user's op names: a fused kernel's time split over the ops it replaced.
-        let m = m.attributed(&plan.analyzed().op_graph);
+        // Under the user's op names, with the availability the run was placed with.
+        let m = plan.measurements(train.step_stats.iter().chain(&more));
         common::write_file(path, &serde_json::to_string(&m)?)?;
         log::info!(
             "{} op timings of {} traced steps written to {}",

@@ -20,22 +20,31 @@
 //! * **contention** within that cap (`s`, [`contention`]). The kernel's fair scheduler shares
 //!   CPUs between *runnable threads*, not between processes, so the model counts them, from
 //!   the kernel's own signals:
-//!   - on the host: the run queue (`procs_running` of `/proc/stat`, less the reading thread,
-//!     our own threads and the co-tenants inside our quota), the co-tenants' measured use, and
-//!     CPU pressure (PSI `some avg10`: the share of time some task waited for a CPU — "one
-//!     more runnable task than cores" that share of the time), scaled to the `M` CPUs the
-//!     process may run on (its cpuset and affinity) — `n` competing threads;
+//!   - on the host: the run queue (`procs_running` of `/proc/stat`, less our own runnable
+//!     threads counted on both sides of that read — the reading thread among them; where they
+//!     were not counted, the reader and our measured use — and less the co-tenants inside our
+//!     quota), the co-tenants' measured use, and CPU pressure (PSI `some avg10`: the share of
+//!     time some task waited for a CPU — "one more runnable task than cores" that share of
+//!     the time), scaled to the `M` CPUs the process may run on (its cpuset and affinity) —
+//!     `n` competing threads;
 //!   - inside the process's own quota'd cgroup (quota `q`): co-tenants there compete for the
 //!     quota, not for the machine — `k` threads, estimated from their use (a thread uses at
 //!     most one core, or `q` when the quota is smaller) and the cgroup's own PSI (v2
 //!     `cpu.pressure`).
 //!
 //!   A thread of ours runs at `r = min(1, M / (n + g + d), q / (d + k))` of a core, where `d`
-//!   (≥ 1) is the number of threads the process runs (one more op to run when it is idle; its
-//!   measured use when it is busy) and `g` the cores the in-cgroup co-tenants use. Without
-//!   competitors a thread runs at `min(1, C / d)`; `s = r / min(1, C / d)`, 0…1.
+//!   is the number of threads the process runs and `g` the cores the in-cgroup co-tenants
+//!   use. TensorFlow sizes its thread pools by the cores it may run on (`M`, not the quota) and
+//!   spreads an op's work over them, so `d = max(M, the process's measured use)`: what it
+//!   *will* run, also when it is read idle (`devices`, `simulate`, the start of `run`).
+//!   Without competitors a thread runs at `min(1, C / d)`; `s = r / min(1, C / d)`, 0…1.
 //!
-//! `availability = (C / A) × s`.
+//! `availability = (C / A) × s`. So `n` CPU-bound co-tenants on `M` cores leave `M / (n + M)`
+//! (2 cores: 1, ⅔, ½, ⅓, ⅕ for 0, 1, 2, 4, 8 — a step `(n + M) / M` times as long); under
+//! a quota `q`, co-tenants inside the cgroup that keep `k` threads busy leave `d / (d + k)` of
+//! it (⅔ for one CPU-bound co-tenant beside a process on 2 cores), and host co-tenants cost
+//! nothing until the machine's share per thread falls below the quota's, `M / (n + g + d) <
+//! q / (d + k)`.
 //!
 //! Every signal may be missing (a kernel without PSI, an exporter page without the run queue,
 //! an agent of an older version): the model then uses what is left — at worst the co-tenants'
@@ -67,6 +76,10 @@ pub struct ContentionInputs {
     pub cotenant_cores: Option<f64>,
     /// Tasks runnable on the host (`procs_running`, averaged, the reading thread included).
     pub runnable_tasks: Option<f64>,
+    /// Of `runnable_tasks`, those that are the process's own threads or the reading thread,
+    /// counted at the same instants and averaged the same way (`None`: unknown, taken as the
+    /// reader plus `own_cores`).
+    pub own_runnable: Option<f64>,
     /// Host CPU pressure, `some avg10`, 0–1.
     pub pressure_some: Option<f64>,
     /// The process's quota'd cgroup, when it has one that binds (quota below `M`).
@@ -93,7 +106,7 @@ pub struct Contention {
     pub host_competitors: f64,
     /// Threads competing with it for its cgroup's quota, `k`.
     pub group_competitors: f64,
-    /// Threads the process runs, `d` (≥ 1).
+    /// Threads the process runs, `d` (≥ `M`, module docs).
     pub demand: f64,
 }
 
@@ -104,8 +117,8 @@ pub const MIN_CONTENDED_SHARE: f64 = 1e-3;
 /// The contended share of a CPU device from the kernel's contention signals (module docs):
 /// the per-thread rate of the process's threads among every runnable thread on its CPUs and in
 /// its cgroup, relative to their rate alone. Keeps falling as co-tenants are added: with `n`
-/// CPU-bound co-tenants on `M` cores and one thread of ours, `min(1, M / (n + 1))`. Non-finite
-/// inputs count as absent; no competitors (or no information) give 1.
+/// CPU-bound co-tenants on `M` cores and the `M` threads of ours TensorFlow runs there,
+/// `M / (n + M)`. Non-finite inputs count as absent; no competitors (or no information) give 1.
 pub fn contention(i: &ContentionInputs) -> Contention {
     let finite = |x: f64| if x.is_finite() { x.max(0.0) } else { 0.0 };
     let logical = finite(i.logical).max(1.0);
@@ -116,7 +129,8 @@ pub fn contention(i: &ContentionInputs) -> Contention {
         machine
     };
     let own = finite(i.own_cores);
-    let demand = own.clamp(1.0, machine);
+    // TensorFlow runs its pools on every core it may use, whether or not it is busy now.
+    let demand = own.max(machine);
     // Co-tenants inside our cgroup: threads from their use (one thread uses at most one core,
     // or the quota) plus "one more waiting" for the share of time the group's PSI says so.
     let (quota, group_others, group_k) = match &i.group {
@@ -134,10 +148,15 @@ pub fn contention(i: &ContentionInputs) -> Contention {
         .map(|c| (finite(c) - group_others).max(0.0) * on_ours)
         .unwrap_or(0.0)
         .min(machine);
+    // Ours in the run queue: counted at the same instants, else the reader and our use.
+    let ours = i
+        .own_runnable
+        .filter(|o| o.is_finite())
+        .map_or(1.0 + own, |o| o.max(0.0));
     let queued = i
         .runnable_tasks
         .filter(|r| r.is_finite())
-        .map(|r| (r - 1.0 - own - group_others).max(0.0) * on_ours)
+        .map(|r| (r - ours - group_others).max(0.0) * on_ours)
         .unwrap_or(0.0);
     let waiting = busy + i.pressure_some.map_or(0.0, finite).min(1.0);
     let n = busy.max(queued).max(waiting);
@@ -242,6 +261,7 @@ pub fn cpu_figures(s: &Snapshot, cpu_model: Option<&str>) -> Option<CpuFigures> 
         own_cores: own,
         cotenant_cores,
         runnable_tasks: s.cpu.runnable_tasks.map(|r| r.ewma),
+        own_runnable: s.cpu.own_runnable_tasks.map(|r| r.ewma),
         pressure_some: s.cpu.pressure_some_ratio.map(|p| p.last),
         group,
     });

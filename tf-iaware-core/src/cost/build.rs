@@ -79,8 +79,11 @@ impl CostModel {
     /// (samples of ops of this graph on devices of this cluster; others are dropped).
     ///
     /// A sample's time `t` on device `d` is normalised to work `t × peak_flops(d) ×
-    /// availability(d)`, so it carries over to other devices of the same type in proportion to
-    /// their speed. For each (op, device type): the median of its own samples if it has any; else
+    /// availability`, the availability `d` had when the sample was taken
+    /// ([`OpSample::availability`](super::OpSample::availability); samples without one: its
+    /// availability in `cluster`), so it carries over to other devices of the same type in
+    /// proportion to their speed, and to `d` itself under more or less load than it was
+    /// measured under. For each (op, device type): the median of its own samples if it has any; else
     /// a least-squares line `work = a + b × size` (size = analytic FLOPs + bytes) fitted over the
     /// measured ops of the same op type and device type; else the analytic time.
     ///

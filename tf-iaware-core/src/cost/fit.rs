@@ -1,8 +1,10 @@
 //! From timed op executions to costs: per-op medians and per-op-type lines.
 //!
 //! A sample's time `t` on device `d` becomes work `t × speed(d)` (FLOP-equivalents, speed =
-//! `peak_flops × availability`), so it carries over to every device of the same type in
-//! proportion to its speed. [`OpCostFitter`] collects, per (op type, device type), the points
+//! `peak_flops × availability`, the availability the sample was taken at where it was recorded
+//! with it — [`OpSample::availability`](super::OpSample::availability) — else the device's
+//! now), so it carries over to every device of the same type in proportion to its speed, and
+//! to the same device when it is busier or quieter than when it was measured. [`OpCostFitter`] collects, per (op type, device type), the points
 //! `(analytic size, median work)` of every timed op — from one graph or from several (the
 //! calibration network at two batch sizes) — and fits `work = intercept + slope × size`
 //! ([`fit_affine`]): the [`OpTypeCost`]s a calibration stores and [`super::CostModel`] uses for
@@ -12,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{CostModel, MeasurementSummary, Measurements};
 use crate::cluster::calibration::fit::fit_affine;
-use crate::cluster::model::OpTypeCost;
+use crate::cluster::model::{OpTypeCost, MIN_AVAILABILITY};
 use crate::cluster::{Cluster, DeviceId};
 use crate::error::Result;
 use crate::graph::{DeviceType, NodeId, OpGraph};
@@ -45,10 +47,14 @@ pub(crate) fn node_medians(
             continue;
         }
         summary.samples_used += 1;
+        let speed = match s.availability.filter(|a| a.is_finite() && *a > 0.0) {
+            Some(then) => cluster.device(d).peak_flops * then.clamp(MIN_AVAILABILITY, 1.0),
+            None => model.speed(d),
+        };
         per_node
             .entry((node, model.device_type_index(d)))
             .or_default()
-            .push(s.seconds * model.speed(d));
+            .push(s.seconds * speed);
     }
     per_node
         .into_iter()

@@ -145,6 +145,7 @@ fn split(s: &OpSample, graph: &OpGraph, chain: &[NodeId], out: &mut Measurements
             seconds: s.seconds * share,
             kernel: None,
             fused_into: Some(s.node.clone()),
+            availability: s.availability,
         });
     }
 }
@@ -187,6 +188,7 @@ mod tests {
             seconds,
             kernel: Some(kernel.into()),
             fused_into: None,
+            availability: None,
         }
     }
 
@@ -221,6 +223,11 @@ mod tests {
         );
         assert_eq!(conv.fused_into.as_deref(), Some("conv1/Relu"));
         assert_eq!(attribute(&a, &g), a, "attributing twice changes nothing");
+        // The parts keep the availability the kernel ran at.
+        let mut busy = m.clone();
+        busy.samples[0].availability = Some(0.25);
+        let a = attribute(&busy, &g);
+        assert!(a.samples[..3].iter().all(|s| s.availability == Some(0.25)));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::proto::StepStats;
 
@@ -26,6 +27,12 @@ pub struct OpSample {
     /// TensorFlow fused this op with others ([`Measurements::attributed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fused_into: Option<String>,
+    /// The device's availability (0–1) when the op ran ([`Measurements::record_availability`]):
+    /// the cost model turns the time into work at that share of the device, so a file recorded
+    /// on a quiet machine predicts longer times on a busy one. `None` (files of older versions):
+    /// the device's availability when the model is built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<f64>,
 }
 
 /// Timed op executions from real runs; feed them to
@@ -87,7 +94,29 @@ impl Measurements {
             seconds,
             kernel: None,
             fused_into: None,
+            availability: None,
         });
+    }
+
+    /// Records on every sample that has none the availability its device has in `cluster`
+    /// (read live while the samples were taken, as `run --save-measurements` does with the
+    /// cluster it ran on); samples of devices `cluster` does not have keep none. Returns how
+    /// many samples got one.
+    pub fn record_availability(&mut self, cluster: &Cluster) -> usize {
+        let mut recorded = 0;
+        for s in self.samples.iter_mut().filter(|s| s.availability.is_none()) {
+            let device = cluster
+                .index_of(&s.device)
+                .or_else(|| cluster.resolve("(step stats)", &s.device).ok());
+            if let Some(d) = device {
+                let a = cluster.device(d).availability;
+                if a.is_finite() && a > 0.0 {
+                    s.availability = Some(a.min(1.0));
+                    recorded += 1;
+                }
+            }
+        }
+        recorded
     }
 
     /// Number of samples.
@@ -158,6 +187,7 @@ impl Measurements {
                     seconds: t,
                     kernel: kernel.map(str::to_string),
                     fused_into: None,
+                    availability: None,
                 });
             }
         }

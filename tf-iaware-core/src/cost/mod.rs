@@ -675,6 +675,56 @@ mod tests {
     }
 
     #[test]
+    fn measured_times_follow_the_load_they_were_taken_under() {
+        let g = graph();
+        let quiet = cluster();
+        let mut busy = cluster();
+        busy.devices[0].availability = 0.2;
+        // mm ran 600 µs on CPU:0 while it was fully available; relu 50 µs on CPU:1 (half).
+        let mut meas = Measurements::new();
+        meas.add("mm", CPU0, 600e-6);
+        meas.add("relu", CPU1, 50e-6);
+        meas.add("relu", "/job:elsewhere/replica:0/task:0/device:CPU:0", 1.0);
+        assert_eq!(
+            meas.record_availability(&quiet),
+            2,
+            "not the unknown device"
+        );
+        assert_eq!(meas.samples[0].availability, Some(1.0));
+        assert_eq!(meas.samples[1].availability, Some(0.5));
+        assert_eq!(meas.samples[2].availability, None);
+        assert_eq!(meas.record_availability(&busy), 0, "recorded once");
+        let mm = NodeId::new(1);
+        let at_quiet = CostModel::with_measurements(&g, &quiet, &meas).unwrap();
+        let at_busy = CostModel::with_measurements(&g, &busy, &meas).unwrap();
+        let (t1, t02) = (
+            at_quiet.op_time(mm, DeviceId::new(0)),
+            at_busy.op_time(mm, DeviceId::new(0)),
+        );
+        assert!((t1 - 601e-6).abs() < 1e-12, "{t1}");
+        // A fifth of the device: five times as long (the per-op overhead stretches too).
+        assert!((t02 / t1 - 5.0).abs() < 1e-9, "{t02} vs {t1}");
+        // CPU:1 is as busy as when relu was timed there: its own time; on the quiet CPU:0
+        // twice as fast.
+        let relu = NodeId::new(2);
+        assert!((at_busy.op_time(relu, DeviceId::new(1)) - (50e-6 + 2e-6)).abs() < 1e-12);
+        assert!((at_busy.op_time(relu, DeviceId::new(0)) - (25e-6 * 5.0 + 5e-6)).abs() < 1e-12);
+        // A file of an older version has no availability: the samples are taken as measured
+        // at the availability the model is built with (today's behaviour), so the busy
+        // machine predicts the quiet time.
+        let text = r#"{"samples":[{"node":"mm","device":"/job:localhost/replica:0/task:0/device:CPU:0","seconds":0.0006}]}"#;
+        let old: Measurements = serde_json::from_str(text).unwrap();
+        assert_eq!(old.samples[0].availability, None);
+        let m = CostModel::with_measurements(&g, &busy, &old).unwrap();
+        assert!((m.op_time(mm, DeviceId::new(0)) - (600e-6 + 5e-6)).abs() < 1e-12);
+        // Written with it, read back with it; without it, as before.
+        let json = serde_json::to_string(&meas).unwrap();
+        assert!(json.contains("\"availability\":0.5"), "{json}");
+        assert_eq!(serde_json::from_str::<Measurements>(&json).unwrap(), meas);
+        assert_eq!(serde_json::to_string(&old).unwrap(), text);
+    }
+
+    #[test]
     fn the_fitter_turns_timed_ops_into_lines() {
         let g = graph();
         let c = cluster();

@@ -316,6 +316,11 @@ fn cpu_snapshot(
         available_cores: bank.update("available_cpu", t, available),
         load: noted(&cur.proc.load, notes),
         runnable_tasks: bank.update("runnable", t, cur.proc.cpus.procs_running.map(f64::from)),
+        own_runnable_tasks: bank.update(
+            "own_runnable",
+            t,
+            noted(&cur.proc.own_runnable, notes).map(f64::from),
+        ),
         pressure_some_ratio: bank.update(
             "cpu_pressure",
             t,
@@ -614,6 +619,8 @@ mod tests {
                     tx_bytes: 0,
                 }]),
                 process_ticks: Ok(own),
+                // The reader, and one busy thread of ours while we use CPU.
+                own_runnable: Ok(1 + u32::from(own > 0)),
                 allowed_cpus: Ok(None),
                 cpu_pressure: Ok(None),
             },
@@ -663,6 +670,7 @@ mod tests {
         assert_eq!(s.cpu.utilisation.unwrap().last, 0.75);
         assert_eq!(s.cpu.cores[1].utilisation.unwrap().last, 0.5);
         assert_eq!(s.cpu.own_cores.unwrap().last, 0.5);
+        assert_eq!(s.cpu.own_runnable_tasks.unwrap().last, 2.0);
         assert_eq!(s.cpu.cotenant_cores.unwrap().last, 1.0);
         assert_eq!(s.cpu.limit_cores, 2.0);
         assert_eq!(s.cpu.available_cores.unwrap().last, 1.0);

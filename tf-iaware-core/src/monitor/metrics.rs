@@ -85,8 +85,8 @@ mod tests {
     use super::*;
     use crate::monitor::snapshot::CpuModeSeconds;
     use crate::monitor::snapshot::{
-        CgroupSnapshot, CoreSnapshot, DeviceAvailability, DeviceKind, GpuSnapshot, LoadAverage,
-        MemorySnapshot, NetworkInterface, Smoothed,
+        CgroupSnapshot, CoreSnapshot, CpuSnapshot, DeviceAvailability, DeviceKind, GpuSnapshot,
+        LoadAverage, MemorySnapshot, NetworkInterface, Smoothed,
     };
 
     fn sm(x: f64) -> Smoothed {
@@ -131,7 +131,7 @@ mod tests {
     }
 
     /// [`full_snapshot`]'s CPUs.
-    fn full_cpu() -> crate::monitor::snapshot::CpuSnapshot {
+    fn full_cpu() -> CpuSnapshot {
         let secs = |b: f64| CpuModeSeconds {
             user: b + 0.01,
             nice: b + 0.02,
@@ -144,7 +144,7 @@ mod tests {
             guest: Some(b + 0.09),
             guest_nice: Some(0.1),
         };
-        crate::monitor::snapshot::CpuSnapshot {
+        CpuSnapshot {
             logical_cores: 2,
             utilisation: Some(sm(0.3)),
             cores: vec![
@@ -172,6 +172,7 @@ mod tests {
                 fifteen: 0.59,
             }),
             runnable_tasks: Some(sm(3.5)),
+            own_runnable_tasks: Some(sm(1.5)),
             pressure_some_ratio: Some(sm(0.25)),
         }
     }
@@ -409,6 +410,35 @@ mod tests {
                 f.name
             );
         }
+    }
+
+    #[test]
+    fn an_older_agents_page_without_our_runnable_threads_still_parses() {
+        // An agent of a version before `tf_iaware_own_runnable_tasks`: the same page less it.
+        let s = full_snapshot();
+        let old: String = render(&s)
+            .lines()
+            .filter(|l| !l.contains("tf_iaware_own_runnable_tasks"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let back = from_exposition(&Exposition::parse(&old).unwrap(), "local").unwrap();
+        assert_eq!(back.cpu.own_runnable_tasks, None);
+        let expected = Snapshot {
+            cpu: CpuSnapshot {
+                own_runnable_tasks: None,
+                ..s.cpu.clone()
+            },
+            ..s
+        };
+        assert_eq!(back, expected);
+        // And a JSON snapshot of that version.
+        let mut json = serde_json::to_value(&expected).unwrap();
+        json["cpu"]
+            .as_object_mut()
+            .unwrap()
+            .remove("own_runnable_tasks");
+        let back: Snapshot = serde_json::from_value(json).unwrap();
+        assert_eq!(back, expected);
     }
 
     #[test]

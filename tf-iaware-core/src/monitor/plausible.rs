@@ -35,7 +35,7 @@ pub fn implausible_readings(s: &Snapshot, now_unix_ms: u64, max_age_ms: u64) -> 
 }
 
 /// The CPU figures of `s` out of range: available and limit cores, the cgroup's allotment,
-/// runnable tasks.
+/// runnable tasks (all, and our own).
 fn cpu_readings(s: &Snapshot, out: &mut Vec<String>) {
     let cores = f64::from(s.cpu.logical_cores);
     if let Some(avail) = &s.cpu.available_cores {
@@ -67,18 +67,22 @@ fn cpu_readings(s: &Snapshot, out: &mut Vec<String>) {
             ));
         }
     }
-    if let Some((stat, v)) = s
-        .cpu
-        .runnable_tasks
-        .as_ref()
-        .map(stats)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|(_, v)| !v.is_finite() || *v < 0.0)
-    {
-        out.push(format!(
-            "tf_iaware_runnable_tasks{{stat=\"{stat}\"}} reads {v}: not a count of tasks ≥ 0"
-        ));
+    let counts = [
+        ("tf_iaware_runnable_tasks", &s.cpu.runnable_tasks),
+        ("tf_iaware_own_runnable_tasks", &s.cpu.own_runnable_tasks),
+    ];
+    for (series, count) in counts {
+        if let Some((stat, v)) = count
+            .as_ref()
+            .map(stats)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(_, v)| !v.is_finite() || *v < 0.0)
+        {
+            out.push(format!(
+                "{series}{{stat=\"{stat}\"}} reads {v}: not a count of tasks ≥ 0"
+            ));
+        }
     }
 }
 
@@ -206,10 +210,14 @@ mod tests {
     #[test]
     fn each_absurd_reading_is_named_with_its_series_and_value() {
         type Spoil = fn(&mut Snapshot);
-        let cases: [(Spoil, &str); 10] = [
+        let cases: [(Spoil, &str); 11] = [
             (
                 |s| s.cpu.runnable_tasks = Some(Smoothed::constant(-1.0)),
                 "tf_iaware_runnable_tasks{stat=\"last\"} reads -1",
+            ),
+            (
+                |s| s.cpu.own_runnable_tasks = Some(Smoothed::constant(f64::INFINITY)),
+                "tf_iaware_own_runnable_tasks{stat=\"last\"} reads inf",
             ),
             (
                 |s| {

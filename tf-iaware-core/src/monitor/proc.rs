@@ -8,6 +8,7 @@
 //! needs them), and `/proc/meminfo`, because procfs requires twenty-odd fields that virtualised
 //! meminfo files (LXCFS, gVisor) omit while we need three.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use procfs_core::FromRead;
@@ -342,6 +343,49 @@ pub fn parse_process_ticks(text: &str, path: &Path) -> Result<u64> {
     Ok(stat.utime.saturating_add(stat.stime))
 }
 
+/// The ids of the threads described by `text` that are runnable (state `R`: on a CPU or
+/// waiting for one): `text` holds one `/proc/<pid>/task/<tid>/stat` line per thread, as
+/// [`ProcFile::ProcessTasks`] gives them.
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` if there is no thread line, or a line has no thread id
+/// before its `(comm)` or no state after it.
+pub fn parse_runnable_threads(text: &str, path: &Path) -> Result<BTreeSet<u32>> {
+    let mut threads = 0;
+    let mut runnable = BTreeSet::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: format!(
+                "line {}: not a thread stat line (`tid (comm) state …`)",
+                n + 1
+            ),
+        };
+        // The command name may hold spaces and parentheses: the state follows the last `)`.
+        let (open, close) = line.find(" (").zip(line.rfind(')')).ok_or_else(bad)?;
+        let tid = line[..open].trim().parse::<u32>().map_err(|_| bad())?;
+        let state = line
+            .get(close + 1..)
+            .and_then(|rest| rest.split_ascii_whitespace().next())
+            .filter(|s| s.len() == 1)
+            .ok_or_else(bad)?;
+        threads += 1;
+        if state == "R" {
+            runnable.insert(tid);
+        }
+    }
+    if threads == 0 {
+        return Err(Error::ProcFormat {
+            path: path.to_path_buf(),
+            reason: "no thread stat line".into(),
+        });
+    }
+    Ok(runnable)
+}
+
 /// CPUs a process may run on (`Cpus_allowed_list` of `/proc/<pid>/status`: affinity ∩ cpuset),
 /// ascending; `None` if the kernel does not report it.
 ///
@@ -376,6 +420,11 @@ pub struct ProcReading {
     pub net: std::result::Result<Vec<NetCounters>, String>,
     /// CPU ticks used by the observed process.
     pub process_ticks: std::result::Result<u64, String>,
+    /// Threads of the observed process runnable when `/proc/stat` was read — state `R` just
+    /// before it or just after it, each thread once — the reading thread included: the tasks of
+    /// `procs_running` that are not competitors ([`ProcFile::ProcessTasksBefore`],
+    /// [`ProcFile::ProcessTasks`]).
+    pub own_runnable: std::result::Result<u32, String>,
     /// CPUs the observed process may run on.
     pub allowed_cpus: std::result::Result<Option<Vec<u32>>, String>,
     /// Host CPU pressure (`/proc/pressure/cpu`); `Ok(None)` where the kernel has no PSI.
@@ -399,6 +448,17 @@ pub enum ProcFile {
     ProcessStatus,
     /// `/proc/pressure/cpu` (absent on kernels without PSI, or with `psi=0`).
     Pressure,
+    /// `/proc/<pid>/task/*/stat` of the observed process, one line per thread, read right
+    /// after [`ProcFile::Stat`]; when the reading thread is not one of them (an agent observing
+    /// another process), its own `/proc/thread-self/stat` line is added, so the runnable ones
+    /// are the tasks `procs_running` counted that are ours.
+    ProcessTasks,
+    /// The same as [`ProcFile::ProcessTasks`], read right *before* [`ProcFile::Stat`]: a
+    /// thread of ours that was runnable at either read is taken as counted in
+    /// `procs_running` (TensorFlow's pool threads spin before they sleep, and a count taken
+    /// on one side only would leave the ones that went to sleep in between to the
+    /// competitors).
+    ProcessTasksBefore,
 }
 
 impl ProcReading {
@@ -411,10 +471,24 @@ impl ProcReading {
     pub fn parse(
         mut read: impl FnMut(ProcFile) -> Result<(String, PathBuf)>,
     ) -> Result<ProcReading> {
+        // Our runnable threads on both sides of `procs_running`, nothing else read between.
+        let before = part(
+            &mut read,
+            ProcFile::ProcessTasksBefore,
+            parse_runnable_threads,
+        );
         let (text, path) = read(ProcFile::Stat)?;
         let cpus = parse_stat_cpus(&text, &path)?;
+        let after = part(&mut read, ProcFile::ProcessTasks, parse_runnable_threads);
+        let own_runnable = match (before, after) {
+            (Ok(b), Ok(a)) => Ok(b.union(&a).count()),
+            (Ok(one), Err(_)) | (Err(_), Ok(one)) => Ok(one.len()),
+            (Err(_), Err(e)) => Err(e),
+        }
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
         Ok(ProcReading {
             cpus,
+            own_runnable,
             memory: part(&mut read, ProcFile::Meminfo, parse_meminfo),
             load: part(&mut read, ProcFile::Loadavg, parse_loadavg),
             net: part(&mut read, ProcFile::NetDev, parse_net_dev),
@@ -487,7 +561,17 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
             .allowed_cpus
             .unwrap_err()
             .contains("/fixture/ProcessStatus"));
-        assert_eq!(asked.len(), 7);
+        assert_eq!(asked.len(), 9);
+        assert_eq!(
+            asked[..3],
+            [
+                ProcFile::ProcessTasksBefore,
+                ProcFile::Stat,
+                ProcFile::ProcessTasks
+            ],
+            "our threads are counted on both sides of the run queue"
+        );
+        assert!(r.own_runnable.unwrap_err().contains("ProcessTasks"));
         assert_eq!(r.cpus.procs_running, Some(6));
         assert_eq!(r.cpu_pressure, Ok(None), "no PSI is not a fault");
         let err =
@@ -495,6 +579,63 @@ softirq 229245889 94 60001584 13619 5175704 2471304 28 51212741 59130143 0 51240
                 .unwrap_err();
         assert!(err.to_string().contains("Stat"), "{err}");
     }
+    #[test]
+    fn runnable_threads_are_counted_by_state() {
+        // Recorded from a TensorFlow process starting its pools (comm with spaces and
+        // parentheses, as `tf_Compute (1)` could be), and the reading thread.
+        let text = "4242 (tf-iaware) S 1 4242 4242 0 -1 4194560 1 0 0 0 5 2 0 0 20 0 9 0\n\
+4250 (tf_Compute (1)) R 1 4242 4242 0 -1 4194368 0 0 0 0 3 0 0 0 20 0 9 0\n\
+4251 (tf_Compute) S 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n\
+4252 (tf-iaware-moni) R 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n\
+4253 (tf_Compute) D 1 4242 4242 0 -1 4194368 0 0 0 0 0 0 0 0 20 0 9 0\n";
+        let p = Path::new("/proc/self/task");
+        let ids = |t: &str| parse_runnable_threads(t, p).unwrap();
+        assert_eq!(ids(text), BTreeSet::from([4250, 4252]));
+        assert!(ids("1 (sleep) S 0\n").is_empty());
+        for bad in [
+            "",
+            "\n",
+            "4242 tf-iaware R 1\n",
+            "4242 (x)\n",
+            "4242 (x) Run 1\n",
+            "x (x) R 1\n",
+        ] {
+            let err = parse_runnable_threads(bad, p).unwrap_err();
+            assert!(
+                err.to_string().contains("/proc/self/task"),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn our_threads_runnable_on_either_side_of_the_run_queue_count_once() {
+        // Thread 11 (the reader) is runnable in both reads, 12 was spinning before and went to
+        // sleep, 13 woke up after: three of ours may be in `procs_running`.
+        let before = "10 (tf) S 1\n11 (reader) R 1\n12 (tf_pool) R 1\n13 (tf_pool) S 1\n";
+        let after = "10 (tf) S 1\n11 (reader) R 1\n12 (tf_pool) S 1\n13 (tf_pool) R 1\n";
+        let reading = |before: Option<&'static str>, after: Option<&'static str>| {
+            ProcReading::parse(|file| {
+                let path = PathBuf::from(format!("/fixture/{file:?}"));
+                let text = match file {
+                    ProcFile::Stat => Some(STAT),
+                    ProcFile::ProcessTasksBefore => before,
+                    ProcFile::ProcessTasks => after,
+                    _ => None,
+                };
+                text.map(|t| (t.to_string(), path.clone()))
+                    .ok_or_else(|| Error::io(&path, std::io::ErrorKind::NotFound.into()))
+            })
+            .unwrap()
+            .own_runnable
+        };
+        assert_eq!(reading(Some(before), Some(after)), Ok(3));
+        assert_eq!(reading(None, Some(after)), Ok(2), "one side: its count");
+        assert_eq!(reading(Some(before), None), Ok(2));
+        let neither = reading(None, None).unwrap_err();
+        assert!(neither.contains("ProcessTasks"), "{neither}");
+    }
+
     #[test]
     fn stat_keeps_cpu_numbers() {
         let s = parse_stat_cpus(STAT, p()).unwrap();

@@ -139,6 +139,11 @@ pub struct CpuSnapshot {
     /// (`procs_running` of `/proc/stat`, the reading thread included), count.
     #[serde(default)]
     pub runnable_tasks: Option<Smoothed>,
+    /// Of [`CpuSnapshot::runnable_tasks`], those that are the observed process's own threads or
+    /// the reading thread, counted at the same readings (state `R` in
+    /// `/proc/<pid>/task/*/stat`), count; `None` from an agent of an older version.
+    #[serde(default)]
+    pub own_runnable_tasks: Option<Smoothed>,
     /// Host CPU pressure: share of time some runnable task waited for a CPU
     /// (`/proc/pressure/cpu`, `some avg10`), 0–1; `None` where the kernel has no PSI.
     #[serde(default)]

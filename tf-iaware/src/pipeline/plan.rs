@@ -11,7 +11,7 @@ use crate::cluster::Cluster;
 use crate::cost::{CostModel, Measurements};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_bytes, analyze_graph, Analyzed};
-use crate::graph::proto::GraphDef;
+use crate::graph::proto::{GraphDef, StepStats};
 use crate::graph::OpGraph;
 use crate::graph::Sidecar;
 use crate::placer::apply;
@@ -339,6 +339,22 @@ impl Plan {
     /// The original graph, analysed (its GraphDef and OpGraph).
     pub fn analyzed(&self) -> &Analyzed {
         &self.analyzed
+    }
+
+    /// The op timings of traced steps of this plan's session ([`Run::traced`](super::Run::traced)
+    /// step stats, or the trainer's), ready to save and to price later plans with
+    /// ([`PlanOptions::measurements`]; `run --save-measurements` writes them): under the
+    /// graph's own op names (a fused kernel's time split over the ops it replaced) and with
+    /// each device's availability as the plan read it, so a later plan on a busier or quieter
+    /// machine scales them by its own reading.
+    pub fn measurements<'a>(&self, steps: impl IntoIterator<Item = &'a StepStats>) -> Measurements {
+        let mut m = Measurements::new();
+        for stats in steps {
+            m.add_step_stats(stats);
+        }
+        let mut m = m.attributed(&self.analyzed.op_graph);
+        m.record_availability(&self.cluster);
+        m
     }
 
     /// The placed GraphDef, serialized (to write to a file or import elsewhere).

@@ -89,6 +89,8 @@ fn host(machine: f64, runnable: f64) -> ContentionInputs {
         cotenant_cores: Some(runnable.min(machine)),
         // The co-tenants and the reading thread.
         runnable_tasks: Some(runnable + 1.0),
+        // Not counted: the reader and our use are taken off the run queue.
+        own_runnable: None,
         pressure_some: None,
         group: None,
     }
@@ -96,12 +98,13 @@ fn host(machine: f64, runnable: f64) -> ContentionInputs {
 
 #[test]
 fn availability_keeps_falling_with_cpu_bound_cotenants() {
-    // One more thread of ours among n CPU-bound co-tenants on 2 cores: min(1, 2 / (n + 1)).
+    // TensorFlow's 2 threads among n CPU-bound co-tenants on 2 cores: 2 / (n + 2), whether it
+    // is read idle (here) or busy.
     let shares: Vec<f64> = [0.0, 1.0, 2.0, 4.0, 8.0]
         .iter()
         .map(|n| contention(&host(2.0, *n)).share)
         .collect();
-    let expected = [1.0, 1.0, 2.0 / 3.0, 0.4, 2.0 / 9.0];
+    let expected = [1.0, 2.0 / 3.0, 0.5, 1.0 / 3.0, 0.2];
     for (s, e) in shares.iter().zip(expected) {
         assert!((s - e).abs() < 1e-12, "{shares:?}");
     }
@@ -120,12 +123,12 @@ fn availability_keeps_falling_with_cpu_bound_cotenants() {
         pressure_some: Some(1.0),
         ..host(2.0, 8.0)
     };
-    assert!((contention(&psi).share - 0.5).abs() < 1e-12);
+    assert!((contention(&psi).share - 2.0 / 5.0).abs() < 1e-12);
     let bare = ContentionInputs {
         pressure_some: None,
         ..psi
     };
-    assert!((contention(&bare).share - 2.0 / 3.0).abs() < 1e-12);
+    assert!((contention(&bare).share - 0.5).abs() < 1e-12);
     // A cpuset of 1 of 4 CPUs sees a quarter of the host's queue.
     let pinned = ContentionInputs {
         logical: 4.0,
@@ -151,6 +154,113 @@ fn availability_keeps_falling_with_cpu_bound_cotenants() {
 }
 
 #[test]
+fn our_own_runnable_threads_are_not_competitors() {
+    // One `yes` on 2 cores, read while TensorFlow starts its pools: at the sampling instant
+    // the run queue holds the co-tenant, the reader and 3 threads of ours, though over the
+    // interval we used only 0.3 of a core (issue 26: `devices` read 2.95 competitors).
+    let starting = ContentionInputs {
+        own_cores: 0.3,
+        runnable_tasks: Some(5.0),
+        ..host(2.0, 1.0)
+    };
+    let guessed = contention(&starting);
+    assert!(
+        (guessed.host_competitors - 3.7).abs() < 1e-12,
+        "{guessed:?}"
+    );
+    let counted = contention(&ContentionInputs {
+        own_runnable: Some(4.0),
+        ..starting.clone()
+    });
+    assert_eq!(counted.host_competitors, 1.0, "the yes alone");
+    assert!((counted.share - 2.0 / 3.0).abs() < 1e-12, "{counted:?}");
+    // An idle process: only the reader is ours; averaged counts stay fractional. (Without
+    // the co-tenants' measured use, so the queue alone decides.)
+    let idle = ContentionInputs {
+        own_cores: 0.0,
+        cotenant_cores: None,
+        runnable_tasks: Some(9.0),
+        own_runnable: Some(1.0),
+        ..host(2.0, 8.0)
+    };
+    assert_eq!(contention(&idle).host_competitors, 8.0);
+    let averaged = ContentionInputs {
+        runnable_tasks: Some(2.4),
+        own_runnable: Some(1.4),
+        ..idle.clone()
+    };
+    assert!((contention(&averaged).host_competitors - 1.0).abs() < 1e-12);
+    // More of ours than the queue held (the counts are read a moment apart): none compete;
+    // a count that is not a number is no count.
+    let over = ContentionInputs {
+        own_runnable: Some(12.0),
+        ..idle.clone()
+    };
+    assert_eq!(contention(&over).host_competitors, 0.0);
+    let nan = ContentionInputs {
+        own_runnable: Some(f64::NAN),
+        ..idle
+    };
+    assert_eq!(contention(&nan).host_competitors, 8.0, "reader + own use");
+}
+
+#[test]
+fn an_idle_process_is_priced_at_the_threads_tensorflow_will_run() {
+    // Read idle (own use 0) or busy (2 cores), TensorFlow runs 2 threads on 2 cores: one
+    // co-tenant leaves 2/3 (the old rule, d = own use ≥ 1, said 1 when idle), eight 1/5.
+    for own in [0.0, 0.4, 2.0] {
+        let read = |n: f64| {
+            contention(&ContentionInputs {
+                own_cores: own,
+                // The co-tenants, the reader and (busy) our runnable threads.
+                runnable_tasks: Some(n + 1.0 + own.floor()),
+                own_runnable: Some(1.0 + own.floor()),
+                ..host(2.0, n)
+            })
+        };
+        let one = read(1.0);
+        assert_eq!(one.demand, 2.0, "{own}: {one:?}");
+        assert!((one.share - 2.0 / 3.0).abs() < 1e-12, "{own}: {one:?}");
+        assert!((read(8.0).share - 0.2).abs() < 1e-12, "{own}");
+        assert_eq!(read(0.0).share, 1.0, "{own}");
+    }
+    // d is the cores it may run on, not the host's: pinned to 1 of 4 CPUs, one thread.
+    let pinned = ContentionInputs {
+        logical: 4.0,
+        machine: 1.0,
+        cap: 1.0,
+        ..host(4.0, 0.0)
+    };
+    assert_eq!(contention(&pinned).demand, 1.0);
+    // A quota does not shrink it (TensorFlow sizes its pools by visible cores): alone, a
+    // process capped at 0.5 of 2 cores runs each of its 2 threads at 0.25 and loses nothing.
+    let capped = ContentionInputs {
+        cap: 0.5,
+        group: Some(QuotaGroup {
+            quota_cores: 0.5,
+            others_cores: 0.0,
+            pressure_some: None,
+        }),
+        ..host(2.0, 0.0)
+    };
+    let c = contention(&capped);
+    assert_eq!((c.demand, c.share), (2.0, 1.0));
+    // One host co-tenant does not reach into the quota (2 / 3 of a core per thread > 0.25);
+    // six do (2 / 8 = 0.25): from there on the host's share binds.
+    let host_cotenants = |n: f64| {
+        contention(&ContentionInputs {
+            cotenant_cores: Some(n.min(2.0)),
+            runnable_tasks: Some(n + 1.0),
+            ..capped.clone()
+        })
+        .share
+    };
+    assert_eq!(host_cotenants(1.0), 1.0);
+    assert!((host_cotenants(6.0) - 1.0).abs() < 1e-12);
+    assert!((host_cotenants(8.0) - (2.0 / 10.0) / 0.25).abs() < 1e-12);
+}
+
+#[test]
 fn a_cotenant_inside_the_quota_competes_for_the_quota_not_the_machine() {
     // A worker in a 0.3-core cgroup on 2 cores; a CPU-bound process beside it in the same
     // cgroup uses 0.28 of the 0.30 cores (issue 26: the old model said 0.88).
@@ -163,6 +273,7 @@ fn a_cotenant_inside_the_quota_competes_for_the_quota_not_the_machine() {
         // The reader, and the co-tenant while it is not throttled (a throttled group's
         // tasks leave the run queue).
         runnable_tasks: Some(1.0 + others),
+        own_runnable: Some(1.0),
         pressure_some: None,
         group: Some(QuotaGroup {
             quota_cores: 0.3,
@@ -170,12 +281,15 @@ fn a_cotenant_inside_the_quota_competes_for_the_quota_not_the_machine() {
             pressure_some: None,
         }),
     };
+    // TensorFlow's 2 threads (it sizes its pools by the 2 cores, not by the quota) share the
+    // quota with the co-tenant's 0.28 / 0.3 of a thread: d / (d + k).
     let c = contention(&group(0.28));
+    assert_eq!(c.demand, 2.0);
     assert!(
-        (c.share - 0.3 / (1.0 + 0.28 / 0.3) / 0.3).abs() < 1e-12,
+        (c.share - (0.3 / (2.0 + 0.28 / 0.3)) / (0.3 / 2.0)).abs() < 1e-12,
         "{c:?}"
     );
-    assert!(c.share > 0.45 && c.share < 0.55, "about half: {c:?}");
+    assert!(c.share > 0.65 && c.share < 0.7, "about two thirds: {c:?}");
     assert_eq!(c.host_competitors, 0.0, "not counted twice");
     assert_eq!(contention(&group(0.0)).share, 1.0);
     // The cgroup's PSI adds a waiting thread for the share of time it reports.
@@ -329,10 +443,17 @@ fn contention_without_a_hard_cap_reads_the_run_queue() {
     let f = cpu_figures(&s, None).unwrap();
     assert_eq!((f.allotment, f.cap), (4.0, 4.0));
     assert_eq!(f.contention.host_competitors, 8.0);
-    assert!((f.availability - 4.0 / 9.0).abs() < 1e-12, "{f:?}");
+    assert_eq!(f.contention.demand, 4.0, "the 4 cores TensorFlow runs on");
+    assert!((f.availability - 4.0 / 12.0).abs() < 1e-12, "{f:?}");
+    // Our own runnable threads counted with the run queue: 3 of the 9 are ours (2 of
+    // TensorFlow's and the reader), so 6 compete, not the 8 "reader + own use" would leave.
+    s.cpu.own_runnable_tasks = Some(Smoothed::constant(3.0));
+    let f = cpu_figures(&s, None).unwrap();
+    assert_eq!(f.contention.host_competitors, 6.0);
+    assert!((f.availability - 4.0 / 10.0).abs() < 1e-12, "{f:?}");
     // An older agent's page without the run queue: the measured use only.
     s.cpu.runnable_tasks = None;
-    assert!((cpu_figures(&s, None).unwrap().availability - 0.8).abs() < 1e-12);
+    assert!((cpu_figures(&s, None).unwrap().availability - 0.5).abs() < 1e-12);
 }
 
 /// The snapshot the monitor derives from one recorded case of
@@ -363,6 +484,8 @@ fn recorded(case: &str) -> Snapshot {
                 ProcFile::Pressure => "pressure_cpu",
                 ProcFile::ProcessStat => "process_stat",
                 ProcFile::ProcessStatus => "process_status",
+                ProcFile::ProcessTasksBefore => "own_tasks_before",
+                ProcFile::ProcessTasks => "own_tasks",
                 _ => "not-recorded",
             };
             let path = dir.join(name);
@@ -415,11 +538,16 @@ fn recorded_cotenants_lower_availability_as_the_kernel_counts_them() {
     for n in [0, 1, 2, 4, 8] {
         let s = recorded(&format!("host-{n}"));
         assert!(s.cpu.pressure_some_ratio.is_some(), "PSI recorded");
+        // Counted on both sides of each procs_running: the reader (the recording shell) is
+        // ours and runnable, the observed `sleep` is not.
+        let own = s.cpu.own_runnable_tasks.unwrap();
+        assert_eq!((own.min, own.max), (1.0, 1.0), "host-{n}");
         let runnable = s.cpu.runnable_tasks.unwrap();
         let f = cpu_figures(&s, None).unwrap();
         assert!(f.availability > 0.0 && f.availability <= 1.0, "{f:?}");
-        // One thread of ours among those the run queue held on these 2 cores.
-        let fair = (2.0 / (runnable.ewma - 1.0 + 1.0)).min(1.0);
+        // TensorFlow's 2 threads among those the run queue held on these 2 cores (less the
+        // reader; the observed process is an idle `sleep`).
+        let fair = (2.0 / (runnable.ewma - 1.0 + 2.0)).min(1.0);
         assert!(f.availability <= fair + 1e-9, "{n}: {f:?} vs {fair}");
         eprintln!(
             "host-{n}: runnable {:.2} psi {:.2} competitors {:.2} availability {:.3}",
@@ -443,18 +571,24 @@ fn recorded_cotenants_lower_availability_as_the_kernel_counts_them() {
 }
 
 #[test]
-fn recorded_cotenant_inside_a_quota_halves_it() {
+fn recorded_cotenant_inside_a_quota_takes_its_share_of_it() {
     let alone = cpu_figures(&recorded("quota-0"), None).unwrap();
+    eprintln!("quota-0: {alone:?}");
     let shared_snap = recorded("quota-1");
     let shared = cpu_figures(&shared_snap, None).unwrap();
     let cg = shared_snap.cgroup.as_ref().unwrap();
     assert_eq!(cg.cpu_quota_cores, Some(0.3));
     assert!((alone.cap - 0.3).abs() < 1e-12 && (alone.allotment - 0.3).abs() < 1e-12);
     assert!(alone.availability > 0.9, "{alone:?}");
-    // The co-tenant used (almost) the whole quota: one competing thread, about half.
-    assert!(shared.contention.group_competitors > 0.8, "{shared:?}");
+    // The co-tenant used (almost) the whole quota: one competing thread beside TensorFlow's
+    // two (2 cores; its pools are not sized by the quota), about two thirds: d / (d + k).
+    eprintln!("quota-1: {shared:?}");
+    let k = shared.contention.group_competitors;
+    assert!(k > 0.8 && k <= 1.0 + 1e-9, "{shared:?}");
+    assert_eq!(shared.contention.demand, 2.0);
+    assert!(shared.availability <= 2.0 / (2.0 + k) + 1e-9, "{shared:?}");
     assert!(
-        shared.availability > 0.4 && shared.availability < 0.6,
+        shared.availability > 0.6 && shared.availability < 0.72,
         "{shared:?}"
     );
 }

@@ -141,6 +141,11 @@ pub(crate) static SERIES: &[Series] = &[
         Host(Stats(at!(opt cpu.runnable_tasks))),
     ),
     gauge(
+        "tf_iaware_own_runnable_tasks",
+        "Of the runnable tasks, the observed process's threads and the reader, count.",
+        Host(Stats(at!(opt cpu.own_runnable_tasks))),
+    ),
+    gauge(
         "tf_iaware_cpu_pressure_some_ratio",
         "Share of time some runnable task waited for a CPU (PSI some avg10), 0-1.",
         Host(Stats(at!(opt cpu.pressure_some_ratio))),

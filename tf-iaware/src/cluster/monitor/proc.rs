@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 pub(crate) struct ProcSource {
     proc_dir: PathBuf,
     process_dir: PathBuf,
+    /// The reading thread belongs to the observed process (it observes itself).
+    reader_inside: bool,
 }
 
 impl ProcSource {
@@ -26,6 +28,7 @@ impl ProcSource {
         ProcSource {
             proc_dir,
             process_dir,
+            reader_inside: pid.is_none_or(|p| p == std::process::id()),
         }
     }
 
@@ -54,9 +57,32 @@ impl ProcSource {
                 ProcFile::ProcessStat => self.process_dir.join("stat"),
                 ProcFile::ProcessStatus => self.process_dir.join("status"),
                 ProcFile::Pressure => self.proc_dir.join("pressure/cpu"),
+                ProcFile::ProcessTasks | ProcFile::ProcessTasksBefore => return self.task_stats(),
             };
             Ok((read_text(&path)?, path))
         })
+    }
+
+    /// The `stat` lines of the observed process's threads (`<pid>/task/*/stat`), and the
+    /// reading thread's own (`thread-self/stat`) when it is not one of them
+    /// ([`ProcFile::ProcessTasks`], [`ProcFile::ProcessTasksBefore`]). A thread that ends while the folder is read is skipped.
+    fn task_stats(&self) -> Result<(String, PathBuf)> {
+        let dir = self.process_dir.join("task");
+        let mut text = String::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            match std::fs::read_to_string(entry.path().join("stat")) {
+                Ok(line) => text.push_str(line.trim_end()),
+                // Exited between the listing and the read (ENOENT, or ESRCH from the kernel).
+                Err(_) => continue,
+            }
+            text.push('\n');
+        }
+        if !self.reader_inside {
+            text.push_str(read_text(&self.proc_dir.join("thread-self/stat"))?.trim_end());
+            text.push('\n');
+        }
+        Ok((text, dir))
     }
 
     /// Host name (`/proc/sys/kernel/hostname`), if readable.
@@ -89,6 +115,31 @@ mod tests {
         assert!(r.memory.is_ok(), "{:?}", r.memory);
         assert!(r.process_ticks.is_ok(), "{:?}", r.process_ticks);
         assert!(ticks_per_second() >= 1);
+        // The reading thread is ours and runnable while it reads.
+        let own = r.own_runnable.unwrap();
+        assert!(own >= 1, "{own}");
+    }
+
+    #[test]
+    fn an_observed_process_counts_the_reader_once() {
+        // This test's thread observes another process (its parent, the test harness's shell
+        // or init): the reader is added to that process's threads, and is runnable.
+        let parent = std::os::unix::process::parent_id();
+        let src = ProcSource::new(Path::new("/"), Some(parent));
+        assert!(!src.reader_inside);
+        let (text, path) = src.task_stats().unwrap();
+        assert!(path.ends_with("task"), "{}", path.display());
+        let me = current_thread_line(&text);
+        assert!(me.is_some(), "the reader's own line is added: {text}");
+        assert!(!parse_runnable_threads(&text, &path).unwrap().is_empty());
+        assert!(ProcSource::new(Path::new("/"), Some(std::process::id())).reader_inside);
+    }
+
+    /// The line of `text` that is this thread's.
+    fn current_thread_line(text: &str) -> Option<&str> {
+        let tid = crate::cluster::monitor::sampler::current_tid()?;
+        text.lines()
+            .find(|l| l.split_ascii_whitespace().next() == Some(&tid.to_string()))
     }
 
     #[test]
@@ -104,5 +155,6 @@ mod tests {
         let reason = r.memory.unwrap_err();
         assert!(reason.contains("meminfo"), "{reason}");
         assert!(r.process_ticks.unwrap_err().contains("proc/1/stat"));
+        assert!(r.own_runnable.unwrap_err().contains("proc/1/task"));
     }
 }

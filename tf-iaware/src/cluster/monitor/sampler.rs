@@ -420,6 +420,9 @@ mod tests {
             "warm-up gives a first utilisation"
         );
         assert!(s.cpu.logical_cores >= 1);
+        // The reading thread is ours and runnable at every reading.
+        let own = s.cpu.own_runnable_tasks.unwrap();
+        assert!(own.min >= 1.0, "{own:?}");
         assert!(s.gpus.is_empty());
         assert!(s
             .gpus_unavailable

@@ -100,6 +100,9 @@ pub(super) fn time_network(
     for stats in trainer.traced_steps(warmup + timed, traced)? {
         m.add_step_stats(&stats);
     }
+    // Normalised by the availability the calibration runs at (its capabilities are divided by
+    // the same reading).
+    m.record_availability(cluster);
     fitter.add(&analyzed.op_graph, cluster, &m)?;
     let g = &analyzed.op_graph;
     let step = g.ancestors(&[
