@@ -29,7 +29,7 @@ pub enum BatchData {
 
 /// Name of the op that initialises only the replicas' synthetic batches (after a re-plan, when
 /// the variables on the ps survived). Present in every replicated graph (a no-op for fed ones).
-const INIT_DATA_OP: &str = "init_data";
+pub const INIT_DATA_OP: &str = "init_data";
 
 /// Sets the leading dimension of a placeholder's `shape` attribute to `batch`.
 ///

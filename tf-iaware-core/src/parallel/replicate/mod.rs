@@ -38,7 +38,7 @@ use crate::proto::{GraphDef, NodeDef};
 
 use super::plan::{DataParallelPlan, Replica};
 use aggregate::Shares;
-pub use batch::BatchData;
+pub use batch::{BatchData, INIT_DATA_OP};
 
 /// Prefix of replica `k`'s copy of an op.
 pub fn replica_name(k: usize, op: &str) -> String {

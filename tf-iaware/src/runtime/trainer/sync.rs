@@ -11,6 +11,7 @@ use super::build::{build, run, Built, Master};
 use super::{Feedback, Progress, Run, STEP_TIMES_KEPT};
 use crate::error::{Error, Result};
 use crate::parallel::noise::{decide_resize, ResizeDecision};
+use crate::parallel::replicate::INIT_DATA_OP;
 use crate::parallel::DataParallelPlan;
 use crate::runtime::adapt::Adapter;
 use crate::runtime::checkpoint;
@@ -204,6 +205,10 @@ impl Run<'_> {
         let checkpoint = checkpoint::save(&self.built.session, &self.built.state, step)?;
         let next = self.build_for(&new, progress)?;
         checkpoint::restore(&next.session, &next.state, &checkpoint)?;
+        // Batches that live on the workers are variables of the new shares' sizes, which no
+        // checkpoint holds: draw them.
+        let init_data = next.session.op(INIT_DATA_OP, "synthetic data init")?;
+        next.session.run(&[], &[init_data], &[], false)?;
         self.gate.remap_counts(&plan, &new);
         {
             // A new graph's accumulators start at step 0 (backup workers).
