@@ -5,6 +5,8 @@
 # counts interleaved (ascending, then descending), each: start the co-tenants, wait SETTLE_S,
 # `devices --json` (availability, competing threads), `simulate --json` (predicted step),
 # `run --steps 20 --json` (its own prediction and the median of the 20 timed steps), stop them. Prints one TSV line per (round, co-tenants).
+# MEASURED=1: op timings of a `run --save-measurements` with no co-tenant (their availability
+# recorded with them) price `simulate` and `run` instead of the calibration alone.
 #
 # Usage: benches/results/availability-contention/run.sh [TF_IAWARE_BINARY] > results.tsv
 set -euo pipefail
@@ -21,6 +23,12 @@ cd "$WORK"
 "$B" model lenet --batch 32 --out lenet.pb 2>/dev/null
 TF_IAWARE_CALIBRATION_MIN_FREE=0 "$B" devices --cluster local:cpu=2 --calibrate --json \
   2>/dev/null >calibration.json
+measured=()
+if [[ ${MEASURED:-0} == 1 ]]; then
+  "$B" run --graph lenet.pb --cluster local:cpu=2 --strategy heft --steps 5 \
+    --save-measurements m.json 2>/dev/null >/dev/null
+  measured=(--measurements m.json)
+fi
 python3 - calibration.json >&2 <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -33,9 +41,10 @@ for ((r = 0; r < ROUNDS; r++)); do
     for ((k = 0; k < n; k++)); do yes >/dev/null & hogs+=($!); done
     sleep "$SETTLE_S"
     "$B" devices --cluster local:cpu=2 --json 2>/dev/null >devices.json
-    "$B" simulate --graph lenet.pb --cluster local:cpu=2 --strategy heft --json 2>/dev/null >sim.json
-    "$B" run --graph lenet.pb --cluster local:cpu=2 --strategy heft --steps 20 --json \
-      2>/dev/null >run.json
+    "$B" simulate --graph lenet.pb --cluster local:cpu=2 --strategy heft "${measured[@]}" \
+      --json 2>/dev/null >sim.json
+    "$B" run --graph lenet.pb --cluster local:cpu=2 --strategy heft --steps 20 \
+      "${measured[@]}" --json 2>/dev/null >run.json
     stop_hogs
     python3 - "$r" "$n" devices.json sim.json run.json <<'PY'
 import json, sys

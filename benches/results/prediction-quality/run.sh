@@ -18,6 +18,11 @@ trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 TF_IAWARE_CALIBRATION_MIN_FREE=0 "$B" devices --cluster "$CLUSTER" --calibrate --json \
   2>/dev/null >calibration.json
+python3 - calibration.json >&2 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("calibrated at availability", [round(s[1], 3) for s in d["calibration"]["seen"]])
+PY
 graphs=()
 for m in mlp lenet resnet20 mobilenet inception; do
   "$B" model "$m" --batch 32 --out "$m.pb" 2>/dev/null

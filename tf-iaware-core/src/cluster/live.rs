@@ -23,10 +23,12 @@
 //!   - on the host: the run queue (`procs_running` of `/proc/stat`, less our own runnable
 //!     threads counted on both sides of that read — the reading thread among them; where they
 //!     were not counted, the reader and our measured use — and less the co-tenants inside our
-//!     quota), the co-tenants' measured use, and CPU pressure (PSI `some avg10`: the share of
-//!     time some task waited for a CPU — "one more runnable task than cores" that share of
-//!     the time), scaled to the `M` CPUs the process may run on (its cpuset and affinity) —
-//!     `n` competing threads;
+//!     quota), the co-tenants' measured use, and — only where the run queue cannot be read
+//!     with our own threads taken off — CPU pressure (PSI `some avg10`: the share of time some
+//!     task waited for a CPU, "one more runnable task than cores" that share of the time; it
+//!     counts our own threads' waits too, so a process reading it while it runs would see
+//!     itself as a competitor), scaled to the `M` CPUs the process may run on (its cpuset and
+//!     affinity) — `n` competing threads;
 //!   - inside the process's own quota'd cgroup (quota `q`): co-tenants there compete for the
 //!     quota, not for the machine — `k` threads, estimated from their use (a thread uses at
 //!     most one core, or `q` when the quota is smaller) and the cgroup's own PSI (v2
@@ -158,7 +160,17 @@ pub fn contention(i: &ContentionInputs) -> Contention {
         .filter(|r| r.is_finite())
         .map(|r| (r - ours - group_others).max(0.0) * on_ours)
         .unwrap_or(0.0);
-    let waiting = busy + i.pressure_some.map_or(0.0, finite).min(1.0);
+    // PSI's "some" counts our own threads' waits as well as everyone else's (and lags 10 s):
+    // read while we run (calibrating, training) it says we compete with ourselves. It stands in
+    // only where the run queue cannot be read with our own threads taken off.
+    let precise_queue = i.runnable_tasks.is_some_and(f64::is_finite)
+        && i.own_runnable.is_some_and(f64::is_finite);
+    let pressure = if precise_queue {
+        0.0
+    } else {
+        i.pressure_some.map_or(0.0, finite).min(1.0)
+    };
+    let waiting = busy + pressure;
     let n = busy.max(queued).max(waiting);
     let host_rate = (machine / (n + group_others + demand)).min(1.0);
     let group_rate = quota.map_or(1.0, |q| (q / (demand + group_k)).min(1.0));

@@ -153,6 +153,32 @@ fn availability_keeps_falling_with_cpu_bound_cotenants() {
     );
 }
 
+/// PSI's "some" counts our own threads' waits: read while we calibrate (TensorFlow's two
+/// intra-op threads on 2 busy cores) it is high with nobody else around, and the calibration
+/// divided every rate by the availability it implied (0.67 on a quiet host). With the run queue
+/// counted, ours taken off, pressure no longer adds a competitor; without it, it still does.
+#[test]
+fn our_own_cpu_pressure_is_not_a_competitor() {
+    let calibrating = ContentionInputs {
+        own_cores: 1.9,
+        cotenant_cores: Some(0.0),
+        runnable_tasks: Some(3.0),
+        own_runnable: Some(3.0),
+        pressure_some: Some(0.9),
+        ..host(2.0, 0.0)
+    };
+    let c = contention(&calibrating);
+    assert_eq!((c.host_competitors, c.share), (0.0, 1.0), "{c:?}");
+    // An exporter page without the run queue: pressure is all there is to go by.
+    let blind = contention(&ContentionInputs {
+        runnable_tasks: None,
+        own_runnable: None,
+        ..calibrating
+    });
+    assert!((blind.host_competitors - 0.9).abs() < 1e-12, "{blind:?}");
+    assert!(blind.share < 1.0);
+}
+
 #[test]
 fn our_own_runnable_threads_are_not_competitors() {
     // One `yes` on 2 cores, read while TensorFlow starts its pools: at the sampling instant
