@@ -1,22 +1,38 @@
 #!/usr/bin/env python3
 """Reads a TSV of availability-contention/run.sh (or quota-worker.sh) and prints, per row, the
-predicted and measured slowdown over the same round's 0-co-tenant row (`run`'s own prediction),
-and the median |error| of the absolute prediction and of the slowdown alone."""
+predicted and measured slowdown over the same round's 0-co-tenant row (`simulate`'s prediction
+and `run`'s own), and the median |error| of the absolute prediction and of the slowdown alone."""
 import csv
 import statistics
 import sys
 
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 base = {r["round"]: r for r in rows if r["cotenants"] == "0"}
-abs_err, ratio_err = [], []
-print("round\tcotenants\tpredicted_slowdown\tmeasured_slowdown\tslowdown_error")
+print("round\tcotenants\tmeasured\tsimulate\terror\trun\terror")
+summary = {}
+for key in ("simulate", "run"):
+    col = "simulate_ms" if key == "simulate" else "run_predicted_ms"
+    summary[key] = (
+        statistics.median(abs(float(r["error_" + key].split()[0])) for r in rows),
+        statistics.median(
+            abs(
+                (float(r[col]) / float(base[r["round"]][col]))
+                / (float(r["measured_median_ms"]) / float(base[r["round"]]["measured_median_ms"]))
+                - 1
+            )
+            * 100
+            for r in rows
+            if r["cotenants"] != "0"
+        ),
+    )
 for r in rows:
     b = base[r["round"]]
-    p = float(r["run_predicted_ms"]) / float(b["run_predicted_ms"])
     m = float(r["measured_median_ms"]) / float(b["measured_median_ms"])
-    abs_err.append(abs(float(r["error_run"].split()[0])))
-    if r["cotenants"] != "0":
-        ratio_err.append(abs(p / m - 1) * 100)
-    print(f"{r['round']}\t{r['cotenants']}\t{p:.2f}\t{m:.2f}\t{(p / m - 1) * 100:+.0f} %")
-print(f"median |error| of the step: {statistics.median(abs_err):.1f} %; "
-      f"of the slowdown over 0 co-tenants: {statistics.median(ratio_err):.1f} %")
+    ps = float(r["simulate_ms"]) / float(b["simulate_ms"])
+    pr = float(r["run_predicted_ms"]) / float(b["run_predicted_ms"])
+    print(
+        f"{r['round']}\t{r['cotenants']}\t{m:.2f}\t{ps:.2f}\t{(ps / m - 1) * 100:+.0f} %"
+        f"\t{pr:.2f}\t{(pr / m - 1) * 100:+.0f} %"
+    )
+for key, (step, slow) in summary.items():
+    print(f"{key}: median |error| of the step {step:.1f} %, of the slowdown {slow:.1f} %")
