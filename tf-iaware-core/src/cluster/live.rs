@@ -163,8 +163,8 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     // PSI's "some" counts our own threads' waits as well as everyone else's (and lags 10 s):
     // read while we run (calibrating, training) it says we compete with ourselves. It stands in
     // only where the run queue cannot be read with our own threads taken off.
-    let precise_queue = i.runnable_tasks.is_some_and(f64::is_finite)
-        && i.own_runnable.is_some_and(f64::is_finite);
+    let precise_queue =
+        i.runnable_tasks.is_some_and(f64::is_finite) && i.own_runnable.is_some_and(f64::is_finite);
     let pressure = if precise_queue {
         0.0
     } else {
