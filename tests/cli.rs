@@ -161,26 +161,29 @@ fn bad_inputs_fail_cleanly_and_name_the_culprit() {
     );
 }
 
+/// `tf-iaware ARGS` with its calibration cache in `cache`, succeeding; its JSON output. The
+/// load check that refuses to cache a calibration on a busy machine is off: these tests are
+/// about calibrating, storing and reusing (tests/live_metrics.rs covers the refusal).
+fn calibrating(cache: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = common::bin()
+        .args(args)
+        .env("TF_IAWARE_CACHE_DIR", cache)
+        .env("TF_IAWARE_CALIBRATION_MIN_FREE", "0")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+}
+
 #[test]
 fn calibration_is_measured_stored_and_reused() {
     let cache = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        let out = common::bin()
-            .args(args)
-            .env("TF_IAWARE_CACHE_DIR", cache.path())
-            // This test is about storing and reusing; on a busy test machine the load check
-            // would (rightly) refuse to cache. tests/live_metrics.rs covers the refusal.
-            .env("TF_IAWARE_CALIBRATION_MIN_FREE", "0")
-            .env("RUST_LOG", "warn")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
-    };
+    let run = |args: &[&str]| calibrating(cache.path(), args);
     let nominal = run(&["devices", "--cluster", "local:cpu=2", "--json"]);
     let calibrated = run(&[
         "devices",
@@ -223,6 +226,22 @@ fn calibration_is_measured_stored_and_reused() {
     }
 }
 
+/// `simulate --graph GRAPH --cluster local:cpu=2 --strategy STRATEGY --json EXTRA…`'s report.
+fn simulate_json(graph: &str, strategy: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "simulate",
+        "--graph",
+        graph,
+        "--cluster",
+        "local:cpu=2",
+        "--strategy",
+        strategy,
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&common::ok(&args)).unwrap()
+}
+
 /// A graph exported with a dynamic batch (`[-1, …]` inputs) is priced at the batch given, not
 /// as one sample: `simulate --batch` and `run --batch` pin it before shape inference.
 #[test]
@@ -240,20 +259,7 @@ fn a_dynamic_batch_is_priced_at_the_batch_given() {
             .map(|d| d["flops"].as_f64().unwrap())
             .sum()
     };
-    let simulated = |extra: &[&str]| {
-        let mut args = vec![
-            "simulate",
-            "--graph",
-            g,
-            "--cluster",
-            "local:cpu=2",
-            "--strategy",
-            "single-fastest",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        flops(&serde_json::from_str(&common::ok(&args)).unwrap())
-    };
+    let simulated = |extra: &[&str]| flops(&simulate_json(g, "single-fastest", extra));
     let one = simulated(&[]);
     let pinned = simulated(&["--batch", "512"]);
     assert!(
@@ -298,25 +304,16 @@ fn a_dynamic_batch_is_priced_at_the_batch_given() {
 #[test]
 fn a_distributed_cluster_is_calibrated() {
     let cache = tempfile::tempdir().unwrap();
-    let out = common::bin()
-        .args([
+    let v = calibrating(
+        cache.path(),
+        &[
             "devices",
             "--cluster",
             "emulated:workers=1",
             "--calibrate",
             "--json",
-        ])
-        .env("TF_IAWARE_CACHE_DIR", cache.path())
-        .env("TF_IAWARE_CALIBRATION_MIN_FREE", "0")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let seen = v["calibration"]["seen"].as_array().unwrap();
     assert!(
         seen.iter()
@@ -358,19 +355,9 @@ fn measured_op_times_feed_the_cost_model() {
         assert!(a.is_some_and(|a| a > 0.0 && a <= 1.0), "{s}");
     }
     let predict = |extra: &[&str]| {
-        let mut args = vec![
-            "simulate",
-            "--graph",
-            g,
-            "--cluster",
-            "local:cpu=2",
-            "--strategy",
-            "heft",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        let v: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
-        v["predicted_step_ms"].as_f64().unwrap()
+        simulate_json(g, "heft", extra)["predicted_step_ms"]
+            .as_f64()
+            .unwrap()
     };
     let measured = predict(&["--measurements", m.to_str().unwrap()]);
     assert!(measured > 0.0 && measured.is_finite());
