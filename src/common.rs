@@ -75,15 +75,12 @@ pub struct PlacedGraph {
 
 impl PlaceFlags {
     /// Loads the GraphDef at `graph`, connects to `--cluster` and places the graph (predictions
-    /// cover the step of its sidecar, if it has one).
+    /// cover the step of its sidecar, if it has one; a dynamic batch at `batch` samples).
     pub fn load_and_place(&self, graph: &Path, batch: Option<usize>) -> Result<PlacedGraph> {
-        let mut analyzed = load_graph(graph)?;
-        if let Some(b) = batch {
-            analyzed = analyzed.with_batch(b)?;
-        }
+        let analyzed = load_graph(graph)?;
         let connection = connect(&self.cluster)?;
         let sidecar = self.step_sidecar(graph, &analyzed)?;
-        let plan = self.place(&connection, analyzed, sidecar.as_ref())?;
+        let plan = self.place(&connection, analyzed, sidecar.as_ref(), batch)?;
         Ok(PlacedGraph { connection, plan })
     }
 
@@ -103,15 +100,18 @@ impl PlaceFlags {
     }
 
     /// Places `analyzed` on `connection` with `--strategy`, priced from `--measurements`, the
-    /// calibration or analytic estimates, for the step `sidecar` trains (every op without one).
+    /// calibration or analytic estimates, for the step `sidecar` trains (every op without one),
+    /// a dynamic batch at `batch` samples.
     pub fn place(
         &self,
         connection: &Connection,
         analyzed: Analyzed,
         sidecar: Option<&Sidecar>,
+        batch: Option<usize>,
     ) -> Result<Plan> {
         let mut options = PlanOptions::with_measurement_files(&self.measurements)?;
         options.place.min_split_gain = self.min_split_gain;
+        options.batch = batch;
         let step = sidecar.map(Step::from_sidecar).unwrap_or_default();
         Ok(connection.place_with(analyzed, &step, &self.strategy, &options)?)
     }

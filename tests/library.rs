@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::cluster::{connection, serial};
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::TrainOptions;
@@ -112,6 +114,55 @@ fn a_graph_placed_over_tasks_runs_where_it_was_placed() {
     let check = session.verify(&out).unwrap();
     assert!(check.is_ok(), "{:?}", check.mismatches);
     assert!(check.executed.len() >= 2, "{:?}", check.executed);
+}
+
+/// A graph with a dynamic batch (`[-1, …]` inputs, exported from Python) is priced at the batch
+/// the plan options give, through the library's entry point: its placeholders are pinned before
+/// shape inference, so the plan's graph and its cost carry that many samples.
+#[test]
+fn a_dynamic_batch_is_priced_through_the_connection() {
+    let connection = tf_iaware::connect("local:cpu=2").unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf1_mlp_sparse.pb");
+    // Priced over the training step, as `simulate` does with the graph's sidecar.
+    let sidecar = tf_iaware::graph::Sidecar::load(&path.with_extension("json")).unwrap();
+    let step = Step::from_sidecar(&sidecar);
+    let placed_flops = |batch: Option<usize>| {
+        let options = tf_iaware::PlanOptions {
+            batch,
+            ..Default::default()
+        };
+        let analyzed = tf_iaware::load_graph(&path).unwrap();
+        let plan = connection
+            .place_with(analyzed, &step, "single-fastest", &options)
+            .unwrap();
+        let flops: u64 = plan.report().devices.values().map(|d| d.flops).sum();
+        (plan, flops)
+    };
+    let (_, one) = placed_flops(None);
+    let (plan, pinned) = placed_flops(Some(256));
+    // The batch-independent updates stay; the rest grows with the batch.
+    assert!(
+        pinned > 50 * one,
+        "{pinned} FLOPs at 256 against {one} at one"
+    );
+    let input = plan.analyzed().op_graph.id("x").unwrap();
+    let shape = plan.analyzed().op_graph.node(input).outputs[0]
+        .shape
+        .clone();
+    assert_eq!(shape.and_then(|s| s.first().copied()), Some(256));
+    let bad = tf_iaware::PlanOptions {
+        batch: Some(0),
+        ..Default::default()
+    };
+    let err = connection
+        .place_with(
+            tf_iaware::load_graph(&path).unwrap(),
+            &Step::new(),
+            "heft",
+            &bad,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("batch"), "{err}");
 }
 
 fn python_workload(name: &str) -> tf_iaware::runtime::replicated::Workload {

@@ -108,7 +108,7 @@ pub fn run(args: &Args) -> Result<()> {
         .graph
         .as_ref()
         .context("--graph or --model is required")?;
-    let mut analyzed = common::load_graph(graph)?;
+    let analyzed = common::load_graph(graph)?;
     let sidecar = common::load_sidecar(graph, args.place.meta.as_ref(), &analyzed)?;
     let connection = common::connect(&args.place.cluster)?;
     let data = match args.parallel.as_deref() {
@@ -127,10 +127,9 @@ pub fn run(args: &Args) -> Result<()> {
         return run_data_parallel(args, &connection, workload);
     }
     // A dynamic batch is priced (and run) at the batch the steps feed, not as one sample.
-    if let Some(b) = args.batch {
-        analyzed = analyzed.with_batch(b)?;
-    }
-    let plan = args.place.place(&connection, analyzed, Some(&sidecar))?;
+    let plan = args
+        .place
+        .place(&connection, analyzed, Some(&sidecar), args.batch)?;
     let session = plan.session()?.into_placed_session();
     let trainer = Trainer::new(session, &sidecar, args.batch, args.seed)?;
     let train = trainer.train(

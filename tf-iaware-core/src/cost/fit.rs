@@ -4,7 +4,8 @@
 //! `peak_flops × availability`, the availability the sample was taken at where it was recorded
 //! with it — [`OpSample::availability`](super::OpSample::availability) — else the device's
 //! now), so it carries over to every device of the same type in proportion to its speed, and
-//! to the same device when it is busier or quieter than when it was measured. [`OpCostFitter`] collects, per (op type, device type), the points
+//! to the same device when it is busier or quieter than when it was measured.
+//! [`OpCostFitter`] collects, per (op type, device type), the points
 //! `(analytic size, median work)` of every timed op — from one graph or from several (the
 //! calibration network at two batch sizes) — and fits `work = intercept + slope × size`
 //! ([`fit_affine`]): the [`OpTypeCost`]s a calibration stores and [`super::CostModel`] uses for

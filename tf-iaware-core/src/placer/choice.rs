@@ -142,6 +142,7 @@ impl OpPlacementStrategy {
             Self::SingleFastest => Box::new(SingleFastest),
             Self::InfraAware => Box::new(InfraAware {
                 threshold: options.infra_threshold,
+                min_split_gain,
             }),
             Self::Etf => Box::new(Etf { min_split_gain }),
             Self::Heft => Box::new(Heft { min_split_gain }),

@@ -9,6 +9,7 @@
 use super::heft::heft_schedule_on;
 use super::sched::check_groups;
 use super::simple::{memory_left, out_of_memory, take};
+use super::split::keep_split_if_it_pays;
 use super::{Placement, Strategy};
 use crate::cluster::{Cluster, DeviceId};
 use crate::cost::CostModel;
@@ -40,11 +41,17 @@ pub(crate) struct InfraAware {
     /// Devices whose capability × availability is below `threshold ×` the best device's are not
     /// used (0–1).
     pub threshold: f64,
+    /// Least predicted gain (share, 0–1) for which a split over several devices is kept
+    /// ([`PlaceOptions::min_split_gain`](super::PlaceOptions::min_split_gain)).
+    pub min_split_gain: f64,
 }
 
 impl Default for InfraAware {
     fn default() -> Self {
-        InfraAware { threshold: 0.2 }
+        InfraAware {
+            threshold: 0.2,
+            min_split_gain: super::MIN_SPLIT_GAIN,
+        }
     }
 }
 
@@ -282,6 +289,8 @@ impl Strategy for InfraAware {
         cost: &CostModel,
     ) -> Result<Placement> {
         let (groups, _) = self.choose(graph, cluster, cost)?;
+        // As `heft`: a split that is not clearly faster than one device goes back to it.
+        let groups = keep_split_if_it_pays(graph, cluster, cost, groups, self.min_split_gain)?;
         Placement::from_groups(self.name(), graph, cluster, &groups)
     }
 }

@@ -268,8 +268,8 @@ pub struct PlaceOptions {
     /// `infra-aware`: devices below this share (0–1) of the best device's capability ×
     /// availability are left out.
     pub infra_threshold: f64,
-    /// `heft`, `etf`: a split over several devices is kept only when it is predicted at least
-    /// this share (0–1) faster than everything on the fastest single device
+    /// `heft`, `etf`, `infra-aware`: a split over several devices is kept only when it is
+    /// predicted at least this share (0–1) faster than everything on the fastest single device
     /// ([`MIN_SPLIT_GAIN`] by default; 0 keeps any split predicted faster at all).
     pub min_split_gain: f64,
 }

@@ -1,6 +1,7 @@
-//! The last word of every strategy that splits a graph by schedule (`heft`, `etf`): a split is
-//! kept only when the simulator predicts it *clearly* faster than everything on the fastest single
-//! device, by at least [`PlaceOptions::min_split_gain`](super::PlaceOptions::min_split_gain).
+//! The last word of every strategy that splits a graph by simulation (`heft`, `etf`,
+//! `infra-aware`): a split is kept only when the simulator predicts it *clearly* faster than
+//! everything on the fastest single device, by at least
+//! [`PlaceOptions::min_split_gain`](super::PlaceOptions::min_split_gain).
 //!
 //! A split is priced with more figures than one device is: the other devices' calibrated speed,
 //! the links between them, the transfers' overlap with compute. Each adds error, and a worker that

@@ -358,7 +358,10 @@ fn infra_aware_drops_devices_below_the_threshold() {
     let mut c = cpus(4);
     c.devices[2].availability = 0.05;
     let m = CostModel::new(&g, &c).unwrap();
-    let ia = InfraAware { threshold: 0.2 };
+    let ia = InfraAware {
+        threshold: 0.2,
+        min_split_gain: 0.0,
+    };
     assert_eq!(ia.ranked_devices(&m), ids(&[0, 1, 3]));
     let p = ia.place_with_cost(&g, &c, &m).unwrap();
     assert!(p

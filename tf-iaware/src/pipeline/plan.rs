@@ -139,8 +139,12 @@ pub struct PlanOptions {
     pub measurements: Measurements,
     /// Where `measurements` came from, for messages (file names).
     pub measurements_origin: Vec<PathBuf>,
-    /// Knobs of the strategies that have any (seed, infra-aware threshold).
+    /// Knobs of the strategies that have any (seed, infra-aware threshold, split margin).
     pub place: PlaceOptions,
+    /// Samples per step to price where the graph's inputs have a dynamic batch (placeholders of
+    /// shape `[-1, …]`, pinned before shape inference: [`Analyzed::with_batch`]); `None`: an
+    /// unknown dimension counts as 1, a prediction for one sample.
+    pub batch: Option<usize>,
 }
 
 impl PlanOptions {
@@ -159,6 +163,7 @@ impl PlanOptions {
             measurements,
             measurements_origin: paths.to_vec(),
             place: PlaceOptions::default(),
+            batch: None,
         })
     }
 }
@@ -229,7 +234,10 @@ impl Connection {
         options: &PlanOptions,
     ) -> Result<Plan> {
         let strategy = strategy.strategy(&options.place)?;
-        let analyzed = graph.analyze()?;
+        let analyzed = match options.batch {
+            Some(batch) => graph.analyze()?.with_batch(batch)?,
+            None => graph.analyze()?,
+        };
         let cost = cost_model(&analyzed.op_graph, self.cluster(), step, options)?;
         let (placement, report) =
             strategy.place_with_report(&analyzed.op_graph, self.cluster(), &cost)?;

@@ -65,7 +65,8 @@ impl ProcSource {
 
     /// The `stat` lines of the observed process's threads (`<pid>/task/*/stat`), and the
     /// reading thread's own (`thread-self/stat`) when it is not one of them
-    /// ([`ProcFile::ProcessTasks`], [`ProcFile::ProcessTasksBefore`]). A thread that ends while the folder is read is skipped.
+    /// ([`ProcFile::ProcessTasks`], [`ProcFile::ProcessTasksBefore`]). A thread that ends while
+    /// the folder is read is skipped.
     fn task_stats(&self) -> Result<(String, PathBuf)> {
         let dir = self.process_dir.join("task");
         let mut text = String::new();
