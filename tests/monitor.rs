@@ -279,6 +279,50 @@ fn cgroup_quota_is_reported_in_cores() {
 }
 
 #[test]
+fn the_runnable_cotenants_in_a_quota_are_counted_and_ours_are_not() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!("tf-iaware-test-cotenants-{}-{nanos}", std::process::id());
+    let (cgroup, _) = match quota_cgroup(&name, 150_000, 100_000) {
+        Ok(g) => g,
+        Err(reason) => {
+            eprintln!("SKIPPED the_runnable_cotenants_in_a_quota_are_counted: {reason}");
+            return;
+        }
+    };
+    // The observed process spins too: its own runnable thread is not a co-tenant.
+    let children: Vec<ChildGuard> = (0..3).map(|_| busy_process()).collect();
+    for c in &children {
+        let pid = c.0.id();
+        if let Err(e) = std::fs::write(cgroup.dir.join("cgroup.procs"), pid.to_string()) {
+            eprintln!(
+                "SKIPPED the_runnable_cotenants_in_a_quota_are_counted: cannot move {pid}: {e}"
+            );
+            return;
+        }
+    }
+    let monitor = fast_monitor(Some(children[0].0.id()));
+    let s = after(&monitor, Duration::from_millis(1200));
+    let cg = s.cgroup.as_ref().expect("the child's cgroup is read");
+    let others = cg
+        .others_runnable_tasks
+        .unwrap_or_else(|| panic!("counted: {:?}", s.notes));
+    eprintln!("co-tenants runnable: {others:?}");
+    // Two spinning co-tenants are runnable at every read, running, waiting or throttled
+    // (a throttled task keeps state R); the observed one is never counted.
+    assert_eq!((others.min, others.max), (2.0, 2.0), "{others:?}");
+    let page = monitor.metrics_page();
+    assert!(
+        page.contains("\ntf_iaware_cgroup_others_runnable_tasks{stat=\"last\"} 2\n"),
+        "{page}"
+    );
+    drop(monitor);
+    drop(children);
+    drop(cgroup);
+}
+
+#[test]
 fn serve_then_scrape_returns_the_same_values() {
     // A long interval: no new reading between serving and comparing.
     let monitor = Arc::new(

@@ -30,23 +30,35 @@
 //!     itself as a competitor), scaled to the `M` CPUs the process may run on (its cpuset and
 //!     affinity) — `n` competing threads;
 //!   - inside the process's own quota'd cgroup (quota `q`): co-tenants there compete for the
-//!     quota, not for the machine — `k` threads, estimated from their use (a thread uses at
-//!     most one core, or `q` when the quota is smaller) and the cgroup's own PSI (v2
-//!     `cpu.pressure`).
+//!     quota, not for the machine — `k` threads: the cgroup's runnable threads that are not
+//!     ours (its `tasks` / `cgroup.threads`, state `R`, counted as the host's run queue is),
+//!     and at least what their use says (a thread uses at most one core, or `q` when the quota
+//!     is smaller; a filled quota caps their use whatever their number, so the count is what
+//!     sees past it) plus the cgroup's own PSI (v2 `cpu.pressure`).
 //!
-//!   A thread of ours runs at `r = min(1, M / (n + g + d), q / (d + k))` of a core, where `d`
-//!   is the number of threads the process runs and `g` the cores the in-cgroup co-tenants
-//!   use. TensorFlow sizes its thread pools by the cores it may run on (`M`, not the quota) and
-//!   spreads an op's work over them, so `d = max(M, the process's measured use)`: what it
-//!   *will* run, also when it is read idle (`devices`, `simulate`, the start of `run`).
-//!   Without competitors a thread runs at `min(1, C / d)`; `s = r / min(1, C / d)`, 0…1.
+//!   A quota binds on average over its period (100 ms): a process whose use stays below its
+//!   quota runs its bursts on every core it may use, unthrottled; one that keeps it busy (a
+//!   training job) runs each thread at `q / d`. How much of the time a quota binds, `σ`, comes
+//!   from our own use measured against the cap and from the co-tenants' threads (`k / q`: `q`
+//!   CPU-bound threads fill it). A process read idle (`devices`, `simulate`, the start of
+//!   `run`: its use below [`IDLE_USE`] of its cap) says nothing of its bursts and is taken to
+//!   keep its cap busy, as training does. With `bound(limit, threads, σ) = 1 − σ (1 −
+//!   min(1, limit / threads))`, a thread of ours runs at `r = min(M / (n + g + d),
+//!   bound(q, d + k, σ_own + k / q))` of a core, where `d` is the number of threads the process
+//!   runs and `g` the cores the in-cgroup co-tenants use. TensorFlow sizes its thread pools by
+//!   the cores it may run on (`M`, not the quota) and spreads an op's work over them, so `d =
+//!   max(M, the process's measured use)`. Without competitors a thread runs at `bound(C, d,
+//!   σ_own)`; `s` is `r` over that, 0…1.
 //!
 //! `availability = (C / A) × s`. So `n` CPU-bound co-tenants on `M` cores leave `M / (n + M)`
-//! (2 cores: 1, ⅔, ½, ⅓, ⅕ for 0, 1, 2, 4, 8 — a step `(n + M) / M` times as long); under
-//! a quota `q`, co-tenants inside the cgroup that keep `k` threads busy leave `d / (d + k)` of
-//! it (⅔ for one CPU-bound co-tenant beside a process on 2 cores), and host co-tenants cost
-//! nothing until the machine's share per thread falls below the quota's, `M / (n + g + d) <
-//! q / (d + k)`.
+//! (2 cores: 1, ⅔, ½, ⅓, ⅕ for 0, 1, 2, 4, 8 — a step `(n + M) / M` times as long); under a
+//! quota `q` that the process keeps busy, co-tenants inside the cgroup that keep `k` threads
+//! busy leave `d / (d + k)` of it (⅔ for one CPU-bound co-tenant beside a process on 2 cores),
+//! and host co-tenants cost nothing until the machine's share per thread falls below the
+//! quota's, `M / (n + g + d) < q / (d + k)`. A process measured well below its quota loses
+//! more: its bursts had whole cores and now get `q / (d + k)` of one (a lenet step in a 1-core
+//! group on 2 cores ran 3.8–11× as long beside 1–8 co-tenants there; ResNet-20, which keeps
+//! the quota busy, 1.9–6.2×).
 //!
 //! Every signal may be missing (a kernel without PSI, an exporter page without the run queue,
 //! an agent of an older version): the model then uses what is left — at worst the co-tenants'
@@ -97,6 +109,8 @@ pub struct QuotaGroup {
     pub others_cores: f64,
     /// The cgroup's CPU pressure, `some avg10`, 0–1 (v2 `cpu.pressure`; `None` on v1).
     pub pressure_some: Option<f64>,
+    /// Runnable threads of the cgroup that are not ours, averaged (`None`: not counted).
+    pub others_runnable: Option<f64>,
 }
 
 /// What [`contention`] found: the contended share and the counts it comes from.
@@ -111,6 +125,11 @@ pub struct Contention {
     /// Threads the process runs, `d` (≥ `M`, module docs).
     pub demand: f64,
 }
+
+/// Below this share of its cap a process's measured use says nothing of the bursts it will
+/// run (it is idle when read: `devices`, `simulate`, the start of `run`): it is taken to keep
+/// its cap busy, as a training job does ([`contention`]).
+pub const IDLE_USE: f64 = 0.1;
 
 /// Smallest contended share [`contention`] returns: a thread that waits behind a thousand
 /// others still runs sometimes.
@@ -133,15 +152,23 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     let own = finite(i.own_cores);
     // TensorFlow runs its pools on every core it may use, whether or not it is busy now.
     let demand = own.max(machine);
-    // Co-tenants inside our cgroup: threads from their use (one thread uses at most one core,
-    // or the quota) plus "one more waiting" for the share of time the group's PSI says so.
-    let (quota, group_others, group_k) = match &i.group {
+    // Co-tenants inside our cgroup: their runnable threads where counted, else threads from
+    // their use (one thread uses at most one core, or the quota, so a saturated quota hides
+    // how many there are) plus "one more waiting" for the share of time the group's PSI says so.
+    let (quota, group_others, group_k, group_queued) = match &i.group {
         Some(g) if g.quota_cores.is_finite() && g.quota_cores > 0.0 => {
             let others = finite(g.others_cores).min(g.quota_cores);
-            let k = others / g.quota_cores.min(1.0) + g.pressure_some.map_or(0.0, finite).min(1.0);
-            (Some(g.quota_cores), others, k)
+            let by_use =
+                others / g.quota_cores.min(1.0) + g.pressure_some.map_or(0.0, finite).min(1.0);
+            let counted = g.others_runnable.map_or(0.0, finite);
+            (
+                Some(g.quota_cores),
+                others,
+                by_use.max(counted),
+                others.max(counted),
+            )
         }
-        _ => (None, 0.0, 0.0),
+        _ => (None, 0.0, 0.0, 0.0),
     };
     // Co-tenants on the host, on our CPUs (spread evenly over the host's).
     let on_ours = machine / logical;
@@ -150,7 +177,8 @@ pub fn contention(i: &ContentionInputs) -> Contention {
         .map(|c| (finite(c) - group_others).max(0.0) * on_ours)
         .unwrap_or(0.0)
         .min(machine);
-    // Ours in the run queue: counted at the same instants, else the reader and our use.
+    // Ours in the run queue: counted at the same instants, else the reader and our use; the
+    // co-tenants of our cgroup are there too, and counted apart.
     let ours = i
         .own_runnable
         .filter(|o| o.is_finite())
@@ -158,7 +186,7 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     let queued = i
         .runnable_tasks
         .filter(|r| r.is_finite())
-        .map(|r| (r - ours - group_others).max(0.0) * on_ours)
+        .map(|r| (r - ours - group_queued).max(0.0) * on_ours)
         .unwrap_or(0.0);
     // PSI's "some" counts our own threads' waits as well as everyone else's (and lags 10 s):
     // read while we run (calibrating, training) it says we compete with ourselves. It stands in
@@ -173,8 +201,19 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     let waiting = busy + pressure;
     let n = busy.max(queued).max(waiting);
     let host_rate = (machine / (n + group_others + demand)).min(1.0);
-    let group_rate = quota.map_or(1.0, |q| (q / (demand + group_k)).min(1.0));
-    let alone = (cap / demand).min(1.0);
+    // A quota binds on average over its period: a process whose use stays below it runs its
+    // bursts on every core it may use, unthrottled. `saturated` is how much of the time the
+    // quota binds: by our own use and by the co-tenants' threads (each wants a core; `q` of
+    // them fill the quota). Where it binds, the group's threads share the quota by count,
+    // `q / (d + k)` each. Read idle, a process is taken to keep its cap busy, as training does.
+    let bound = |limit: f64, threads: f64, saturated: f64| {
+        1.0 - saturated.clamp(0.0, 1.0) * (1.0 - (limit / threads).min(1.0))
+    };
+    let own_saturation = if own < IDLE_USE * cap { 1.0 } else { own / cap };
+    let group_rate = quota.map_or(1.0, |q| {
+        bound(q, demand + group_k, own_saturation + group_k / q)
+    });
+    let alone = bound(cap, demand, own_saturation);
     let share = (host_rate.min(group_rate) / alone).clamp(MIN_CONTENDED_SHARE, 1.0);
     Contention {
         share,
@@ -259,6 +298,7 @@ pub fn cpu_figures(s: &Snapshot, cpu_model: Option<&str>) -> Option<CpuFigures> 
             quota_cores: q,
             others_cores: others,
             pressure_some: c.cpu_pressure_some_ratio.map(|p| p.last),
+            others_runnable: c.others_runnable_tasks.map(|r| r.ewma),
         })
     });
     let cotenant_cores = s.cpu.cotenant_cores.map(|c| c.last).or_else(|| {

@@ -62,6 +62,26 @@ pub(crate) fn parse_u64(text: &str, path: &Path) -> Result<u64> {
     })
 }
 
+/// The thread ids a cgroup's thread list names (v1 `tasks`, v2 `cgroup.threads`: one id per
+/// line), in file order.
+///
+/// # Errors
+/// [`Error::ProcFormat`] naming `path` for a line that is not a thread id.
+pub fn parse_thread_ids(text: &str, path: &Path) -> Result<Vec<u32>> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| parse_u64(l, path).and_then(|v| u32::try_from(v).map_err(|_| bad_tid(path, l))))
+        .collect()
+}
+
+fn bad_tid(path: &Path, line: &str) -> Error {
+    Error::ProcFormat {
+        path: path.to_path_buf(),
+        reason: format!("`{line}` is not a thread id"),
+    }
+}
+
 /// CPU quota in cores from v1 `cpu.cfs_quota_us` and `cpu.cfs_period_us` (µs);
 /// `None` when the quota is `-1` (unlimited).
 ///
@@ -479,6 +499,11 @@ pub struct CgroupReading {
     pub throttled_seconds: Option<f64>,
     /// CPU pressure of the leaf (v2 `cpu.pressure`; `None` on v1 or without PSI).
     pub cpu_pressure: Option<crate::monitor::proc::CpuPressure>,
+    /// Threads of the leaf that were runnable (state `R`) when it was read and are neither the
+    /// observed process's nor the reader's: the co-tenants competing for its quota, counted as
+    /// the host's run queue is (`None`: not counted — no quota, the root group, or its thread
+    /// list unreadable, with a note).
+    pub others_runnable: Option<u32>,
     /// Tightest memory limit over the memory cgroup's ancestry, bytes.
     pub memory_limit_bytes: Option<u64>,
     /// Memory charged to the memory cgroup, bytes.
@@ -556,6 +581,20 @@ mod tests {
 
     fn p() -> &'static Path {
         Path::new("f")
+    }
+
+    #[test]
+    fn thread_lists() {
+        let path = Path::new("/sys/fs/cgroup/cpu/w/tasks");
+        assert_eq!(
+            parse_thread_ids("4242\n4250\n\n17\n", path).unwrap(),
+            [4242, 4250, 17]
+        );
+        assert!(parse_thread_ids("", path).unwrap().is_empty());
+        for bad in ["x\n", "-1\n", "4294967296\n", "12 13\n"] {
+            let err = parse_thread_ids(bad, path).unwrap_err().to_string();
+            assert!(err.contains("w/tasks"), "{bad:?}: {err}");
+        }
     }
 
     #[test]

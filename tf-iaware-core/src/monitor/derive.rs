@@ -251,6 +251,11 @@ fn cgroup_snapshot(
             t,
             cg.cpu_pressure.map(|p| p.some_avg10),
         ),
+        others_runnable_tasks: bank.update(
+            "cgroup_others_runnable",
+            t,
+            cg.others_runnable.map(f64::from),
+        ),
         memory_limit_bytes: cg.memory_limit_bytes,
         memory_usage_bytes: cg.memory_usage_bytes,
         memory_working_set_bytes: cg.memory_working_set_bytes(),

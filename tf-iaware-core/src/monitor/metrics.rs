@@ -190,6 +190,7 @@ mod tests {
             throttled_periods_total: Some(17),
             throttled_seconds_total: Some(3.25),
             cpu_pressure_some_ratio: Some(sm(0.125)),
+            others_runnable_tasks: Some(sm(2.5)),
             memory_limit_bytes: Some(2_147_483_648),
             memory_usage_bytes: Some(1_147_483_648),
             memory_working_set_bytes: Some(1_047_483_648),
@@ -413,12 +414,17 @@ mod tests {
     }
 
     #[test]
-    fn an_older_agents_page_without_our_runnable_threads_still_parses() {
-        // An agent of a version before `tf_iaware_own_runnable_tasks`: the same page less it.
+    fn an_older_agents_page_without_the_thread_counts_still_parses() {
+        // An agent of a version before `tf_iaware_own_runnable_tasks` and
+        // `tf_iaware_cgroup_others_runnable_tasks`: the same page less them.
         let s = full_snapshot();
+        let newer = [
+            "tf_iaware_own_runnable_tasks",
+            "tf_iaware_cgroup_others_runnable_tasks",
+        ];
         let old: String = render(&s)
             .lines()
-            .filter(|l| !l.contains("tf_iaware_own_runnable_tasks"))
+            .filter(|l| !newer.iter().any(|n| l.contains(n)))
             .map(|l| format!("{l}\n"))
             .collect();
         let back = from_exposition(&Exposition::parse(&old).unwrap(), "local").unwrap();
@@ -428,6 +434,10 @@ mod tests {
                 own_runnable_tasks: None,
                 ..s.cpu.clone()
             },
+            cgroup: s.cgroup.clone().map(|c| CgroupSnapshot {
+                others_runnable_tasks: None,
+                ..c
+            }),
             ..s
         };
         assert_eq!(back, expected);
@@ -437,6 +447,10 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("own_runnable_tasks");
+        json["cgroup"]
+            .as_object_mut()
+            .unwrap()
+            .remove("others_runnable_tasks");
         let back: Snapshot = serde_json::from_value(json).unwrap();
         assert_eq!(back, expected);
     }

@@ -67,9 +67,11 @@ fn cpu_readings(s: &Snapshot, out: &mut Vec<String>) {
             ));
         }
     }
+    let others = s.cgroup.as_ref().and_then(|c| c.others_runnable_tasks);
     let counts = [
         ("tf_iaware_runnable_tasks", &s.cpu.runnable_tasks),
         ("tf_iaware_own_runnable_tasks", &s.cpu.own_runnable_tasks),
+        ("tf_iaware_cgroup_others_runnable_tasks", &others),
     ];
     for (series, count) in counts {
         if let Some((stat, v)) = count

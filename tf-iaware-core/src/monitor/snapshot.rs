@@ -193,6 +193,11 @@ pub struct CgroupSnapshot {
     /// `cpu.pressure`, `some avg10`), 0–1; `None` on cgroup v1 or without PSI.
     #[serde(default)]
     pub cpu_pressure_some_ratio: Option<Smoothed>,
+    /// Threads of the cgroup other than the observed process's that are runnable, averaged:
+    /// the co-tenants competing for its quota (counted only where there is a quota; `None`:
+    /// not counted).
+    #[serde(default)]
+    pub others_runnable_tasks: Option<Smoothed>,
     /// Tightest memory limit over the cgroup and its ancestors, bytes; `None`: unlimited.
     pub memory_limit_bytes: Option<u64>,
     /// Memory charged to the cgroup (`memory.usage_in_bytes` / `memory.current`), bytes.

@@ -265,6 +265,11 @@ pub(crate) static SERIES: &[Series] = &[
         Cgroup(Stats(at!(opt cpu_pressure_some_ratio))),
     ),
     gauge(
+        "tf_iaware_cgroup_others_runnable_tasks",
+        "Runnable threads of the quota'd cgroup that are not the observed process's, averaged.",
+        Cgroup(Stats(at!(opt others_runnable_tasks))),
+    ),
+    gauge(
         "tf_iaware_cgroup_memory_limit_bytes",
         "Tightest memory limit over the cgroup and its ancestors, bytes.",
         Cgroup(Count(SAME, at!(opt memory_limit_bytes))),

@@ -2,11 +2,12 @@
 //! controllers are and what a reading is made of are [`tf_iaware_core::monitor::cgroup`]'s
 //! (public as `tf_iaware::cluster::monitor::cgroup`).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use tf_iaware_core::monitor::cgroup::*;
 
-use crate::cluster::monitor::proc::read_text;
+use crate::cluster::monitor::proc::{parse_runnable_threads, read_text};
 use crate::error::{Error, Result};
 
 /// Reads the live cgroup files of one process. Re-reads `/proc/<pid>/cgroup` every time and
@@ -15,6 +16,7 @@ use crate::error::{Error, Result};
 pub(crate) struct CgroupSource {
     root: PathBuf,
     proc_dir: PathBuf,
+    process_dir: PathBuf,
     cgroup_file: PathBuf,
     mountinfo_file: PathBuf,
     located: Option<(String, CgroupLayout)>,
@@ -27,6 +29,7 @@ impl CgroupSource {
         CgroupSource {
             root: root.to_path_buf(),
             proc_dir: proc_dir.to_path_buf(),
+            process_dir: process_dir.to_path_buf(),
             cgroup_file: process_dir.join("cgroup"),
             mountinfo_file: proc_dir.join("self/mountinfo"),
             located: None,
@@ -55,11 +58,70 @@ impl CgroupSource {
                 layout
             }
         };
-        Ok(layout.read(read_optional, |dir| {
+        let mut reading = layout.read(read_optional, |dir| {
             summed_task_seconds(dir, &self.proc_dir)
-        }))
+        });
+        // Co-tenants inside a quota compete for it: count them where there is one.
+        if reading.quota_cores().is_some() && reading.path != "/" {
+            match self.others_runnable(&layout.cpu) {
+                Ok(n) => reading.others_runnable = n,
+                Err(e) => reading.notes.push(e),
+            }
+        }
+        Ok(reading)
+    }
+
+    /// The runnable threads of the cgroup at `cpu` that are neither the observed process's nor
+    /// the reading thread ([`CgroupReading::others_runnable`]); `Ok(None)` when the cgroup has
+    /// no thread list. Threads that end while they are read are skipped.
+    fn others_runnable(&self, cpu: &ControllerDir) -> std::result::Result<Option<u32>, String> {
+        let list = cpu.dir.join(if cpu.version == 1 {
+            "tasks"
+        } else {
+            "cgroup.threads"
+        });
+        let Some(text) = read_optional(&list)? else {
+            return Ok(None);
+        };
+        let tids = parse_thread_ids(&text, &list).map_err(|e| e.to_string())?;
+        if tids.len() > MAX_COUNTED_THREADS {
+            return Err(format!(
+                "{} holds {} threads, more than the {MAX_COUNTED_THREADS} counted",
+                list.display(),
+                tids.len()
+            ));
+        }
+        let mut ours: BTreeSet<u32> = std::fs::read_dir(self.process_dir.join("task"))
+            .map(|dir| {
+                dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(me) = std::fs::read_link(self.proc_dir.join("thread-self"))
+            .ok()
+            .and_then(|l| l.file_name()?.to_str()?.parse().ok())
+        {
+            ours.insert(me);
+        }
+        let mut stats = String::new();
+        for tid in tids.into_iter().filter(|t| !ours.contains(t)) {
+            if let Ok(line) =
+                std::fs::read_to_string(self.proc_dir.join(tid.to_string()).join("stat"))
+            {
+                stats.push_str(line.trim_end());
+                stats.push('\n');
+            }
+        }
+        if stats.is_empty() {
+            return Ok(Some(0));
+        }
+        let runnable = parse_runnable_threads(&stats, &list).map_err(|e| e.to_string())?;
+        Ok(Some(u32::try_from(runnable.len()).unwrap_or(u32::MAX)))
     }
 }
+
+/// Most threads of a quota'd cgroup whose state is read to count its runnable co-tenants.
+const MAX_COUNTED_THREADS: usize = 4096;
 
 /// Reads a file that may legitimately be absent: `Ok(None)` when it does not exist.
 fn read_optional(path: &Path) -> std::result::Result<Option<String>, String> {
@@ -228,6 +290,45 @@ mod tests {
         assert_eq!(reading.memory_limit_bytes, Some(268435456));
         assert_eq!(reading.memory_working_set_bytes(), Some(900));
         assert!(reading.notes.is_empty(), "{:?}", reading.notes);
+    }
+
+    #[test]
+    fn the_runnable_co_tenants_of_a_quota_are_counted_without_ours() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        let cg = r.join("sys/fs/cgroup");
+        write(&cg.join("w/cpu.max"), "100000 100000\n");
+        // Ours: 42 (runnable) and 43; co-tenants: 50 and 51 runnable, 52 asleep, 53 gone.
+        write(&cg.join("w/cgroup.threads"), "42\n43\n50\n51\n52\n53\n");
+        let proc_dir = r.join("proc");
+        write(
+            &proc_dir.join("self/mountinfo"),
+            "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        );
+        write(&proc_dir.join("42/cgroup"), "0::/w\n");
+        for (tid, state) in [(42, 'R'), (43, 'S'), (50, 'R'), (51, 'R'), (52, 'S')] {
+            let line = format!("{tid} (t {tid}) {state} 1 42 42 0 -1\n");
+            write(&proc_dir.join(format!("{tid}/stat")), &line);
+            if tid < 50 {
+                write(&proc_dir.join(format!("42/task/{tid}/stat")), &line);
+            }
+        }
+        let mut src = CgroupSource::new(r, &proc_dir, &proc_dir.join("42"));
+        let reading = src.read().unwrap();
+        assert_eq!(reading.others_runnable, Some(2));
+        assert!(reading.notes.is_empty(), "{:?}", reading.notes);
+        // A garbled thread list is a note naming it, and the count unknown.
+        write(&cg.join("w/cgroup.threads"), "42\nforty\n");
+        let reading = src.read().unwrap();
+        assert_eq!(reading.others_runnable, None);
+        assert!(
+            reading.notes[0].contains("w/cgroup.threads"),
+            "{:?}",
+            reading.notes
+        );
+        // No quota: nothing competes for one, nothing is counted.
+        write(&cg.join("w/cpu.max"), "max 100000\n");
+        assert_eq!(src.read().unwrap().others_runnable, None);
     }
 
     #[test]
