@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Predicted vs measured step time on a TF_CONFIG worker in a quota'd cgroup, under 0/1/2/4/8
-# CPU-bound co-tenants (`yes >/dev/null`) *inside that cgroup*: zoo lenet, batch 32, heft (which
+# CPU-bound co-tenants (`yes >/dev/null`) *inside that cgroup*: zoo MODEL (default lenet), batch 32, heft (which
 # puts everything on the one worker). One `tf-iaware worker` (with its metrics agent) runs in a
 # cgroup-v1 `cpu` group of QUOTA cores; the driver runs outside it. One calibration first, with
 # no co-tenant; then ROUNDS rounds, the counts interleaved (ascending, then descending), each:
 # start the co-tenants in the cgroup, wait SETTLE_S (the agent smooths its run-queue reading over
 # about 10 s), `devices --json` (the worker's availability as its agent reads it), `simulate
-# --json` (predicted step), `run --steps 20 --json` (its own prediction and the median of the 20
+# --json` (predicted step), `run --steps STEPS --json` (its own prediction and the median of the STEPS (20)
 # timed steps), stop them. Prints one TSV line per (round, co-tenants). Needs root and cgroup v1.
+# MEASURED=1: op timings of a `run --steps 3 --save-measurements` with no co-tenant (taken
+# with the availability it read) go to every `simulate` and `run` (`--measurements`).
 #
 # Usage: benches/results/availability-contention/quota-worker.sh [TF_IAWARE_BINARY] > results.tsv
 set -euo pipefail
@@ -16,6 +18,8 @@ B=$(realpath "$B")
 ROUNDS=${ROUNDS:-2}
 SETTLE_S=${SETTLE_S:-12}
 QUOTA=${QUOTA:-1.0}
+MODEL=${MODEL:-lenet}
+STEPS=${STEPS:-20}
 PORT=${PORT:-24611}
 METRICS_PORT=${METRICS_PORT:-24612}
 CG=/sys/fs/cgroup/cpu/tfia-quota-worker-$$
@@ -48,7 +52,7 @@ EOF
 worker=$!
 sleep 5
 C=tf-config:$WORK/tf_config.json
-"$B" model lenet --batch 32 --out lenet.pb 2>/dev/null
+"$B" model "$MODEL" --batch 32 --out model.pb 2>/dev/null
 TF_IAWARE_CALIBRATION_MIN_FREE=0 "$B" devices --cluster "$C" --calibrate --json \
   2>/dev/null >calibration.json
 python3 - calibration.json >&2 <<'PY'
@@ -56,6 +60,12 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print("calibrated at availability", [round(s[1], 3) for s in d["calibration"]["seen"]])
 PY
+measured=()
+if [[ ${MEASURED:-0} == 1 ]]; then
+  "$B" run --graph model.pb --cluster "$C" --strategy heft --steps 3 \
+    --save-measurements m.json 2>/dev/null >/dev/null
+  measured=(--measurements m.json)
+fi
 printf 'round\tcotenants\tavailability\tcompeting\tsimulate_ms\trun_predicted_ms\tmeasured_median_ms\terror_simulate\terror_run\n'
 for ((r = 0; r < ROUNDS; r++)); do
   if ((r % 2 == 0)); then order="0 1 2 4 8"; else order="8 4 2 1 0"; fi
@@ -66,8 +76,10 @@ for ((r = 0; r < ROUNDS; r++)); do
     done
     sleep "$SETTLE_S"
     "$B" devices --cluster "$C" --json 2>/dev/null >devices.json
-    "$B" simulate --graph lenet.pb --cluster "$C" --strategy heft --json 2>/dev/null >sim.json
-    "$B" run --graph lenet.pb --cluster "$C" --strategy heft --steps 20 --json \
+    "$B" simulate --graph model.pb --cluster "$C" --strategy heft "${measured[@]}" \
+      --json 2>/dev/null >sim.json
+    "$B" run --graph model.pb --cluster "$C" --strategy heft --steps "$STEPS" \
+      "${measured[@]}" --json \
       2>/dev/null >run.json
     stop_hogs
     python3 - "$r" "$n" devices.json sim.json run.json <<'PY'

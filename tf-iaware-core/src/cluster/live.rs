@@ -36,29 +36,27 @@
 //!     is smaller; a filled quota caps their use whatever their number, so the count is what
 //!     sees past it) plus the cgroup's own PSI (v2 `cpu.pressure`).
 //!
-//!   A quota binds on average over its period (100 ms): a process whose use stays below its
-//!   quota runs its bursts on every core it may use, unthrottled; one that keeps it busy (a
-//!   training job) runs each thread at `q / d`. How much of the time a quota binds, `σ`, comes
-//!   from our own use measured against the cap and from the co-tenants' threads (`k / q`: `q`
-//!   CPU-bound threads fill it). A process read idle (`devices`, `simulate`, the start of
-//!   `run`: its use below [`IDLE_USE`] of its cap) says nothing of its bursts and is taken to
-//!   keep its cap busy, as training does. With `bound(limit, threads, σ) = 1 − σ (1 −
-//!   min(1, limit / threads))`, a thread of ours runs at `r = min(M / (n + g + d),
-//!   bound(q, d + k, σ_own + k / q))` of a core, where `d` is the number of threads the process
-//!   runs and `g` the cores the in-cgroup co-tenants use. TensorFlow sizes its thread pools by
-//!   the cores it may run on (`M`, not the quota) and spreads an op's work over them, so `d =
-//!   max(M, the process's measured use)`. Without competitors a thread runs at `bound(C, d,
-//!   σ_own)`; `s` is `r` over that, 0…1.
+//!   A thread of ours runs at `r = min(1, M / (n + g + d))` of a core on the host, where `d`
+//!   is the number of threads the process runs and `g` the cores the in-cgroup co-tenants
+//!   use. TensorFlow sizes its thread pools by the cores it may run on (`M`, not the quota)
+//!   and spreads an op's work over them, so `d = max(M, the process's measured use)`: what it
+//!   *will* run, also when it is read idle (`devices`, `simulate`, the start of `run`).
+//!   Without competitors a thread runs at `min(1, C / d)`. Inside a quota that binds (`d + k
+//!   > q`), the group's runnable threads share it by count, and a TensorFlow process held to
+//!   its quota keeps about `max(1, q)` threads runnable (`min(d, max(1, q))`; measured: a
+//!   step ran `1 + k` times as long beside `k` CPU-bound co-tenants in a 0.3-core and in a
+//!   1-core group on 2 cores): the group leaves it `u = t / (t + k)` of what it had, `t` those
+//!   threads. `s = min(r / min(1, C / d), u)`, 0…1.
 //!
 //! `availability = (C / A) × s`. So `n` CPU-bound co-tenants on `M` cores leave `M / (n + M)`
 //! (2 cores: 1, ⅔, ½, ⅓, ⅕ for 0, 1, 2, 4, 8 — a step `(n + M) / M` times as long); under a
-//! quota `q` that the process keeps busy, co-tenants inside the cgroup that keep `k` threads
-//! busy leave `d / (d + k)` of it (⅔ for one CPU-bound co-tenant beside a process on 2 cores),
-//! and host co-tenants cost nothing until the machine's share per thread falls below the
-//! quota's, `M / (n + g + d) < q / (d + k)`. A process measured well below its quota loses
-//! more: its bursts had whole cores and now get `q / (d + k)` of one (a lenet step in a 1-core
-//! group on 2 cores ran 3.8–11× as long beside 1–8 co-tenants there; ResNet-20, which keeps
-//! the quota busy, 1.9–6.2×).
+//! quota of at most one core, `k` CPU-bound co-tenants inside the cgroup leave `1 / (1 + k)`
+//! (½ for one beside a process held to 0.3 core), and host co-tenants cost nothing until the
+//! machine's share per thread falls below the quota's, `M / (n + g + d) < C / d`. A process
+//! whose steps stay below its quota loses more than that: its bursts ran unthrottled on every
+//! core and now wait out the throttled periods too (a lenet step in a 1-core group ran 4.1,
+//! 5.8, 6.3 and 12.6 times as long beside 1, 2, 4 and 8 co-tenants there); a reading does
+//! not tell such a process from one held to its quota.
 //!
 //! Every signal may be missing (a kernel without PSI, an exporter page without the run queue,
 //! an agent of an older version): the model then uses what is left — at worst the co-tenants'
@@ -125,11 +123,6 @@ pub struct Contention {
     /// Threads the process runs, `d` (≥ `M`, module docs).
     pub demand: f64,
 }
-
-/// Below this share of its cap a process's measured use says nothing of the bursts it will
-/// run (it is idle when read: `devices`, `simulate`, the start of `run`): it is taken to keep
-/// its cap busy, as a training job does ([`contention`]).
-pub const IDLE_USE: f64 = 0.1;
 
 /// Smallest contended share [`contention`] returns: a thread that waits behind a thousand
 /// others still runs sometimes.
@@ -201,20 +194,19 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     let waiting = busy + pressure;
     let n = busy.max(queued).max(waiting);
     let host_rate = (machine / (n + group_others + demand)).min(1.0);
-    // A quota binds on average over its period: a process whose use stays below it runs its
-    // bursts on every core it may use, unthrottled. `saturated` is how much of the time the
-    // quota binds: by our own use and by the co-tenants' threads (each wants a core; `q` of
-    // them fill the quota). Where it binds, the group's threads share the quota by count,
-    // `q / (d + k)` each. Read idle, a process is taken to keep its cap busy, as training does.
-    let bound = |limit: f64, threads: f64, saturated: f64| {
-        1.0 - saturated.clamp(0.0, 1.0) * (1.0 - (limit / threads).min(1.0))
-    };
-    let own_saturation = if own < IDLE_USE * cap { 1.0 } else { own / cap };
-    let group_rate = quota.map_or(1.0, |q| {
-        bound(q, demand + group_k, own_saturation + group_k / q)
+    let alone = (cap / demand).min(1.0);
+    // Inside a quota that binds (its threads want more than `q` cores), the group's runnable
+    // threads share it by count; a TensorFlow process held to its quota keeps about
+    // `max(1, q)` of its threads runnable (measured: the step ran `1 + k` times as long beside
+    // `k` CPU-bound co-tenants in a 0.3-core and in a 1-core group).
+    let group_share = quota.map_or(1.0, |q| {
+        let ours = demand.min(q.max(1.0));
+        let binds = (demand + group_k - q).clamp(0.0, 1.0);
+        1.0 - binds * group_k / (ours + group_k)
     });
-    let alone = bound(cap, demand, own_saturation);
-    let share = (host_rate.min(group_rate) / alone).clamp(MIN_CONTENDED_SHARE, 1.0);
+    let share = (host_rate / alone)
+        .min(group_share)
+        .clamp(MIN_CONTENDED_SHARE, 1.0);
     Contention {
         share,
         host_competitors: n,
