@@ -14,7 +14,7 @@ FIXTURES=$(realpath "$(dirname "$0")/../../../tests/fixtures")
 CLUSTER=${CLUSTER:-local:cpu=2}
 WORK=$(mktemp -d)
 export TF_IAWARE_CACHE_DIR=$WORK/cache
-trap 'rm -rf "$WORK"' EXIT
+trap '[[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
 cd "$WORK"
 TF_IAWARE_CALIBRATION_MIN_FREE=0 "$B" devices --cluster "$CLUSTER" --calibrate --json \
   2>/dev/null >calibration.json

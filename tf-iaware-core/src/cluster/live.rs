@@ -23,7 +23,9 @@
 //!   - on the host: the run queue (`procs_running` of `/proc/stat`, less our own runnable
 //!     threads counted on both sides of that read — the reading thread among them; where they
 //!     were not counted, the reader and our measured use — and less the co-tenants inside our
-//!     quota), the co-tenants' measured use, and — only where the run queue cannot be read
+//!     quota; one instant's count, so bounded by how many co-tenants the interval's measured
+//!     use can account for — a transient task caught at the instant is not a competitor), the
+//!     co-tenants' measured use, and — only where the run queue cannot be read
 //!     with our own threads taken off — CPU pressure (PSI `some avg10`: the share of time some
 //!     task waited for a CPU, "one more runnable task than cores" that share of the time; it
 //!     counts our own threads' waits too, so a process reading it while it runs would see
@@ -179,7 +181,12 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     let queued = i
         .runnable_tasks
         .filter(|r| r.is_finite())
-        .map(|r| (r - ours - group_queued).max(0.0) * on_ours)
+        .map(|r| {
+            (r - ours - group_queued)
+                .max(0.0)
+                .min(plausible_queue(i, demand))
+                * on_ours
+        })
         .unwrap_or(0.0);
     // PSI's "some" counts our own threads' waits as well as everyone else's (and lags 10 s):
     // read while we run (calibrating, training) it says we compete with ourselves. It stands in
@@ -213,6 +220,35 @@ pub fn contention(i: &ContentionInputs) -> Contention {
         group_competitors: group_k,
         demand,
     }
+}
+
+/// How many co-tenant threads on the host (outside our cgroup) their measured use can account
+/// for, to bound the run queue's count by. The run queue is one instant's count, the use is
+/// the whole interval's: where the host had a core to spare, every runnable co-tenant ran, so
+/// no more of them were runnable than the cores they used (a count above that caught a
+/// transient — a short-lived process, a kernel thread); where it had none, `k` co-tenants
+/// beside our `d` threads got `L k / (k + d)` of the `L` cores, so their use `c` bounds them
+/// at `d c / (L − c)` — doubled, for the scheduler's unevenness. In between, the bound moves
+/// from one to the other with the spare core. Unbounded where the use is unknown.
+fn plausible_queue(i: &ContentionInputs, demand: f64) -> f64 {
+    let (Some(cotenant), true) = (i.cotenant_cores.filter(|c| c.is_finite()), i.logical >= 1.0)
+    else {
+        return f64::INFINITY;
+    };
+    let group = i.group.as_ref().map_or(0.0, |g| g.others_cores.max(0.0));
+    let c = (cotenant - group).max(0.0);
+    let all = cotenant.max(0.0) + i.own_cores.max(0.0);
+    let saturated = (1.0 - (i.logical - all)).clamp(0.0, 1.0);
+    if saturated == 0.0 {
+        return c;
+    }
+    let left = i.logical - c;
+    let by_share = if left > 1e-3 {
+        2.0 * demand * c / left
+    } else {
+        f64::INFINITY
+    };
+    c + saturated * (by_share - c).max(0.0)
 }
 
 /// The availability of a device that is its own machine under time-slicing (a GPU): `max(f,
