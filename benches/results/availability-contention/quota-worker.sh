@@ -6,13 +6,15 @@
 # no co-tenant; then ROUNDS rounds, the counts interleaved (ascending, then descending), each:
 # start the co-tenants in the cgroup, wait SETTLE_S (the agent smooths its run-queue reading over
 # about 10 s), `devices --json` (the worker's availability as its agent reads it), `simulate
-# --json` (predicted step), `run --steps STEPS --json` (its own prediction and the median of the STEPS (20)
-# timed steps), stop them. Prints one TSV line per (round, co-tenants). Needs root and cgroup v1.
+# --json` (predicted step), `run --steps STEPS --json` (its own prediction and the STAT —
+# `median`, or `mean`, the throughput's figure, which under a quota counts the steps that wait
+# out a throttled period — of the STEPS (20) timed steps), stop them. Prints one TSV line per (round, co-tenants). Needs root and cgroup v1.
 # MEASURED=1: op timings of a `run --steps 3 --save-measurements` with no co-tenant (taken
 # with the availability it read) go to every `simulate` and `run` (`--measurements`).
 #
 # Usage: benches/results/availability-contention/quota-worker.sh [TF_IAWARE_BINARY] > results.tsv
 set -euo pipefail
+STAT=${STAT:-median}
 B=${1:-target/debug/tf-iaware}
 B=$(realpath "$B")
 ROUNDS=${ROUNDS:-2}
@@ -66,7 +68,7 @@ if [[ ${MEASURED:-0} == 1 ]]; then
     --save-measurements m.json 2>/dev/null >/dev/null
   measured=(--measurements m.json)
 fi
-printf 'round\tcotenants\tavailability\tcompeting\tsimulate_ms\trun_predicted_ms\tmeasured_median_ms\terror_simulate\terror_run\n'
+printf 'round\tcotenants\tavailability\tcompeting\tsimulate_ms\trun_predicted_ms\tmeasured_%s_ms\terror_simulate\terror_run\n' "$STAT"
 for ((r = 0; r < ROUNDS; r++)); do
   if ((r % 2 == 0)); then order="0 1 2 4 8"; else order="8 4 2 1 0"; fi
   for n in $order; do
@@ -82,7 +84,7 @@ for ((r = 0; r < ROUNDS; r++)); do
       "${measured[@]}" --json \
       2>/dev/null >run.json
     stop_hogs
-    python3 - "$r" "$n" devices.json sim.json run.json <<'PY'
+    python3 - "$r" "$n" devices.json sim.json run.json "$STAT" <<'PY'
 import json, sys
 r, n = sys.argv[1], sys.argv[2]
 dev, sim, run = (json.load(open(f)) for f in sys.argv[3:6])
@@ -91,7 +93,7 @@ cpu0 = next(d for d in dev["devices"] if "job:worker" in d["name"] and d["name"]
 live = cpu0.get("live") or {}
 a, c = cpu0["availability"], live.get("competing_tasks") or 0.0
 pred, own = sim["predicted_step_ms"], run["predicted_step_ms"]
-meas = run["step_ms"]["median"]
+meas = run["step_ms"][sys.argv[-1]]
 err = lambda p: f"{(p - meas) / meas * 100:+.0f} %"
 print(f"{r}\t{n}\t{a:.3f}\t{c:.1f}\t{pred:.2f}\t{own:.2f}\t{meas:.2f}\t{err(pred)}\t{err(own)}")
 PY
