@@ -209,18 +209,29 @@ fn quota_cgroup(name: &str, quota_us: u64, period_us: u64) -> Result<(CgroupGuar
     Ok((guard, version))
 }
 
-#[test]
-fn cgroup_quota_is_reported_in_cores() {
+/// [`quota_cgroup`] with a 100 ms period, or `None` after printing why `test` is skipped (no
+/// cgroup the test may create on this machine).
+fn quota_cgroup_or_skip(test: &str, name: &str, quota_us: u64) -> Option<(CgroupGuard, u8)> {
+    quota_cgroup(name, quota_us, 100_000)
+        .map_err(|reason| eprintln!("SKIPPED {test}: {reason}"))
+        .ok()
+}
+
+/// A cgroup name no other test run uses: `prefix`, this process's id and the clock's nanoseconds.
+fn unique_cgroup_name(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let name = format!("tf-iaware-test-{}-{nanos}", std::process::id());
-    let (cgroup, version) = match quota_cgroup(&name, 50_000, 100_000) {
-        Ok(g) => g,
-        Err(reason) => {
-            eprintln!("SKIPPED cgroup_quota_is_reported_in_cores: {reason}");
-            return;
-        }
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+#[test]
+fn cgroup_quota_is_reported_in_cores() {
+    let name = unique_cgroup_name("tf-iaware-test");
+    let Some((cgroup, version)) =
+        quota_cgroup_or_skip("cgroup_quota_is_reported_in_cores", &name, 50_000)
+    else {
+        return;
     };
     let child = busy_process();
     let pid = child.0.id();
@@ -280,16 +291,13 @@ fn cgroup_quota_is_reported_in_cores() {
 
 #[test]
 fn the_runnable_cotenants_in_a_quota_are_counted_and_ours_are_not() {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let name = format!("tf-iaware-test-cotenants-{}-{nanos}", std::process::id());
-    let (cgroup, _) = match quota_cgroup(&name, 150_000, 100_000) {
-        Ok(g) => g,
-        Err(reason) => {
-            eprintln!("SKIPPED the_runnable_cotenants_in_a_quota_are_counted: {reason}");
-            return;
-        }
+    let name = unique_cgroup_name("tf-iaware-test-cotenants");
+    let Some((cgroup, _)) = quota_cgroup_or_skip(
+        "the_runnable_cotenants_in_a_quota_are_counted",
+        &name,
+        150_000,
+    ) else {
+        return;
     };
     // The observed process spins too: its own runnable thread is not a co-tenant.
     let children: Vec<ChildGuard> = (0..3).map(|_| busy_process()).collect();

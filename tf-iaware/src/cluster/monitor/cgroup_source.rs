@@ -173,6 +173,16 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
+    /// `root/proc`, with a mount table of a pure cgroup v2 host at `/sys/fs/cgroup`.
+    fn v2_proc(root: &Path) -> std::path::PathBuf {
+        let proc_dir = root.join("proc");
+        write(
+            &proc_dir.join("self/mountinfo"),
+            "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+        );
+        proc_dir
+    }
+
     #[test]
     fn reads_v1_tree_with_ancestor_quota() {
         let root = tempfile::tempdir().unwrap();
@@ -272,11 +282,7 @@ mod tests {
             &cg.join("job/w1/memory.stat"),
             "anon 900\ninactive_file 100\n",
         );
-        let proc_dir = r.join("proc");
-        write(
-            &proc_dir.join("self/mountinfo"),
-            "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-        );
+        let proc_dir = v2_proc(r);
         write(&proc_dir.join("self/cgroup"), "0::/job/w1\n");
         let mut src = CgroupSource::new(r, &proc_dir, &proc_dir.join("self"));
         let reading = src.read().unwrap();
@@ -300,11 +306,7 @@ mod tests {
         write(&cg.join("w/cpu.max"), "100000 100000\n");
         // Ours: 42 (runnable) and 43; co-tenants: 50 and 51 runnable, 52 asleep, 53 gone.
         write(&cg.join("w/cgroup.threads"), "42\n43\n50\n51\n52\n53\n");
-        let proc_dir = r.join("proc");
-        write(
-            &proc_dir.join("self/mountinfo"),
-            "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-        );
+        let proc_dir = v2_proc(r);
         write(&proc_dir.join("42/cgroup"), "0::/w\n");
         for (tid, state) in [(42, 'R'), (43, 'S'), (50, 'R'), (51, 'R'), (52, 'S')] {
             let line = format!("{tid} (t {tid}) {state} 1 42 42 0 -1\n");
@@ -338,11 +340,7 @@ mod tests {
         let cg = r.join("sys/fs/cgroup");
         write(&cg.join("a/cpu.max"), "lots\n");
         write(&cg.join("a/memory.current"), "many\n");
-        let proc_dir = r.join("proc");
-        write(
-            &proc_dir.join("self/mountinfo"),
-            "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
-        );
+        let proc_dir = v2_proc(r);
         write(&proc_dir.join("self/cgroup"), "0::/a\n");
         let mut src = CgroupSource::new(r, &proc_dir, &proc_dir.join("self"));
         let reading = src.read().unwrap();
