@@ -5,6 +5,8 @@
 # steps on a different placement), `run --strategy heft --steps 20 --json` (the median of 20
 # timed steps), `simulate --strategy heft --measurements m.json --json` (the prediction) and
 # `simulate --strategy heft --json` (calibrated only). Prints one TSV line per graph.
+# MEASURE_WITH=heft: the op timings come from the placement that is predicted (default
+# round-robin, a different one).
 #
 # Usage: benches/results/prediction-quality/run.sh [TF_IAWARE_BINARY] > results.tsv
 set -euo pipefail
@@ -12,6 +14,7 @@ B=${1:-target/debug/tf-iaware}
 B=$(realpath "$B")
 FIXTURES=$(realpath "$(dirname "$0")/../../../tests/fixtures")
 CLUSTER=${CLUSTER:-local:cpu=2}
+MEASURE_WITH=${MEASURE_WITH:-round-robin}
 WORK=$(mktemp -d)
 export TF_IAWARE_CACHE_DIR=$WORK/cache
 trap '[[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
@@ -38,7 +41,7 @@ for g in "${graphs[@]}"; do
   # The one fixture with a dynamic batch runs at the batch its notebook used.
   batch=()
   [[ $name == tf1_mlp_sparse ]] && batch=(--batch 64)
-  "$B" run --graph "$g" --cluster "$CLUSTER" --strategy round-robin --steps 3 "${batch[@]}" \
+  "$B" run --graph "$g" --cluster "$CLUSTER" --strategy "$MEASURE_WITH" --steps 3 "${batch[@]}" \
     --save-measurements m.json >/dev/null 2>&1
   "$B" run --graph "$g" --cluster "$CLUSTER" --strategy heft --steps 20 "${batch[@]}" --json \
     2>/dev/null >run.json
