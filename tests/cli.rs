@@ -424,7 +424,7 @@ fn bench_runs_data_parallel_and_model_parallel_strategies_side_by_side() {
         let ms = r["step_ms"]["median"].as_f64().unwrap();
         assert!(ms.is_finite() && ms > 0.0, "{r}");
         let mean = r["step_ms"]["mean"].as_f64().unwrap();
-        assert!(mean >= r["step_ms"]["p10"].as_f64().unwrap(), "{r}");
+        assert!(mean.is_finite() && mean > 0.0, "{r}");
         assert!(r["predicted_step_ms"].as_f64().is_some(), "{r}");
     }
     // Data-parallel strategies carry a plan over the global batch; heft its ops per worker.

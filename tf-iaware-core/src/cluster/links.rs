@@ -336,7 +336,7 @@ impl LinkTable {
     /// [`throttle_wait`] of its ends between processes, 0 within one.
     #[inline]
     fn wait_between(&self, a: usize, b: usize) -> f64 {
-        if self.process[a] != self.process[b] || self.machine[a] != self.machine[b] {
+        if self.process[a] != self.process[b] {
             self.wait[a].max(self.wait[b])
         } else {
             0.0

@@ -167,11 +167,14 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     };
     // Co-tenants on the host, on our CPUs (spread evenly over the host's).
     let on_ours = machine / logical;
-    let busy = i
+    let host_cotenants = i
         .cotenant_cores
-        .map(|c| (finite(c) - group_others).max(0.0) * on_ours)
-        .unwrap_or(0.0)
-        .min(machine);
+        .filter(|c| c.is_finite())
+        .map(|c| (c.max(0.0) - group_others).max(0.0));
+    let busy = host_cotenants.map_or(0.0, |c| c * on_ours).min(machine);
+    let bound = host_cotenants.map_or(f64::INFINITY, |c| {
+        plausible_queue(logical, c, c + group_others + own, demand)
+    });
     // Ours in the run queue: counted at the same instants, else the reader and our use; the
     // co-tenants of our cgroup are there too, and counted apart.
     let ours = i
@@ -181,12 +184,7 @@ pub fn contention(i: &ContentionInputs) -> Contention {
     let queued = i
         .runnable_tasks
         .filter(|r| r.is_finite())
-        .map(|r| {
-            (r - ours - group_queued)
-                .max(0.0)
-                .min(plausible_queue(i, demand))
-                * on_ours
-        })
+        .map(|r| (r - ours - group_queued).max(0.0).min(bound) * on_ours)
         .unwrap_or(0.0);
     // PSI's "some" counts our own threads' waits as well as everyone else's (and lags 10 s):
     // read while we run (calibrating, training) it says we compete with ourselves. It stands in
@@ -229,20 +227,14 @@ pub fn contention(i: &ContentionInputs) -> Contention {
 /// transient — a short-lived process, a kernel thread); where it had none, `k` co-tenants
 /// beside our `d` threads got `L k / (k + d)` of the `L` cores, so their use `c` bounds them
 /// at `d c / (L − c)` — doubled, for the scheduler's unevenness. In between, the bound moves
-/// from one to the other with the spare core. Unbounded where the use is unknown.
-fn plausible_queue(i: &ContentionInputs, demand: f64) -> f64 {
-    let (Some(cotenant), true) = (i.cotenant_cores.filter(|c| c.is_finite()), i.logical >= 1.0)
-    else {
-        return f64::INFINITY;
-    };
-    let group = i.group.as_ref().map_or(0.0, |g| g.others_cores.max(0.0));
-    let c = (cotenant - group).max(0.0);
-    let all = cotenant.max(0.0) + i.own_cores.max(0.0);
-    let saturated = (1.0 - (i.logical - all)).clamp(0.0, 1.0);
+/// from one to the other with the spare core. `c`: their use, cores of the `logical`; `used`:
+/// everyone's, ours included.
+fn plausible_queue(logical: f64, c: f64, used: f64, demand: f64) -> f64 {
+    let saturated = (1.0 - (logical - used)).clamp(0.0, 1.0);
     if saturated == 0.0 {
         return c;
     }
-    let left = i.logical - c;
+    let left = logical - c;
     let by_share = if left > 1e-3 {
         2.0 * demand * c / left
     } else {

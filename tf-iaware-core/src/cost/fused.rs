@@ -101,7 +101,8 @@ fn bias_gradient_beside(graph: &OpGraph, at: NodeId) -> Option<NodeId> {
                     .node(c)
                     .inputs
                     .first()
-                    .is_some_and(|i| through_identity(graph, i) == source)
+                    .map(|i| through_identity(graph, i))
+                    .is_some_and(|i| (i.node, i.output) == (source.node, source.output))
         })
     })
 }
@@ -208,17 +209,22 @@ mod tests {
 
     const CPU: &str = "/job:localhost/replica:0/task:0/device:CPU:0";
 
+    /// Adds op `name` of type `ty` reading output 0 of each of `ins`, with one float output
+    /// of `shape`.
+    fn add(b: &mut OpGraphBuilder, name: &str, ty: &str, ins: &[NodeId], shape: &[i64]) -> NodeId {
+        let id = b.add(name, ty).unwrap();
+        for &i in ins {
+            b.connect(i, 0, id);
+        }
+        b.output(id, DType::FLOAT, Some(shape.to_vec()));
+        id
+    }
+
     /// x, w → conv1/Conv2D → conv1/BiasAdd (b) → conv1/Relu → pool; plus a lone MatMul.
     fn graph() -> OpGraph {
         let mut b = OpGraphBuilder::new();
-        let mut op = |name: &str, ty: &str, ins: &[NodeId], shape: &[i64]| {
-            let id = b.add(name, ty).unwrap();
-            for &i in ins {
-                b.connect(i, 0, id);
-            }
-            b.output(id, DType::FLOAT, Some(shape.to_vec()));
-            id
-        };
+        let mut op =
+            |name: &str, ty: &str, ins: &[NodeId], shape: &[i64]| add(&mut b, name, ty, ins, shape);
         let x = op("x", "Placeholder", &[], &[8, 28, 28, 1]);
         let w = op("w", "Placeholder", &[], &[5, 5, 1, 32]);
         let bias = op("b", "Placeholder", &[], &[32]);
@@ -253,14 +259,8 @@ mod tests {
     #[test]
     fn a_filter_gradient_fused_with_its_bias_gradient_is_split_over_both() {
         let mut b = OpGraphBuilder::new();
-        let mut op = |name: &str, ty: &str, ins: &[NodeId], shape: &[i64]| {
-            let id = b.add(name, ty).unwrap();
-            for &i in ins {
-                b.connect(i, 0, id);
-            }
-            b.output(id, DType::FLOAT, Some(shape.to_vec()));
-            id
-        };
+        let mut op =
+            |name: &str, ty: &str, ins: &[NodeId], shape: &[i64]| add(&mut b, name, ty, ins, shape);
         let x = op("x", "Placeholder", &[], &[8, 28, 28, 16]);
         let sizes = op("sizes", "Const", &[], &[4]);
         let dy = op("gradients/ReluGrad_6", "Placeholder", &[], &[8, 28, 28, 32]);
