@@ -81,6 +81,7 @@ fn main() -> Result<()> {
         calibrate::WorkerProbe {
             batch: probe,
             min_seconds: 1.0,
+            global_batch: Some(batch),
         },
         &CalibrateOptions::default(),
     )?;
@@ -113,6 +114,7 @@ fn main() -> Result<()> {
         calibrate::WorkerProbe {
             batch: probe,
             min_seconds: 1.0,
+            global_batch: Some(batch),
         },
         &CalibrateOptions::default(),
     )?;
@@ -121,8 +123,13 @@ fn main() -> Result<()> {
 
     // 4. A fresh calibration in the new state.
     let started = Instant::now();
+    let probe = calibrate::WorkerProbe {
+        batch: probe,
+        min_seconds: 1.0,
+        global_batch: Some(batch),
+    };
     let fresh_cal =
-        data_parallel::calibrate_workers(&model, &workers, &ps[0], &devices, &config, probe, 1.0)?;
+        data_parallel::calibrate_workers(&model, &workers, &ps[0], &devices, &config, probe)?;
     let fresh_seconds = started.elapsed().as_secs_f64();
     let fresh_plan = plan(&fresh_cal, &devices)?;
     let fresh_ms = train(&model, &fresh_plan, &devices, &config)?;

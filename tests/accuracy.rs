@@ -166,9 +166,7 @@ fn contenders_train_the_digits_above_chance_each_by_its_own_rules() {
             device: w.clone(),
             samples_per_sec: 1000.0,
             fixed_ms: 5.0,
-            availability: None,
-            max_batch: None,
-            step_rel_se: None,
+            ..Default::default()
         })
         .collect();
     let feedback = Feedback {

@@ -8,6 +8,7 @@ use common::cluster::{serial, Fixture};
 use common::exe;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel::{self, InfraAwareOptions};
+use tf_iaware::runtime::calibrate::WorkerProbe;
 use tf_iaware::runtime::data_parallel;
 use tf_iaware::runtime::stats::executed_nodes;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
@@ -67,9 +68,24 @@ fn two_workers_one_ps_train_synchronously_with_variables_on_the_ps() {
     assert!(ran[&workers[1]].iter().any(|n| n.starts_with("replica_1/")));
 
     if cluster.quota_warning.is_none() {
+        // Probes of 2, 4 and 8 samples, then the fastest worker at the whole batch of 32 (the
+        // most any plan gives it, and four times the probe).
+        let probe = WorkerProbe {
+            batch: 8,
+            min_seconds: 0.5,
+            global_batch: Some(32),
+        };
         let cal =
-            data_parallel::calibrate_workers("mlp", &workers, &ps[0], &devices, &config, 64, 0.5)
+            data_parallel::calibrate_workers("mlp", &workers, &ps[0], &devices, &config, probe)
                 .unwrap();
+        assert!(
+            cal.iter().all(|c| c.probed_batches.starts_with(&[2, 4, 8])),
+            "{cal:?}"
+        );
+        assert!(
+            cal.iter().any(|c| c.probed_batches.contains(&32)),
+            "the fastest worker is timed at the whole batch: {cal:?}"
+        );
         let ps_cap = vec![(ps[0].clone(), 1.0)];
         let options = InfraAwareOptions {
             min_gain: 0.0,

@@ -4,6 +4,7 @@
 use tf_iaware::cluster::connect_tf_config;
 use tf_iaware::models::replicated;
 use tf_iaware::parallel;
+use tf_iaware::runtime::calibrate::WorkerProbe;
 use tf_iaware::runtime::data_parallel;
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
@@ -27,7 +28,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stock = parallel::replica_setter(&workers, &ps, &vars, batch)?;
     let r = data_parallel::train(model, &stock, &devices, &config, 1, 0, 1)?;
     println!("replica-setter: {:.1} ms", r.step_ms.median);
-    let cal = data_parallel::calibrate_workers(model, &workers, &ps[0], &devices, &config, 8, 1.0)?;
+    let probe = WorkerProbe {
+        batch: 8,
+        min_seconds: 1.0,
+        global_batch: Some(batch),
+    };
+    let cal = data_parallel::calibrate_workers(model, &workers, &ps[0], &devices, &config, probe)?;
     println!(
         "calibration: {:?}",
         cal.iter().map(|c| c.samples_per_sec).collect::<Vec<_>>()

@@ -13,6 +13,7 @@ use tf_iaware::parallel::{
 };
 
 use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, ReplanRecord, Replanning};
+use tf_iaware::runtime::calibrate::WorkerProbe;
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::trainer::{self, Contender, OnProgress, StepProgress};
 use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
@@ -66,8 +67,11 @@ fn calibrate(setup: &Setup, live: &Cluster, config: &SessionConfig) -> Result<Ve
         &setup.ps[0],
         live,
         config,
-        probe,
-        1.0,
+        WorkerProbe {
+            batch: probe,
+            min_seconds: 1.0,
+            global_batch: Some(setup.batch),
+        },
     )?)
 }
 

@@ -40,11 +40,16 @@ pub(crate) fn calibrate(
     note(
         on_event,
         &format!(
-            "calibrating {} workers with {probe}-sample steps of {}…",
+            "calibrating {} workers with {probe}-sample steps of {} (and at the shares a plan can give them)…",
             c.workers.len(),
             c.workload.name()
         ),
     )?;
+    let probe = calibrate::WorkerProbe {
+        batch: probe,
+        min_seconds: 1.0,
+        global_batch: Some(c.batch),
+    };
     if c.recalibrate {
         calibrate::invalidate_workers(c.workload, probe, c.devices, c.workers, &c.ps[0])?;
     }
@@ -56,10 +61,7 @@ pub(crate) fn calibrate(
         &c.ps[0],
         c.devices,
         c.config,
-        calibrate::WorkerProbe {
-            batch: probe,
-            min_seconds: 1.0,
-        },
+        probe,
         &CalibrateOptions::default(),
     );
     emit(on_event, Event::Busy(None))?;

@@ -100,6 +100,7 @@ pub fn live_capacities(
                     _ => c.max_batch,
                 },
                 step_rel_se: c.step_rel_se,
+                probed_batches: c.probed_batches.clone(),
             }
         })
         .collect()

@@ -29,7 +29,7 @@
 
 mod probe;
 
-pub use probe::{fit_probes, Probe, ProbeFit};
+pub use probe::{fit_probes, operating_batches, Probe, ProbeFit, OPERATING_REACH};
 
 use std::collections::BTreeMap;
 

@@ -74,6 +74,10 @@ pub struct WorkerCapacity {
     /// by a fixed rule instead of by the noise. `None`: figures taken as exact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_rel_se: Option<f64>,
+    /// The batches (samples) whose timed steps these figures were fitted to, ascending (a pooled
+    /// worker's: every member's); empty where the figures were not fitted to timed steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probed_batches: Vec<usize>,
 }
 
 impl WorkerCapacity {

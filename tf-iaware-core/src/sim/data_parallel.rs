@@ -137,7 +137,7 @@ pub fn worker_capacities(cluster: &SyntheticCluster, workload: &DpWorkload) -> V
                 fixed_ms: workload.ops_per_step as f64 * d.op_overhead / a * 1e3,
                 availability: Some(d.availability),
                 max_batch: d.memory_bytes.map(|m| workload.memory.max_batch(m)),
-                step_rel_se: None,
+                ..WorkerCapacity::default()
             }
         })
         .collect()

@@ -170,6 +170,7 @@ impl Connection {
                 calibrate::WorkerProbe {
                     batch: probe,
                     min_seconds: 1.0,
+                    global_batch: Some(batch),
                 },
                 &CalibrateOptions::default(),
             )?;

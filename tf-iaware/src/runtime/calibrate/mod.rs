@@ -446,8 +446,9 @@ pub(crate) fn invalidate(cluster: &Cluster) -> Result<bool> {
 /// Version of [`WorkerProfile`]: 3 is probed interleaved with equal workers pooled
 /// ([`calibrate_workers`](super::data_parallel::calibrate_workers)); 4 also records each
 /// worker's measured noise ([`WorkerCapacity::step_rel_se`](crate::parallel::WorkerCapacity::step_rel_se),
-/// which settles near-tied plans). Earlier ones are stale.
-const WORKER_PROFILE_FORMAT: u32 = 4;
+/// which settles near-tied plans); 5 times workers at the shares a plan can give them too
+/// ([`WorkerProbe::global_batch`]). Earlier ones are stale.
+const WORKER_PROFILE_FORMAT: u32 = 5;
 
 /// A cached data-parallel calibration: each worker's figures, measured at the availability they
 /// record ([`WorkerCapacity::availability`](crate::parallel::WorkerCapacity::availability)), with
@@ -462,6 +463,9 @@ pub(crate) struct WorkerProfile {
     pub model: String,
     /// Largest probe batch.
     pub probe_batch: usize,
+    /// The global batch whose shares were probed too ([`WorkerProbe::global_batch`]).
+    #[serde(default)]
+    pub global_batch: Option<usize>,
     /// When, seconds since the Unix epoch.
     pub created_unix_s: u64,
     /// Per worker: figures and hardware fingerprint when calibrated.
@@ -497,7 +501,7 @@ fn machine_of(host: &str) -> &str {
 /// cluster's ports change from run to run).
 pub(crate) fn workers_profile_path(
     workload: impl Into<Workload>,
-    probe_batch: usize,
+    probe: WorkerProbe,
     cluster: &Cluster,
     workers: &[String],
     ps: &str,
@@ -505,7 +509,13 @@ pub(crate) fn workers_profile_path(
     use std::hash::{Hash, Hasher};
     let workload = workload.into();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (crate::tf::version(), workload.cache_key(), probe_batch).hash(&mut h);
+    (
+        crate::tf::version(),
+        workload.cache_key(),
+        probe.batch,
+        probe.global_batch,
+    )
+        .hash(&mut h);
     for w in workers
         .iter()
         .map(String::as_str)
@@ -529,12 +539,12 @@ pub(crate) fn workers_profile_path(
 /// [`Error::Io`] if it exists but cannot be removed.
 pub fn invalidate_workers(
     workload: impl Into<Workload>,
-    probe_batch: usize,
+    probe: WorkerProbe,
     cluster: &Cluster,
     workers: &[String],
     ps: &str,
 ) -> Result<bool> {
-    let path = workers_profile_path(workload, probe_batch, cluster, workers, ps);
+    let path = workers_profile_path(workload, probe, cluster, workers, ps);
     match std::fs::remove_file(&path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -602,6 +612,9 @@ pub struct WorkerProbe {
     pub batch: usize,
     /// Least time of timed steps at each probe batch, seconds.
     pub min_seconds: f64,
+    /// The global batch plans will split: with it, workers are timed once more at the largest
+    /// share a plan could give them ([`noise::operating_batches`](crate::parallel::noise::operating_batches)); part of the cache key.
+    pub global_batch: Option<usize>,
 }
 
 /// [`calibrate_workers`](super::data_parallel::calibrate_workers), through the per-user cache:
@@ -623,13 +636,10 @@ pub fn calibrate_workers_cached(
     probe: WorkerProbe,
     options: &CalibrateOptions,
 ) -> Result<WorkerCalibration> {
-    let WorkerProbe {
-        batch: probe_batch,
-        min_seconds,
-    } = probe;
+    let probe_batch = probe.batch;
     let started = std::time::Instant::now();
     let workload = workload.into();
-    let path = workers_profile_path(&workload, probe_batch, cluster, workers, ps);
+    let path = workers_profile_path(&workload, probe, cluster, workers, ps);
     let hardware = |w: &str| {
         cluster
             .index_of(w)
@@ -672,15 +682,8 @@ pub fn calibrate_workers_cached(
             "a worker's hardware changed since it was calibrated".to_string()
         });
     }
-    let mut capacity = super::data_parallel::calibrate_workers(
-        &workload,
-        workers,
-        ps,
-        cluster,
-        config,
-        probe_batch,
-        min_seconds,
-    )?;
+    let mut capacity =
+        super::data_parallel::calibrate_workers(&workload, workers, ps, cluster, config, probe)?;
     bound_by_cores(&mut capacity, &workload, cluster, probe_batch);
     let loaded: Vec<String> = loaded_devices(cluster, options.min_free_fraction)
         .into_iter()
@@ -705,6 +708,7 @@ pub fn calibrate_workers_cached(
         tf_version: crate::tf::version(),
         model: workload.cache_key(),
         probe_batch,
+        global_batch: probe.global_batch,
         created_unix_s: now_s(),
         workers: capacity
             .iter()

@@ -5,14 +5,19 @@ use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::error::Result;
 use crate::parallel::{noise, DataParallelPlan, Replica, WorkerCapacity};
+use crate::runtime::calibrate::WorkerProbe;
 use crate::runtime::replicated::Workload;
 use crate::runtime::train::Trainer;
 
 /// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables
-/// on `ps`) with `probe_batch / 4`, `probe_batch / 2` and `probe_batch` samples — two warm-up
-/// steps, then at least three timed steps and `min_seconds` of steps at each, the median
+/// on `ps`) with `probe.batch / 4`, `probe.batch / 2` and `probe.batch` samples — two warm-up
+/// steps, then at least three timed steps and `probe.min_seconds` of steps at each, the median
 /// counting — and fits a fixed per-step cost and a marginal throughput
-/// ([`WorkerCapacity::fit`]).
+/// ([`WorkerCapacity::fit`]). With `probe.global_batch`, each worker that a plan could give a
+/// share well past the probes is then timed once more at that share
+/// ([`noise::operating_batches`]), as many steps as at its largest small probe, and fitted
+/// again over every probe, so that plans read their
+/// shares between measured points rather than extrapolated from small steps.
 ///
 /// Only one worker steps at a time, so they do not disturb each other, but their probes are
 /// **interleaved**: one step of each (worker, batch) in turn, round after round, so a change of
@@ -28,74 +33,90 @@ pub fn calibrate_workers(
     ps: &str,
     cluster: &Cluster,
     config: &SessionConfig,
-    probe_batch: usize,
-    min_seconds: f64,
+    probe: WorkerProbe,
 ) -> Result<Vec<WorkerCapacity>> {
     let workload = workload.into();
     let vars = workload.variables()?;
-    let sizes = [
-        (probe_batch / 4).max(1),
-        (probe_batch / 2).max(2),
-        probe_batch.max(3),
-    ];
-    /// One (worker, batch) probe: its session, the step times so far (ms) and their sum (s).
-    struct Slot {
-        worker: usize,
-        batch: usize,
-        trainer: Trainer,
-        times: Vec<f64>,
-        busy_s: f64,
-    }
-    let mut slots = Vec::with_capacity(workers.len() * sizes.len());
-    for (worker, w) in workers.iter().enumerate() {
-        for batch in sizes {
-            let plan = DataParallelPlan {
-                strategy: "calibration".into(),
-                replicas: vec![Replica {
-                    device: w.clone(),
-                    batch,
-                }],
-                variable_devices: vars
-                    .iter()
-                    .map(|v| (v.name.clone(), ps.to_string()))
-                    .collect(),
-                global_device: ps.to_string(),
-                predicted_step_ms: None,
-            };
-            let (trainer, _, _) = prepare(&workload, &plan, cluster, config, 1)?;
-            trainer.init()?;
-            trainer.time_step()?;
-            trainer.time_step()?;
-            slots.push(Slot {
-                worker,
+    let p = probe.batch;
+    let sizes = [(p / 4).max(1), (p / 2).max(2), p.max(3)];
+    let open = |worker: usize, batch: usize, min_steps: usize| -> Result<Slot> {
+        let plan = DataParallelPlan {
+            strategy: "calibration".into(),
+            replicas: vec![Replica {
+                device: workers[worker].clone(),
                 batch,
-                trainer,
-                times: Vec::new(),
-                busy_s: 0.0,
-            });
-        }
-    }
-    let done = |s: &Slot| s.times.len() >= 3 && (s.busy_s >= min_seconds || s.times.len() >= 50);
-    while !slots.iter().all(done) {
-        for slot in slots.iter_mut().filter(|s| !done(s)) {
-            let ms = slot.trainer.time_step()?;
-            slot.times.push(ms);
-            slot.busy_s += ms / 1e3;
-        }
-    }
-    let probes: Vec<noise::Probe> = workers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| noise::Probe {
-            device: w.clone(),
-            step_ms: slots
+            }],
+            variable_devices: vars
                 .iter()
-                .filter(|s| s.worker == i)
-                .map(|s| (s.batch, s.times.clone()))
+                .map(|v| (v.name.clone(), ps.to_string()))
                 .collect(),
+            global_device: ps.to_string(),
+            predicted_step_ms: None,
+        };
+        let (trainer, _, _) = prepare(&workload, &plan, cluster, config, 1)?;
+        trainer.init()?;
+        trainer.time_step()?;
+        trainer.time_step()?;
+        Ok(Slot {
+            worker,
+            batch,
+            trainer,
+            times: Vec::new(),
+            busy_s: 0.0,
+            min_steps,
         })
-        .collect();
-    let fit = noise::fit_probes(&probes);
+    };
+    let mut slots = Vec::with_capacity(workers.len() * (sizes.len() + 1));
+    for worker in 0..workers.len() {
+        for batch in sizes {
+            slots.push(open(worker, batch, 3)?);
+        }
+    }
+    run_rounds(&mut slots, probe.min_seconds)?;
+    let mut fit = noise::fit_probes(&probes_of(workers, &slots));
+    if let Some(global) = probe.global_batch {
+        let first: Vec<WorkerCapacity> = workers
+            .iter()
+            .map(|w| {
+                fit.capacity
+                    .iter()
+                    .find(|c| &c.device == w)
+                    .cloned()
+                    .unwrap_or_else(|| WorkerCapacity::rate(w, 0.0))
+            })
+            .collect();
+        let wide = sizes[2];
+        let mut extra = Vec::new();
+        for (worker, batch) in noise::operating_batches(&first, global, wide)
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(batch) = batch {
+                // As many steps as at its largest small probe, so that its figures are known as
+                // well as before (the tie test of near-equal plans reads that count).
+                let steps = slots
+                    .iter()
+                    .filter(|s| s.worker == worker && s.batch == wide)
+                    .map(|s| s.times.len())
+                    .max()
+                    .unwrap_or(3);
+                extra.push(open(worker, batch, steps)?);
+            }
+        }
+        if !extra.is_empty() {
+            log::info!(
+                "calibration: timing {} at the shares a plan can give them: {:?}",
+                extra.len(),
+                extra
+                    .iter()
+                    .map(|s| (s.worker, s.batch))
+                    .collect::<Vec<_>>()
+            );
+            run_rounds(&mut extra, probe.min_seconds)?;
+            slots.extend(extra);
+            fit = noise::fit_probes(&probes_of(workers, &slots));
+        }
+    }
     log::info!(
         "calibration: step-time noise {} ; workers pooled as equal: {:?}",
         fit.spread
@@ -116,4 +137,48 @@ pub fn calibrate_workers(
         );
     }
     Ok(out)
+}
+
+/// One (worker, batch) probe: its session, the step times so far (ms) and their sum (s).
+struct Slot {
+    worker: usize,
+    batch: usize,
+    trainer: Trainer,
+    times: Vec<f64>,
+    busy_s: f64,
+    /// Least number of timed steps (at least 3).
+    min_steps: usize,
+}
+
+/// Times one step of each unfinished slot in turn, round after round, until every slot has its
+/// least number of steps (at least three) and `min_seconds` of them (or 50 steps).
+fn run_rounds(slots: &mut [Slot], min_seconds: f64) -> Result<()> {
+    let done = |s: &Slot| {
+        s.times.len() >= s.min_steps.clamp(3, 50)
+            && (s.busy_s >= min_seconds || s.times.len() >= 50)
+    };
+    while !slots.iter().all(done) {
+        for slot in slots.iter_mut().filter(|s| !done(s)) {
+            let ms = slot.trainer.time_step()?;
+            slot.times.push(ms);
+            slot.busy_s += ms / 1e3;
+        }
+    }
+    Ok(())
+}
+
+/// Each worker's probes: the step times of its slots, by batch.
+fn probes_of(workers: &[String], slots: &[Slot]) -> Vec<noise::Probe> {
+    workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| noise::Probe {
+            device: w.clone(),
+            step_ms: slots
+                .iter()
+                .filter(|s| s.worker == i)
+                .map(|s| (s.batch, s.times.clone()))
+                .collect(),
+        })
+        .collect()
 }
