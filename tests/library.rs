@@ -357,6 +357,19 @@ fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
     let planned = connection
         .plan_data_parallel(&workload, "infra-aware", Some(16))
         .unwrap();
+    // Probes of 2, 4 and 8 samples on each worker, then the whole batch of 16 on the fastest
+    // (the share it would get alone).
+    let calibration = planned.calibration().expect("infra-aware is calibrated");
+    assert!(
+        calibration
+            .iter()
+            .all(|c| c.probed_batches.starts_with(&[2, 4, 8])),
+        "{calibration:?}"
+    );
+    assert!(
+        calibration.iter().any(|c| c.probed_batches.contains(&16)),
+        "{calibration:?}"
+    );
     let report = planned.fit(&job, &options).unwrap();
     assert_eq!(report.updates, 5);
     assert_eq!(report.plan.global_batch(), 16);

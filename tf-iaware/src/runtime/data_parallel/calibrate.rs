@@ -15,8 +15,8 @@ use crate::runtime::train::Trainer;
 /// counting — and fits a fixed per-step cost and a marginal throughput
 /// ([`WorkerCapacity::fit`]). With `probe.global_batch`, each worker that a plan could give a
 /// share well past the probes is then timed once more at that share
-/// ([`noise::operating_batches`]), as many steps as at its largest small probe, and fitted
-/// again over every probe, so that plans read their
+/// ([`noise::operating_batches`]; of workers pooled as equal, the first only), as many steps
+/// as at its largest small probe, and fitted again over every probe, so that plans read their
 /// shares between measured points rather than extrapolated from small steps.
 ///
 /// Only one worker steps at a time, so they do not disturb each other, but their probes are
@@ -85,12 +85,26 @@ pub fn calibrate_workers(
                     .unwrap_or_else(|| WorkerCapacity::rate(w, 0.0))
             })
             .collect();
+        // Workers pooled as one figure are one device measured several times: the first of
+        // each group is timed for all of them.
+        let represented: Vec<&str> = fit
+            .pooled
+            .iter()
+            .flat_map(|group| {
+                let first = group.iter().min().copied();
+                group.iter().filter(move |&&i| Some(i) != first)
+            })
+            .map(|&i| fit.capacity[i].device.as_str())
+            .collect();
         let wide = sizes[2];
         let mut extra = Vec::new();
         for (worker, batch) in noise::operating_batches(&first, global, wide)
             .into_iter()
             .enumerate()
         {
+            if represented.contains(&workers[worker].as_str()) {
+                continue;
+            }
             if let Some(batch) = batch {
                 // As many steps as at its largest small probe, so that its figures are known as
                 // well as before (the tie test of near-equal plans reads that count).
