@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::times::OpTimes;
-use super::{analytic, fit, DeviceCost, MeasurementSummary, Measurements, OpKind, OpWork};
+use super::{analytic, fit, gaps, DeviceCost, MeasurementSummary, Measurements, OpKind, OpWork};
 use super::{CostModel, Dag};
 use crate::cluster::links::LinkTable;
 use crate::cluster::model::{OpTypeCost, MIN_AVAILABILITY};
@@ -119,9 +119,45 @@ impl CostModel {
         let fits = fitter.fit();
         summary.types_fitted = fits.len();
         self.fill_from_fits(graph, &mut table, &fits);
+        let per_op = gaps::per_op_gap(self, graph, cluster, m);
+        summary.traced_overhead_types = per_op.len();
+        self.times.measured_gaps = (!per_op.is_empty())
+            .then(|| Self::gap_table(graph, &m.attributed(graph), &table, nt, &per_op));
         self.times.measured = Some(table);
         summary.ops_covered = self.times.covered();
         self.times.summary = summary;
+    }
+
+    /// The executor's time before each measured op (`table`'s non-NaN slots), in work: its
+    /// device type's traced figure per kernel (`per_op`), 0 for an op fused into another's
+    /// kernel (`attributed`'s parts: one dispatch ran them all), NaN (the device's per-op
+    /// overhead) where the type has none.
+    fn gap_table(
+        graph: &OpGraph,
+        attributed: &Measurements,
+        table: &[f64],
+        nt: usize,
+        per_op: &HashMap<u32, f64>,
+    ) -> Vec<f64> {
+        let absorbed: std::collections::HashSet<crate::graph::NodeId> = attributed
+            .samples
+            .iter()
+            .filter(|s| s.fused_into.as_deref().is_some_and(|f| f != s.node))
+            .filter_map(|s| graph.id(&s.node))
+            .collect();
+        let mut gaps = vec![f64::NAN; table.len()];
+        for node in graph.node_ids() {
+            for t in 0..nt {
+                let slot = node.index() * nt + t;
+                if table[slot].is_nan() {
+                    continue;
+                }
+                if let Some(&g) = per_op.get(&(t as u32)) {
+                    gaps[slot] = if absorbed.contains(&node) { 0.0 } else { g };
+                }
+            }
+        }
+        gaps
     }
 
     /// Fills the NaN slots of `table` (`[node * n_types + type]`, work) of ops whose (op type,

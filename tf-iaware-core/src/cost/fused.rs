@@ -167,7 +167,9 @@ fn core_name(name: &str) -> &str {
     }
 }
 
-/// Pushes one sample per op of `chain`, the kernel's time split by analytic size.
+/// Pushes one sample per op of `chain`, the kernel's time split by analytic size; the parts
+/// follow each other from the kernel's start in `chain`'s order, so the last ends where the
+/// kernel did.
 fn split(s: &OpSample, graph: &OpGraph, chain: &[NodeId], out: &mut Measurements) {
     let sizes: Vec<f64> = chain
         .iter()
@@ -182,6 +184,7 @@ fn split(s: &OpSample, graph: &OpGraph, chain: &[NodeId], out: &mut Measurements
         })
         .collect();
     let total: f64 = sizes.iter().sum();
+    let mut before = 0.0;
     for (k, &id) in chain.iter().enumerate() {
         // Nothing to weigh by: the contraction (first) takes it all.
         let share = if total > 0.0 {
@@ -198,7 +201,10 @@ fn split(s: &OpSample, graph: &OpGraph, chain: &[NodeId], out: &mut Measurements
             kernel: None,
             fused_into: Some(s.node.clone()),
             availability: s.availability,
+            step: s.step,
+            start_s: s.start_s.map(|t| t + before),
         });
+        before += s.seconds * share;
     }
 }
 
@@ -246,6 +252,8 @@ mod tests {
             kernel: Some(kernel.into()),
             fused_into: None,
             availability: None,
+            step: None,
+            start_s: None,
         }
     }
 

@@ -33,6 +33,15 @@ pub struct OpSample {
     /// the device's availability when the model is built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<f64>,
+    /// Which traced step the sample came from (0, 1, … in the order the steps were added), and
+    /// when in it the op started, seconds after the step's first op: with the graph, the time
+    /// the executor took between an op's inputs being ready and the op starting
+    /// ([`super::gaps`]). `None` (files of older versions, [`Measurements::add`]): unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    /// See [`OpSample::step`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<f64>,
 }
 
 /// Timed op executions from real runs; feed them to
@@ -95,6 +104,8 @@ impl Measurements {
             kernel: None,
             fused_into: None,
             availability: None,
+            step: None,
+            start_s: None,
         });
     }
 
@@ -134,10 +145,21 @@ impl Measurements {
     /// one of its streams (GPU: the launch and the kernel) gives one sample, the longer of the
     /// two; a node that ran several times (loops) gives one sample per run. Memcpy streams,
     /// `_SOURCE` and entries with a negative duration are skipped. Each sample keeps the kernel
-    /// TensorFlow ran (see [`Measurements::attributed`]). Returns the number of samples added.
+    /// TensorFlow ran (see [`Measurements::attributed`]), the step's number and when the op
+    /// started in it. Returns the number of samples added.
     pub fn add_step_stats(&mut self, stats: &StepStats) -> usize {
-        // (node, base device) → (runs seen on the device itself, runs seen on a stream).
-        type Runs<'a> = (Vec<f64>, Vec<f64>, Option<&'a str>);
+        // (node, base device) → (runs seen on the device itself, runs seen on a stream), each
+        // run (seconds, start in seconds since the epoch).
+        type Runs<'a> = (Vec<(f64, i64)>, Vec<(f64, i64)>, Option<&'a str>);
+        let step = self
+            .samples
+            .iter()
+            .filter_map(|s| s.step)
+            .max()
+            .map_or(0, |last| last.saturating_add(1));
+        // Starts in integer nanoseconds since the epoch: as f64 seconds they would keep only
+        // about a quarter of a microsecond.
+        let mut first_start = i64::MAX;
         let mut runs: HashMap<(&str, &str), Runs> = HashMap::new();
         let mut order: Vec<(&str, &str)> = Vec::new();
         for dev in &stats.dev_stats {
@@ -149,13 +171,19 @@ impl Measurements {
                 if ns.node_name.is_empty() || ns.node_name == "_SOURCE" {
                     continue;
                 }
-                let seconds = if ns.all_start_nanos != 0 || ns.all_end_rel_nanos != 0 {
-                    ns.all_end_rel_nanos as f64 * 1e-9
+                let (seconds, start) = if ns.all_start_nanos != 0 || ns.all_end_rel_nanos != 0 {
+                    (ns.all_end_rel_nanos as f64 * 1e-9, ns.all_start_nanos)
                 } else {
-                    ns.all_end_rel_micros as f64 * 1e-6
+                    (
+                        ns.all_end_rel_micros as f64 * 1e-6,
+                        ns.all_start_micros.saturating_mul(1000),
+                    )
                 };
                 if !(seconds.is_finite() && seconds >= 0.0) {
                     continue;
+                }
+                if start > 0 {
+                    first_start = first_start.min(start);
                 }
                 let key = (ns.node_name.as_str(), device);
                 let entry = runs.entry(key).or_insert_with(|| {
@@ -166,9 +194,9 @@ impl Measurements {
                     entry.2 = ns.kernel();
                 }
                 if on_stream {
-                    entry.1.push(seconds);
+                    entry.1.push((seconds, start));
                 } else {
-                    entry.0.push(seconds);
+                    entry.0.push((seconds, start));
                 }
             }
         }
@@ -176,11 +204,14 @@ impl Measurements {
         for key in order {
             let (base, stream, kernel) = &runs[&key];
             for k in 0..base.len().max(stream.len()) {
-                let t = match (base.get(k), stream.get(k)) {
-                    (Some(&a), Some(&b)) => a.max(b),
+                // The launch on the device starts first; the longer of the two counts.
+                let (t, start) = match (base.get(k), stream.get(k)) {
+                    (Some(&(a, sa)), Some(&(b, _))) => (a.max(b), sa),
                     (Some(&a), None) | (None, Some(&a)) => a,
                     (None, None) => continue,
                 };
+                let start_s = (start > 0 && first_start < i64::MAX)
+                    .then(|| (start - first_start) as f64 * 1e-9);
                 self.samples.push(OpSample {
                     node: key.0.into(),
                     device: key.1.into(),
@@ -188,6 +219,8 @@ impl Measurements {
                     kernel: kernel.map(str::to_string),
                     fused_into: None,
                     availability: None,
+                    step: start_s.map(|_| step),
+                    start_s,
                 });
             }
         }
@@ -256,5 +289,53 @@ mod tests {
             (m.samples[2].seconds - 80e-6).abs() < 1e-15,
             "the kernel, not the launch"
         );
+    }
+
+    #[test]
+    fn samples_know_their_step_and_start_to_the_nanosecond() {
+        let cpu = "/job:localhost/replica:0/task:0/device:CPU:0";
+        // Epoch nanoseconds, where an f64 of seconds would round to a quarter of a µs.
+        let at = |name: &str, start_ns: i64, dur_ns: i64| NodeExecStats {
+            node_name: name.into(),
+            all_start_nanos: 1_796_543_193_439_000_000 + start_ns,
+            all_end_rel_nanos: dur_ns,
+            ..Default::default()
+        };
+        let step = |a: i64| StepStats {
+            dev_stats: vec![DeviceStepStats {
+                device: cpu.into(),
+                node_stats: vec![at("b", a + 1_130, 500), at("a", a, 1_000)],
+            }],
+        };
+        let mut m = Measurements::new();
+        m.add_step_stats(&step(0));
+        m.add_step_stats(&step(5_000_000));
+        let got: Vec<(&str, Option<u32>, Option<f64>)> = m
+            .samples
+            .iter()
+            .map(|s| (s.node.as_str(), s.step, s.start_s))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("b", Some(0), Some(1.13e-6)),
+                ("a", Some(0), Some(0.0)),
+                ("b", Some(1), Some(1.13e-6)),
+                ("a", Some(1), Some(0.0)),
+            ]
+        );
+        // Without start times (older TensorFlow, hand-made stats): neither.
+        let mut old = Measurements::new();
+        old.add_step_stats(&StepStats {
+            dev_stats: vec![DeviceStepStats {
+                device: cpu.into(),
+                node_stats: vec![NodeExecStats {
+                    node_name: "a".into(),
+                    all_end_rel_micros: 3,
+                    ..Default::default()
+                }],
+            }],
+        });
+        assert_eq!((old.samples[0].step, old.samples[0].start_s), (None, None));
     }
 }

@@ -46,6 +46,7 @@ mod build;
 pub(crate) mod dag;
 pub(crate) mod fit;
 mod fused;
+mod gaps;
 pub(crate) mod measured;
 mod times;
 
@@ -99,6 +100,9 @@ pub struct MeasurementSummary {
     pub types_fitted: usize,
     /// (op, device type) pairs whose time now comes from measurements (direct or fitted).
     pub ops_covered: usize,
+    /// Device types whose executor time per op comes from the traced steps' idle time
+    /// (`cost::gaps`) instead of the device's calibrated per-op overhead, for measured ops.
+    pub traced_overhead_types: usize,
 }
 
 /// Op times, transfer times and memory of one graph on one cluster. Indices are the graph's
@@ -566,9 +570,11 @@ mod tests {
     fn measured_times_override_and_scale() {
         let g = graph();
         let c = cluster();
+        // No start times: the executor's time between ops is not traced, so the device's per-op
+        // overhead stands in for it (`cost::gaps` reads it where starts are known).
         let ns = |name: &str, micros: i64| NodeExecStats {
             node_name: name.into(),
-            all_start_micros: 1,
+            all_start_micros: 0,
             all_end_rel_micros: micros,
             ..Default::default()
         };

@@ -41,6 +41,10 @@ pub(super) struct OpTimes {
     pub(super) calibrated: Option<Vec<f64>>,
     /// `[node * n_types + type]`: work fitted from this graph's step stats.
     pub(super) measured: Option<Vec<f64>>,
+    /// `[node * n_types + type]`: the executor's time before each measured op, in work, as
+    /// traced ([`super::gaps`]); where present it takes the place of the device's per-op
+    /// overhead for that op. `None` when the samples carry no start times.
+    pub(super) measured_gaps: Option<Vec<f64>>,
     /// `[node * n_devices + device]`: seconds set by the caller.
     pub(super) explicit: Option<Vec<f64>>,
     /// What the measured layer made of its samples.
@@ -54,6 +58,7 @@ impl OpTimes {
             work,
             calibrated: None,
             measured: None,
+            measured_gaps: None,
             explicit: None,
             summary: MeasurementSummary::default(),
         }
@@ -61,7 +66,8 @@ impl OpTimes {
 
     /// Seconds of op `node` on device `device` (whose figures are `dev`; `nd` devices, `nt`
     /// device types), and the layer that gave them. A work figure becomes work ÷ effective
-    /// speed + the device's per-op overhead, which step stats do not include.
+    /// speed + the device's per-op overhead, which step stats do not include (for a measured op
+    /// with a traced gap, that gap instead).
     #[inline]
     pub(super) fn time(
         &self,
@@ -85,7 +91,11 @@ impl OpTimes {
             if let Some(table) = table {
                 let w = table[slot];
                 if !w.is_nan() {
-                    return (w / dev.speed + dev.overhead, source);
+                    let gap = match (&self.measured_gaps, source) {
+                        (Some(g), CostSource::Measured) if !g[slot].is_nan() => g[slot] / dev.speed,
+                        _ => dev.overhead,
+                    };
+                    return (w / dev.speed + gap, source);
                 }
             }
         }
