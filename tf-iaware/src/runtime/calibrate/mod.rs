@@ -34,6 +34,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+pub use crate::runtime::data_parallel::WorkerProbe;
 pub use links::{calibrate_links, LINK_BYTES};
 pub use replicas::scale_to_replicas;
 
@@ -602,19 +603,6 @@ fn bound_by_cores(
             c.fixed_ms = bounded.fixed_ms;
         }
     }
-}
-
-/// How [`calibrate_workers_cached`] probes each worker when no cached profile is fresh.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct WorkerProbe {
-    /// The largest probe step, samples (steps of a quarter and a half of it are timed too); part
-    /// of the cache key.
-    pub batch: usize,
-    /// Least time of timed steps at each probe batch, seconds.
-    pub min_seconds: f64,
-    /// The global batch plans will split: with it, workers are timed once more at the largest
-    /// share a plan could give them ([`noise::operating_batches`](crate::parallel::noise::operating_batches)); part of the cache key.
-    pub global_batch: Option<usize>,
 }
 
 /// [`calibrate_workers`](super::data_parallel::calibrate_workers), through the per-user cache:

@@ -5,9 +5,22 @@ use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::error::Result;
 use crate::parallel::{noise, DataParallelPlan, Replica, WorkerCapacity};
-use crate::runtime::calibrate::WorkerProbe;
 use crate::runtime::replicated::Workload;
 use crate::runtime::train::Trainer;
+
+/// How [`calibrate_workers`] (and [`calibrate_workers_cached`](crate::runtime::calibrate::calibrate_workers_cached),
+/// when no cached profile is fresh) probes each worker.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkerProbe {
+    /// The largest probe step, samples (steps of a quarter and a half of it are timed too); part
+    /// of the cache key.
+    pub batch: usize,
+    /// Least time of timed steps at each probe batch, seconds.
+    pub min_seconds: f64,
+    /// The global batch plans will split: with it, workers are timed once more at the largest
+    /// share a plan could give them ([`noise::operating_batches`](crate::parallel::noise::operating_batches)); part of the cache key.
+    pub global_batch: Option<usize>,
+}
 
 /// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables
 /// on `ps`) with `probe.batch / 4`, `probe.batch / 2` and `probe.batch` samples — two warm-up

@@ -22,7 +22,7 @@ use crate::parallel::replicate::BatchData;
 use crate::parallel::{DataParallelPlan, WorkerCapacity};
 use crate::placer::apply;
 
-pub use calibrate::calibrate_workers;
+pub use calibrate::{calibrate_workers, WorkerProbe};
 
 /// Worker and ps devices of a cluster: the first CPU of every task of job `worker` (or `chief`)
 /// and of job `ps`, in task order.
