@@ -167,27 +167,16 @@ fn measure(
         for k in 0..n {
             let c = &mut contenders[round_order(round, k, n)];
             let what = format!("round {} {}", round + 1, c.strategy);
-            let (loss, _, _) = c
-                .trainer
-                .step(c.losses.len(), false)
-                .during(|| format!("{} (round {}, settling)", c.strategy, round + 1))?;
-            c.losses.push(loss);
-            done += 1;
-            emit(
-                on_event,
-                Event::Steps {
-                    done,
-                    total,
-                    what: &what,
-                },
-            )?;
-            for _ in 0..per_round {
+            // One untimed step, then the timed ones.
+            for timed in std::iter::once(false).chain(std::iter::repeat_n(true, per_round)) {
                 let (loss, ms, _) = c
                     .trainer
                     .step(c.losses.len(), false)
                     .during(|| format!("{} (round {})", c.strategy, round + 1))?;
                 c.losses.push(loss);
-                c.times.push(ms);
+                if timed {
+                    c.times.push(ms);
+                }
                 done += 1;
                 emit(
                     on_event,

@@ -6,7 +6,9 @@
 # timed steps), `simulate --strategy heft --measurements m.json --json` (the prediction) and
 # `simulate --strategy heft --json` (calibrated only). Prints one TSV line per graph.
 # MEASURE_WITH=heft: the op timings come from the placement that is predicted (default
-# round-robin, a different one).
+# round-robin, a different one). B0=other/tf-iaware: a paired comparison of two builds — columns
+# 3-4 are B0's measured-mode prediction of the same measurement file instead of the
+# calibrated-only one.
 #
 # Usage: benches/results/prediction-quality/run.sh [TF_IAWARE_BINARY] > results.tsv
 set -euo pipefail
@@ -15,6 +17,7 @@ B=$(realpath "$B")
 FIXTURES=$(realpath "$(dirname "$0")/../../../tests/fixtures")
 CLUSTER=${CLUSTER:-local:cpu=2}
 MEASURE_WITH=${MEASURE_WITH:-round-robin}
+[[ -z ${B0:-} ]] || B0=$(realpath "$B0")
 WORK=$(mktemp -d)
 export TF_IAWARE_CACHE_DIR=$WORK/cache
 trap '[[ -n ${KEEP:-} ]] || rm -rf "$WORK"' EXIT
@@ -35,7 +38,11 @@ for f in tf1_cnn_adam tf1_mlp_momentum tf1_mlp_sparse; do
   cp "$FIXTURES/$f.pb" "$FIXTURES/$f.json" .
   graphs+=("$WORK/$f.pb")
 done
-printf 'graph\tmeasured_median_ms\tcalibrated_ms\terror_calibrated\tmeasured_mode_ms\terror_measured\n'
+if [[ -n ${B0:-} ]]; then
+  printf 'graph\tmeasured_median_ms\tb0_ms\terror_b0\tnew_ms\terror_new\n'
+else
+  printf 'graph\tmeasured_median_ms\tcalibrated_ms\terror_calibrated\tmeasured_mode_ms\terror_measured\n'
+fi
 for g in "${graphs[@]}"; do
   name=$(basename "$g" .pb)
   # The one fixture with a dynamic batch runs at the batch its notebook used.
@@ -45,8 +52,13 @@ for g in "${graphs[@]}"; do
     --save-measurements m.json >/dev/null 2>&1
   "$B" run --graph "$g" --cluster "$CLUSTER" --strategy heft --steps 20 "${batch[@]}" --json \
     2>/dev/null >run.json
-  "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft "${batch[@]}" --json \
-    2>/dev/null >cal.json
+  if [[ -n ${B0:-} ]]; then
+    "$B0" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft "${batch[@]}" \
+      --measurements m.json --json 2>/dev/null >cal.json
+  else
+    "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft "${batch[@]}" --json \
+      2>/dev/null >cal.json
+  fi
   "$B" simulate --graph "$g" --cluster "$CLUSTER" --strategy heft "${batch[@]}" \
     --measurements m.json --json 2>/dev/null >meas.json
   python3 - "$name" run.json cal.json meas.json <<'PY'

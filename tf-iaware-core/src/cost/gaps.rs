@@ -116,16 +116,7 @@ pub(crate) fn per_op_gap(
     // not set every op's overhead.
     per_step
         .into_iter()
-        .map(|(t, mut v)| {
-            v.sort_by(f64::total_cmp);
-            let k = v.len();
-            let median = if k % 2 == 1 {
-                v[k / 2]
-            } else {
-                0.5 * (v[k / 2 - 1] + v[k / 2])
-            };
-            (t, median)
-        })
+        .map(|(t, mut v)| (t, super::fit::median(&mut v)))
         .collect()
 }
 

@@ -88,47 +88,9 @@ pub fn calibrate_workers(
     run_rounds(&mut slots, probe.min_seconds)?;
     let mut fit = noise::fit_probes(&probes_of(workers, &slots));
     if let Some(global) = probe.global_batch {
-        let first: Vec<WorkerCapacity> = workers
-            .iter()
-            .map(|w| {
-                fit.capacity
-                    .iter()
-                    .find(|c| &c.device == w)
-                    .cloned()
-                    .unwrap_or_else(|| WorkerCapacity::rate(w, 0.0))
-            })
-            .collect();
-        // Workers pooled as one figure are one device measured several times: the first of
-        // each group is timed for all of them.
-        let represented: Vec<&str> = fit
-            .pooled
-            .iter()
-            .flat_map(|group| {
-                let first = group.iter().min().copied();
-                group.iter().filter(move |&&i| Some(i) != first)
-            })
-            .map(|&i| fit.capacity[i].device.as_str())
-            .collect();
-        let wide = sizes[2];
         let mut extra = Vec::new();
-        for (worker, batch) in noise::operating_batches(&first, global, wide)
-            .into_iter()
-            .enumerate()
-        {
-            if represented.contains(&workers[worker].as_str()) {
-                continue;
-            }
-            if let Some(batch) = batch {
-                // As many steps as at its largest small probe, so that its figures are known as
-                // well as before (the tie test of near-equal plans reads that count).
-                let steps = slots
-                    .iter()
-                    .filter(|s| s.worker == worker && s.batch == wide)
-                    .map(|s| s.times.len())
-                    .max()
-                    .unwrap_or(3);
-                extra.push(open(worker, batch, steps)?);
-            }
+        for (worker, batch, steps) in operating_probes(&fit, workers, global, sizes[2], &slots) {
+            extra.push(open(worker, batch, steps)?);
         }
         if !extra.is_empty() {
             log::info!(
@@ -164,6 +126,54 @@ pub fn calibrate_workers(
         );
     }
     Ok(out)
+}
+
+/// The operating probes after a first fit (`fit` of `slots`, the largest small probe `wide`
+/// samples): (worker, batch, least steps) for each worker that a plan could give a share well
+/// past the probes ([`noise::operating_batches`]), the first of each pooled group standing for
+/// all of it, as many steps as its largest small probe took so that its figures are known as
+/// well as before (the tie test of near-equal plans reads that count).
+fn operating_probes(
+    fit: &noise::ProbeFit,
+    workers: &[String],
+    global: usize,
+    wide: usize,
+    slots: &[Slot],
+) -> Vec<(usize, usize, usize)> {
+    let first: Vec<WorkerCapacity> = workers
+        .iter()
+        .map(|w| {
+            fit.capacity
+                .iter()
+                .find(|c| &c.device == w)
+                .cloned()
+                .unwrap_or_else(|| WorkerCapacity::rate(w, 0.0))
+        })
+        .collect();
+    // Workers pooled as one figure are one device measured several times.
+    let represented: Vec<&str> = fit
+        .pooled
+        .iter()
+        .flat_map(|group| {
+            let first = group.iter().min().copied();
+            group.iter().filter(move |&&i| Some(i) != first)
+        })
+        .map(|&i| fit.capacity[i].device.as_str())
+        .collect();
+    noise::operating_batches(&first, global, wide)
+        .into_iter()
+        .enumerate()
+        .filter(|(worker, _)| !represented.contains(&workers[*worker].as_str()))
+        .filter_map(|(worker, batch)| {
+            let steps = slots
+                .iter()
+                .filter(|s| s.worker == worker && s.batch == wide)
+                .map(|s| s.times.len())
+                .max()
+                .unwrap_or(3);
+            Some((worker, batch?, steps))
+        })
+        .collect()
 }
 
 /// One (worker, batch) probe: its session, the step times so far (ms) and their sum (s).
