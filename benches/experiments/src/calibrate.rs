@@ -91,10 +91,21 @@ pub(crate) fn calibrate(
     // At each worker's availability now (a cached calibration may have seen another).
     let calibration = parallel::live_capacities(&calibrated.capacity, c.devices, None);
     for w in &calibration {
+        let timed_at = match w.probed_batches.as_slice() {
+            [] => String::new(),
+            batches => format!(
+                "; timed at {} samples",
+                batches
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         note(
             on_event,
             &format!(
-                "  {:<45} {:>8.1} images/sec + {:.0} ms per step (availability {:.2})",
+                "  {:<45} {:>8.1} images/sec + {:.0} ms per step (availability {:.2}{timed_at})",
                 w.device,
                 w.samples_per_sec,
                 w.fixed_ms,
