@@ -145,7 +145,11 @@ pub fn run(args: &Args) -> Result<()> {
         // The last timed step's trace and a few more: medians shrug off a hiccup.
         let more = trainer.traced_steps(args.warmup + args.steps, MEASURED_STEPS - 1)?;
         // Under the user's op names, with the availability the run was placed with.
-        let m = plan.measurements(train.step_stats.iter().chain(&more));
+        let mut m = plan.measurements(train.step_stats.iter().chain(&more));
+        // The step's own time outside the ops: the timed steps' median against the traced spans.
+        if let Some(s) = m.record_step_overhead(train.step_ms.median / 1e3) {
+            log::info!("{:.3} ms of each step is outside every op", s * 1e3);
+        }
         common::write_file(path, &serde_json::to_string(&m)?)?;
         log::info!(
             "{} op timings of {} traced steps written to {}",

@@ -100,6 +100,10 @@ impl CostModel {
     }
 
     fn fit_measurements(&mut self, graph: &OpGraph, cluster: &Cluster, m: &Measurements) {
+        self.times.step_overhead = m
+            .step_overhead_s
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .unwrap_or(0.0);
         let mut summary = MeasurementSummary::default();
         let medians = fit::node_medians(self, graph, cluster, m, &mut summary);
         summary.ops_measured = medians.len();

@@ -46,7 +46,10 @@ impl Measurements {
 /// (see the module documentation). Samples of ops not in `graph`, and samples already
 /// attributed, are kept as they are, so attributing twice changes nothing.
 pub(super) fn attribute(m: &Measurements, graph: &OpGraph) -> Measurements {
-    let mut out = Measurements::new();
+    let mut out = Measurements {
+        step_overhead_s: m.step_overhead_s,
+        ..Measurements::new()
+    };
     for s in &m.samples {
         match fused_chain(s, graph) {
             Some(chain) => split(s, graph, &chain, &mut out),
@@ -301,6 +304,7 @@ mod tests {
                     3e-3,
                 ),
             ],
+            ..Default::default()
         };
         let a = attribute(&m, &g);
         let names: Vec<&str> = a.samples.iter().map(|s| s.node.as_str()).collect();
@@ -338,6 +342,7 @@ mod tests {
                 sample("conv1/Relu", "_FusedConv2D", 1e-3),
                 sample("pool", "MaxPool", 2e-4),
             ],
+            ..Default::default()
         };
         let a = attribute(&m, &g);
         let names: Vec<&str> = a.samples.iter().map(|s| s.node.as_str()).collect();
@@ -377,6 +382,7 @@ mod tests {
                 // Not in this graph (Grappler's own node).
                 sample("ConstantFolding/x", "Const", 1e-6),
             ],
+            ..Default::default()
         };
         let a = attribute(&m, &g);
         assert_eq!(a, m);
@@ -403,6 +409,7 @@ mod tests {
         let _ = add;
         let m = Measurements {
             samples: vec![sample("add", "_FusedMatMul", 1e-3)],
+            ..Default::default()
         };
         assert_eq!(attribute(&m, &g), m);
     }

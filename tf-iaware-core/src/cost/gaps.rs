@@ -210,7 +210,10 @@ mod tests {
     /// The executor's time per kernel on the CPU type, µs (peak 1 GFLOP/s, availability 1).
     fn per_op_us(g: &OpGraph, c: &Cluster, samples: Vec<OpSample>) -> Option<f64> {
         let model = CostModel::new(g, c).unwrap();
-        let m = Measurements { samples };
+        let m = Measurements {
+            samples,
+            ..Default::default()
+        };
         per_op_gap(&model, g, c, &m).get(&0).map(|w| w / 1e9 * 1e6)
     }
 
@@ -268,6 +271,7 @@ mod tests {
         fused.kernel = Some("_FusedReluAdd".into());
         let parts = Measurements {
             samples: vec![sample("a", CPU, 0, 0.0, 10.0), fused],
+            ..Default::default()
         }
         .attributed(&g);
         let kernels = parts
@@ -301,7 +305,10 @@ mod tests {
             sample("c", CPU, 0, 20.0, 10.0),
             sample("d", CPU, 0, 30.0, 4.0),
         ];
-        let m = Measurements { samples };
+        let m = Measurements {
+            samples,
+            ..Default::default()
+        };
         let model = CostModel::with_measurements(&g, &c, &m).unwrap();
         assert_eq!(model.measurement_summary().traced_overhead_types, 1);
         let b = g.id("b").unwrap();

@@ -50,6 +50,12 @@ pub struct OpSample {
 pub struct Measurements {
     /// The samples, in the order they were added.
     pub samples: Vec<OpSample>,
+    /// The step's own time outside every op, seconds: the session's round trip (through the
+    /// gRPC master and workers on a TF_CONFIG cluster), feeds and fetches
+    /// ([`Measurements::record_step_overhead`]); the simulator adds it to each step it
+    /// predicts. `None`: not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_overhead_s: Option<f64>,
 }
 
 /// The device part of a step-stats device string: `…/device:GPU:0/stream:all` → `…/device:GPU:0`;
@@ -128,6 +134,39 @@ impl Measurements {
             }
         }
         recorded
+    }
+
+    /// Records the step's own time outside every op (`step_overhead_s`): the median untraced
+    /// step of the same placement, `untraced_step_s` seconds, less the median span of the traced
+    /// steps held here (first op's start to last op's end, over every device), and 0 where the
+    /// traced span is the longer (tracing slows the ops it times, so this errs low). Returns it;
+    /// `None` (and nothing recorded) without samples that carry a step and start, or for a
+    /// duration that is not positive.
+    pub fn record_step_overhead(&mut self, untraced_step_s: f64) -> Option<f64> {
+        if !(untraced_step_s.is_finite() && untraced_step_s > 0.0) {
+            return None;
+        }
+        let mut spans: HashMap<u32, (f64, f64)> = HashMap::new();
+        for s in &self.samples {
+            let (Some(step), Some(start)) = (s.step, s.start_s) else {
+                continue;
+            };
+            let end = start + s.seconds;
+            if !(start.is_finite() && end.is_finite()) {
+                continue;
+            }
+            let e = spans.entry(step).or_insert((start, end));
+            e.0 = e.0.min(start);
+            e.1 = e.1.max(end);
+        }
+        let mut spans: Vec<f64> = spans.values().map(|(a, b)| b - a).collect();
+        if spans.is_empty() {
+            return None;
+        }
+        let span = super::fit::median(&mut spans);
+        let overhead = (untraced_step_s - span).max(0.0);
+        self.step_overhead_s = Some(overhead);
+        Some(overhead)
     }
 
     /// Number of samples.
@@ -337,5 +376,42 @@ mod tests {
             }],
         });
         assert_eq!((old.samples[0].step, old.samples[0].start_s), (None, None));
+    }
+
+    #[test]
+    fn the_step_overhead_is_the_untraced_step_beyond_the_traced_span() {
+        let cpu = "/job:localhost/replica:0/task:0/device:CPU:0";
+        let sample = |step: u32, start_us: f64, dur_us: f64| OpSample {
+            node: "a".into(),
+            device: cpu.into(),
+            seconds: dur_us * 1e-6,
+            kernel: None,
+            fused_into: None,
+            availability: None,
+            step: Some(step),
+            start_s: Some(start_us * 1e-6),
+        };
+        // Spans of 2.0, 2.2 and 3.0 ms (median 2.2); untraced steps of 3.0 ms.
+        let mut m = Measurements {
+            samples: vec![
+                sample(0, 0.0, 1000.0),
+                sample(0, 1500.0, 500.0),
+                sample(1, 0.0, 2200.0),
+                sample(2, 100.0, 3000.0),
+            ],
+            ..Default::default()
+        };
+        let got = m.record_step_overhead(3.0e-3).unwrap();
+        assert!((got - 0.8e-3).abs() < 1e-12, "{got}");
+        assert_eq!(m.step_overhead_s, Some(got));
+        // Traced steps longer than the untraced: 0, not negative.
+        assert_eq!(m.record_step_overhead(1.0e-3), Some(0.0));
+        // Nothing to measure against, or a duration that is not one: nothing recorded.
+        assert_eq!(m.record_step_overhead(f64::NAN), None);
+        assert_eq!(m.record_step_overhead(-1.0), None);
+        let mut old = Measurements::new();
+        old.add("a", cpu, 1e-3);
+        assert_eq!(old.record_step_overhead(3.0e-3), None);
+        assert_eq!(old.step_overhead_s, None);
     }
 }

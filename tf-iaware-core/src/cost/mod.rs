@@ -182,6 +182,11 @@ impl CostModel {
         &self.times.summary
     }
 
+    /// The step's own time outside every op, seconds, that measurements recorded (0 without).
+    pub fn step_overhead(&self) -> f64 {
+        self.times.step_overhead
+    }
+
     /// Sets the time of op `node` on every device explicitly (seconds, one per device in cluster
     /// order; NaN keeps the model's own figure). Explicit times win over measured and analytic
     /// ones. Used for calibrated tables and for textbook scheduling problems.

@@ -45,6 +45,9 @@ pub(super) struct OpTimes {
     /// traced ([`super::gaps`]); where present it takes the place of the device's per-op
     /// overhead for that op. `None` when the samples carry no start times.
     pub(super) measured_gaps: Option<Vec<f64>>,
+    /// The step's own time outside every op, seconds, from the measurements
+    /// ([`Measurements::step_overhead_s`](super::Measurements::step_overhead_s)); 0 without.
+    pub(super) step_overhead: f64,
     /// `[node * n_devices + device]`: seconds set by the caller.
     pub(super) explicit: Option<Vec<f64>>,
     /// What the measured layer made of its samples.
@@ -59,6 +62,7 @@ impl OpTimes {
             calibrated: None,
             measured: None,
             measured_gaps: None,
+            step_overhead: 0.0,
             explicit: None,
             summary: MeasurementSummary::default(),
         }

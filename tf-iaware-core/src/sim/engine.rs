@@ -469,11 +469,14 @@ pub fn simulate(cost: &CostModel, assignment: &[DeviceId]) -> Result<SimResult> 
             reason: "some ops never became ready".into(),
         });
     }
+    // The last op's or transfer's end, and the step's own time outside every op (a session's
+    // round trip, where measurements recorded one).
     result.step_time = result
         .ops
         .iter()
         .map(|r| r.end)
         .chain(result.transfers.iter().map(|t| t.end))
-        .fold(0.0, f64::max);
+        .fold(0.0, f64::max)
+        + cost.step_overhead();
     Ok(result)
 }

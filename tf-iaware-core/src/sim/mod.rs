@@ -234,6 +234,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_measured_step_overhead_is_added_to_every_simulated_step() {
+        // t0 → t1, 1 ms each, on one device: 2 ms of ops, and 0.5 ms of the step outside them.
+        let g = graph(2, &[(0, 1, 0)]);
+        let c = cluster(1, 0.0, 1e9);
+        let mut m = crate::cost::Measurements::new();
+        m.add("t0", "/job:localhost/replica:0/task:0/device:CPU:0", 1e-3);
+        m.step_overhead_s = Some(0.5e-3);
+        let cost = CostModel::with_measurements(&g, &c, &m).unwrap();
+        assert_eq!(cost.step_overhead(), 0.5e-3);
+        let mut cost = cost;
+        cost.set_op_times(NodeId::new(0), &[1e-3]).unwrap();
+        cost.set_op_times(NodeId::new(1), &[1e-3]).unwrap();
+        let r = simulate(&cost, &ids(&[0, 0])).unwrap();
+        assert!((r.step_time - 2.5e-3).abs() < 1e-12, "{r:?}");
+        assert!(
+            (r.ops[1].end - 2e-3).abs() < 1e-12,
+            "ops keep their own times"
+        );
+    }
+
+    #[test]
     fn two_chains_on_two_devices_run_in_parallel() {
         // a0 → a1 → a2 and b0 → b1 → b2, 1 s each.
         let g = graph(6, &[(0, 1, 10), (1, 2, 10), (3, 4, 10), (4, 5, 10)]);

@@ -354,7 +354,10 @@ impl Plan {
     /// ([`PlanOptions::measurements`]; `run --save-measurements` writes them): under the
     /// graph's own op names (a fused kernel's time split over the ops it replaced) and with
     /// each device's availability as the plan read it, so a later plan on a busier or quieter
-    /// machine scales them by its own reading.
+    /// machine scales them by its own reading. Give the result the median of the untraced steps
+    /// too ([`Measurements::record_step_overhead`](crate::cost::Measurements::record_step_overhead),
+    /// as `run --save-measurements` does) so that predictions count the step's own time outside
+    /// the ops (a TF_CONFIG session's round trip).
     pub fn measurements<'a>(&self, steps: impl IntoIterator<Item = &'a StepStats>) -> Measurements {
         let mut m = Measurements::new();
         for stats in steps {
