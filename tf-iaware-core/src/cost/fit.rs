@@ -59,20 +59,8 @@ pub(crate) fn node_medians(
     }
     per_node
         .into_iter()
-        .map(|(key, mut works)| (key, median(&mut works)))
+        .map(|(key, mut works)| (key, super::measured::median(&mut works)))
         .collect()
-}
-
-/// The median of `values` (the mean of the two middle ones for an even count), sorting them;
-/// NaN when there are none.
-pub(super) fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let k = values.len();
-    match k {
-        0 => f64::NAN,
-        _ if k % 2 == 1 => values[k / 2],
-        _ => 0.5 * (values[k / 2 - 1] + values[k / 2]),
-    }
 }
 
 /// Collects `(size, work)` points per (op type, device type) and fits one line per pair.

@@ -116,7 +116,7 @@ pub(crate) fn per_op_gap(
     // not set every op's overhead.
     per_step
         .into_iter()
-        .map(|(t, mut v)| (t, super::fit::median(&mut v)))
+        .map(|(t, mut v)| (t, super::measured::median(&mut v)))
         .collect()
 }
 

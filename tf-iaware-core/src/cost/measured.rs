@@ -163,7 +163,7 @@ impl Measurements {
         if spans.is_empty() {
             return None;
         }
-        let span = super::fit::median(&mut spans);
+        let span = median(&mut spans);
         let overhead = (untraced_step_s - span).max(0.0);
         self.step_overhead_s = Some(overhead);
         Some(overhead)
@@ -264,6 +264,18 @@ impl Measurements {
             }
         }
         self.samples.len() - before
+    }
+}
+
+/// The median of `values` (the mean of the two middle ones for an even count), sorting them;
+/// NaN when there are none.
+pub(super) fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let k = values.len();
+    match k {
+        0 => f64::NAN,
+        _ if k % 2 == 1 => values[k / 2],
+        _ => 0.5 * (values[k / 2 - 1] + values[k / 2]),
     }
 }
 
