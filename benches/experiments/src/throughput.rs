@@ -134,8 +134,8 @@ fn workload(o: &BenchOptions) -> Result<Workload> {
 /// contender after the other in each round. Each contender's turn in a round starts with one
 /// untimed step, and the order turns and reverses from round to round, so that no contender's
 /// times carry what the one before it left behind: measured on `paper`, whichever of two
-/// identical placements ran right after `infra-aware` (its workers still paying their quota's
-/// throttled periods) was 2–5 % slower in every run.
+/// identical placements ran right after `infra-aware` was the slower, by up to 7 % (what
+/// lingers was not traced; benches/results/main-job).
 fn measure(
     contenders: &mut [Contender],
     o: &BenchOptions,

@@ -104,6 +104,8 @@ impl CostModel {
             .step_overhead_s
             .filter(|s| s.is_finite() && *s >= 0.0)
             .unwrap_or(0.0);
+        // Fused kernels split over the ops they replaced, once for every use below.
+        let m = &m.attributed(graph);
         let mut summary = MeasurementSummary::default();
         let medians = fit::node_medians(self, graph, cluster, m, &mut summary);
         summary.ops_measured = medians.len();
@@ -125,8 +127,8 @@ impl CostModel {
         self.fill_from_fits(graph, &mut table, &fits);
         let per_op = gaps::per_op_gap(self, graph, cluster, m);
         summary.traced_overhead_types = per_op.len();
-        self.times.measured_gaps = (!per_op.is_empty())
-            .then(|| Self::gap_table(graph, &m.attributed(graph), &table, nt, &per_op));
+        self.times.measured_gaps =
+            (!per_op.is_empty()).then(|| Self::gap_table(graph, m, &table, nt, &per_op));
         self.times.measured = Some(table);
         summary.ops_covered = self.times.covered();
         self.times.summary = summary;

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::measured::OpSample;
 use super::{CostModel, MeasurementSummary, Measurements};
 use crate::cluster::calibration::fit::fit_affine;
 use crate::cluster::model::{OpTypeCost, MIN_AVAILABILITY};
@@ -20,26 +21,55 @@ use crate::cluster::{Cluster, DeviceId};
 use crate::error::Result;
 use crate::graph::{DeviceType, NodeId, OpGraph};
 
-/// Median work (FLOP-equivalents) of each timed (node, device-type index) of `model`'s graph,
-/// fused kernels attributed to the ops they replaced; counts used and dropped samples into
-/// `summary`.
+/// The devices samples ran on, looked up in a cluster once per name, and the speed each sample
+/// ran at.
+pub(super) struct SampleDevices<'a> {
+    model: &'a CostModel,
+    cluster: &'a Cluster,
+    cache: HashMap<&'a str, Option<DeviceId>>,
+}
+
+impl<'a> SampleDevices<'a> {
+    pub(super) fn new(model: &'a CostModel, cluster: &'a Cluster) -> Self {
+        SampleDevices {
+            model,
+            cluster,
+            cache: HashMap::new(),
+        }
+    }
+
+    /// Sample `s`'s device and the speed it ran at, FLOP/s: the device's peak × the
+    /// availability recorded with the sample, else the device's speed now. `None` for a device
+    /// the cluster does not have.
+    pub(super) fn of(&mut self, s: &'a OpSample) -> Option<(DeviceId, f64)> {
+        let cluster = self.cluster;
+        let d = (*self.cache.entry(s.device.as_str()).or_insert_with(|| {
+            cluster
+                .index_of(&s.device)
+                .or_else(|| cluster.resolve("(step stats)", &s.device).ok())
+        }))?;
+        let speed = match s.availability.filter(|a| a.is_finite() && *a > 0.0) {
+            Some(then) => cluster.device(d).peak_flops * then.clamp(MIN_AVAILABILITY, 1.0),
+            None => self.model.speed(d),
+        };
+        Some((d, speed))
+    }
+}
+
+/// Median work (FLOP-equivalents) of each timed (node, device-type index) of `model`'s graph
+/// from `attributed` samples (fused kernels already split over the ops they replaced,
+/// [`Measurements::attributed`]); counts used and dropped samples into `summary`.
 pub(crate) fn node_medians(
     model: &CostModel,
     graph: &OpGraph,
     cluster: &Cluster,
-    m: &Measurements,
+    attributed: &Measurements,
     summary: &mut MeasurementSummary,
 ) -> HashMap<(NodeId, u32), f64> {
-    let m = m.attributed(graph);
-    let mut device_cache: HashMap<&str, Option<DeviceId>> = HashMap::new();
+    let mut devices = SampleDevices::new(model, cluster);
     let mut per_node: HashMap<(NodeId, u32), Vec<f64>> = HashMap::new();
-    for s in &m.samples {
-        let device = *device_cache.entry(s.device.as_str()).or_insert_with(|| {
-            cluster
-                .index_of(&s.device)
-                .or_else(|| cluster.resolve("(step stats)", &s.device).ok())
-        });
-        let (Some(d), Some(node)) = (device, graph.id(&s.node)) else {
+    for s in &attributed.samples {
+        let (Some((d, speed)), Some(node)) = (devices.of(s), graph.id(&s.node)) else {
             summary.samples_dropped += 1;
             continue;
         };
@@ -48,10 +78,6 @@ pub(crate) fn node_medians(
             continue;
         }
         summary.samples_used += 1;
-        let speed = match s.availability.filter(|a| a.is_finite() && *a > 0.0) {
-            Some(then) => cluster.device(d).peak_flops * then.clamp(MIN_AVAILABILITY, 1.0),
-            None => model.speed(d),
-        };
         per_node
             .entry((node, model.device_type_index(d)))
             .or_default()
@@ -84,7 +110,8 @@ impl OpCostFitter {
     /// As [`CostModel::new`].
     pub fn add(&mut self, graph: &OpGraph, cluster: &Cluster, m: &Measurements) -> Result<()> {
         let model = CostModel::analytic(graph, cluster)?;
-        let medians = node_medians(&model, graph, cluster, m, &mut self.summary);
+        let attributed = m.attributed(graph);
+        let medians = node_medians(&model, graph, cluster, &attributed, &mut self.summary);
         self.summary.ops_measured += medians.len();
         self.add_medians(&model, graph, &medians);
         Ok(())

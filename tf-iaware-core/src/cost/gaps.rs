@@ -8,8 +8,9 @@
 //! Each stretch before an op counts unless that op's latest timed producer ran on another
 //! device (the device was waiting for a transfer, which the simulator prices itself); the sum,
 //! in work, over the kernels the device ran (a fused kernel's parts count once) is that step's
-//! executor time per op, and the median over steps and devices of a type is the type's. A waiting op that another op on the device held back is not
-//! counted: the device was busy, and the simulator's lanes queue it. Why not each op's own
+//! executor time per op, and the median over steps and devices of a type is the type's. A
+//! waiting op that another op on the device held back is not counted: the device was busy,
+//! and the simulator's lanes queue it. Why not each op's own
 //! wait for its inputs: TensorFlow runs cheap ops inline on the thread that readied them, after
 //! what that thread is running, so an op can wait hundreds of µs for its thread while the
 //! other thread works; the simulator's lanes do not reproduce that order, and adding such waits
@@ -17,9 +18,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::fit::SampleDevices;
 use super::measured::Measurements;
 use super::CostModel;
-use crate::cluster::model::MIN_AVAILABILITY;
 use crate::cluster::{Cluster, DeviceId};
 use crate::graph::{NodeId, OpGraph};
 
@@ -37,37 +38,28 @@ struct Run {
 
 /// Per device type (its index in `model`): the executor's time per kernel, in work (seconds ×
 /// the device's speed when it ran, as [`fit::node_medians`](super::fit::node_medians) holds op
-/// times), over every traced step of `m` (see the module documentation). Device types without
-/// samples that carry a step and start time (older files) are absent.
+/// times), over every traced step of the `attributed` samples (fused kernels split over the ops
+/// they replaced, [`Measurements::attributed`]: the parts follow each other, so a fused
+/// kernel's consumers see it end where it did; see the module documentation). Device types
+/// without samples that carry a step and start time (older files) are absent.
 pub(crate) fn per_op_gap(
     model: &CostModel,
     graph: &OpGraph,
     cluster: &Cluster,
-    m: &Measurements,
+    attributed: &Measurements,
 ) -> HashMap<u32, f64> {
-    // A fused kernel's parts follow each other, so its consumers see it end where it did.
-    let m = m.attributed(graph);
     let mut steps: HashMap<u32, HashMap<NodeId, Vec<Run>>> = HashMap::new();
-    let mut device_cache: HashMap<&str, Option<DeviceId>> = HashMap::new();
-    for s in &m.samples {
+    let mut devices = SampleDevices::new(model, cluster);
+    for s in &attributed.samples {
         let (Some(step), Some(start)) = (s.step, s.start_s) else {
             continue;
         };
-        let device = *device_cache.entry(s.device.as_str()).or_insert_with(|| {
-            cluster
-                .index_of(&s.device)
-                .or_else(|| cluster.resolve("(step stats)", &s.device).ok())
-        });
-        let (Some(d), Some(node)) = (device, graph.id(&s.node)) else {
+        let (Some((d, speed)), Some(node)) = (devices.of(s), graph.id(&s.node)) else {
             continue;
         };
         if !(start.is_finite() && s.seconds.is_finite() && start >= 0.0 && s.seconds >= 0.0) {
             continue;
         }
-        let speed = match s.availability.filter(|a| a.is_finite() && *a > 0.0) {
-            Some(then) => cluster.device(d).peak_flops * then.clamp(MIN_AVAILABILITY, 1.0),
-            None => model.speed(d),
-        };
         steps
             .entry(step)
             .or_default()

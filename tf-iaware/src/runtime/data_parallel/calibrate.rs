@@ -8,8 +8,9 @@ use crate::parallel::{noise, DataParallelPlan, Replica, WorkerCapacity};
 use crate::runtime::replicated::Workload;
 use crate::runtime::train::Trainer;
 
-/// How [`calibrate_workers`] (and [`calibrate_workers_cached`](crate::runtime::calibrate::calibrate_workers_cached),
-/// when no cached profile is fresh) probes each worker.
+/// How [`calibrate_workers`] probes each worker (and
+/// [`calibrate_workers_cached`](crate::runtime::calibrate::calibrate_workers_cached), when no
+/// cached profile is fresh).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WorkerProbe {
     /// The largest probe step, samples (steps of a quarter and a half of it are timed too); part
@@ -18,7 +19,7 @@ pub struct WorkerProbe {
     /// Least time of timed steps at each probe batch, seconds.
     pub min_seconds: f64,
     /// The global batch plans will split: with it, workers are timed once more at the largest
-    /// share a plan could give them ([`noise::operating_batches`](crate::parallel::noise::operating_batches)); part of the cache key.
+    /// share a plan could give them ([`noise::operating_batches`]); part of the cache key.
     pub global_batch: Option<usize>,
 }
 
