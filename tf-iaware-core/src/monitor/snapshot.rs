@@ -174,9 +174,10 @@ pub struct CgroupSnapshot {
     /// cpu.cfs_period_us`, or `cpu.max`), cores; `None`: no quota.
     pub cpu_quota_cores: Option<f64>,
     /// CPU the process's enclosing groups grant it, cores: the tightest quota over the
-    /// cgroup's ancestors, or the cgroup's own quota when no ancestor has one (`None`: no
-    /// quota). A tighter quota on the leaf itself (a node split between a workload and its
-    /// co-tenants) then shows as lost availability rather than as a smaller machine.
+    /// cgroup's ancestors (`None`: no ancestor has one). A quota on the process's own cgroup —
+    /// a container's or a pod's limit, a systemd unit's `CPUQuota=`, a cgroup made by hand —
+    /// is not part of it: it shows as lost availability of the machine's cores (its share of
+    /// them), so that capability × availability is what the quota leaves, wherever it was set.
     #[serde(default)]
     pub cpu_allotment_cores: Option<f64>,
     /// CPU time used by the whole cgroup since it was created, seconds.

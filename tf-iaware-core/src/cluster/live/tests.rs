@@ -663,8 +663,15 @@ fn recorded_cotenant_inside_a_quota_takes_its_share_of_it() {
     let shared = cpu_figures(&shared_snap, None).unwrap();
     let cg = shared_snap.cgroup.as_ref().unwrap();
     assert_eq!(cg.cpu_quota_cores, Some(0.3));
-    assert!((alone.cap - 0.3).abs() < 1e-12 && (alone.allotment - 0.3).abs() < 1e-12);
-    assert!(alone.availability > 0.9, "{alone:?}");
+    // The quota is on the process's own cgroup (as a container's or a hand-made one): the
+    // machine's cores are the allotment, and the quota's share of them is lost availability.
+    assert!((alone.cap - 0.3).abs() < 1e-12, "{alone:?}");
+    assert_eq!(alone.allotment, alone.machine);
+    let h = 0.3 / alone.allotment;
+    assert!(
+        alone.availability > 0.9 * h && alone.availability <= h,
+        "{alone:?}"
+    );
     // The co-tenant used (almost) the whole quota: one competing thread beside the one of
     // TensorFlow's that a quota under a core keeps runnable: about half, 1 / (1 + k).
     eprintln!("quota-1: {shared:?}");
@@ -672,11 +679,11 @@ fn recorded_cotenant_inside_a_quota_takes_its_share_of_it() {
     assert!(k > 0.8 && k <= 1.0 + 1e-9, "{shared:?}");
     assert_eq!(shared.contention.demand, 2.0);
     assert!(
-        (shared.availability - 1.0 / (1.0 + k)).abs() < 1e-9,
+        (shared.availability - h / (1.0 + k)).abs() < 1e-9,
         "{shared:?}"
     );
     assert!(
-        shared.availability > 0.45 && shared.availability < 0.56,
+        shared.availability > 0.45 * h && shared.availability < 0.56 * h,
         "{shared:?}"
     );
 }
