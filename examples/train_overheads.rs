@@ -124,7 +124,11 @@ fn main() -> Result<()> {
     }))?;
     let rows_job = job(Box::new(rows))?;
     let planned = connection
-        .plan_data_parallel(rows_job.workload(), &args.strategy, Some(args.batch))
+        .plan_data_parallel(
+            rows_job.workload(),
+            args.strategy.parse()?,
+            Some(args.batch),
+        )
         .context("planning")?;
     eprintln!(
         "shares {:?}",

@@ -53,7 +53,7 @@ fn a_run_checkpoints_logs_and_resumes_and_its_model_loads_into_the_users_graph()
     };
     let fit = |strategy: DataParallelStrategy, options: &TrainingOptions| {
         connection
-            .plan_data_parallel(job.workload(), &strategy.to_string(), Some(32))
+            .plan_data_parallel(job.workload(), strategy, Some(32))
             .unwrap()
             .fit(&job, options)
             .unwrap()
@@ -188,7 +188,7 @@ fn a_checkpoint_of_another_graph_is_refused_naming_the_variable() {
         ..TrainingOptions::default()
     };
     let e = connection
-        .plan_data_parallel(job.workload(), "replica-setter", Some(32))
+        .plan_data_parallel(job.workload(), "replica-setter".parse().unwrap(), Some(32))
         .unwrap()
         .fit(&job, &options)
         .unwrap_err()

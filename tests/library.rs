@@ -18,18 +18,19 @@ fn data_parallel_plans_and_training_come_through_the_connection() {
     assert!(connection.tf_config().is_some());
     assert!(connection.spec().starts_with("emulated:"));
 
-    let e = connection
-        .plan_data_parallel("mlp", "heft", Some(32))
+    // A strategy is typed: a name converts through FromStr, which refuses a per-op one.
+    let e = "heft"
+        .parse::<tf_iaware::parallel::DataParallelStrategy>()
         .expect_err("heft is not a data-parallel strategy");
     assert!(matches!(e, Error::UnknownStrategy { .. }), "{e}");
     assert!(e.to_string().contains("replica-setter"), "{e}");
     assert!(matches!(
-        connection.plan_data_parallel("nosuch", "replica-setter", None),
+        connection.plan_data_parallel("nosuch", "replica-setter".parse().unwrap(), None),
         Err(Error::UnknownModel { .. })
     ));
 
     let planned = connection
-        .plan_data_parallel("mlp", "replica-setter", Some(32))
+        .plan_data_parallel("mlp", "replica-setter".parse().unwrap(), Some(32))
         .unwrap();
     let shares: Vec<usize> = planned.plan().replicas.iter().map(|r| r.batch).collect();
     assert_eq!(shares, vec![16, 16]);
@@ -60,7 +61,7 @@ fn checkpoints_need_a_tf_config_cluster() {
     let connection = tf_iaware::connect("local:cpu=2").unwrap();
     // Local devices have no ps tasks: planning is refused before anything runs.
     assert!(connection
-        .plan_data_parallel("mlp", "replica-setter", Some(8))
+        .plan_data_parallel("mlp", "replica-setter".parse().unwrap(), Some(8))
         .is_err());
 }
 
@@ -179,7 +180,11 @@ fn a_python_graph_trains_data_parallel_through_the_connection() {
     let _one = serial();
     let connection = connection("workers=1,0.3");
     let planned = connection
-        .plan_data_parallel(python_workload("tf1_cnn_adam"), "replica-setter", None)
+        .plan_data_parallel(
+            python_workload("tf1_cnn_adam"),
+            "replica-setter".parse().unwrap(),
+            None,
+        )
         .unwrap();
     // The graph's fixed batch (8) is the global batch by default.
     assert_eq!(planned.plan().global_batch(), 8);
@@ -348,15 +353,54 @@ fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
     let job = Job::synthetic(&workload, 256, 3).unwrap();
     // An uncalibrated plan has nothing to re-plan from: refused, naming adaptation.
     let stock = connection
-        .plan_data_parallel(&workload, "replica-setter", Some(16))
+        .plan_data_parallel(&workload, "replica-setter".parse().unwrap(), Some(16))
         .unwrap();
     match stock.fit(&job, &options) {
         Err(Error::InvalidArgument { what, .. }) => assert_eq!(what, "adaptation"),
         other => panic!("{other:?}"),
     }
-    let planned = connection
-        .plan_data_parallel(&workload, "infra-aware", Some(16))
+    let infra_aware = "infra-aware".parse().unwrap();
+    // By default nothing stops the job: no cached calibration, so the plan starts from each
+    // worker's nominal figures at its live availability, every worker measured by training.
+    tf_iaware::runtime::calibrate::invalidate_workers(
+        &workload,
+        tf_iaware::data_parallel_planner(&workload, infra_aware, connection.cluster(), Some(16))
+            .unwrap()
+            .probe()
+            .into(),
+        connection.cluster(),
+        &workers_of(&connection),
+        &ps_of(&connection),
+    )
+    .unwrap();
+    let learning = connection
+        .plan_data_parallel(&workload, infra_aware, Some(16))
         .unwrap();
+    assert!(learning.calibration().is_none());
+    assert_eq!(
+        learning.plan().replicas.len(),
+        2,
+        "every worker is measured"
+    );
+    assert_eq!(learning.plan().global_batch(), 16);
+    // A calibration before the first step, when asked for (and cached).
+    let planned = connection
+        .plan_data_parallel_with(
+            &workload,
+            infra_aware,
+            &tf_iaware::DataParallelOptions {
+                global_batch: Some(16),
+                calibration: tf_iaware::WorkerCalibrationPolicy::Measure,
+            },
+        )
+        .unwrap();
+    // The benchmark plans through the same planner: on the same inputs, the same plan.
+    let same =
+        tf_iaware::data_parallel_planner(&workload, infra_aware, connection.cluster(), Some(16))
+            .unwrap()
+            .with_calibration(planned.calibration().unwrap().to_vec());
+    assert_eq!(&same, planned.planner());
+    assert_eq!(&same.plan(connection.cluster()).unwrap(), planned.plan());
     // Probes of 2, 4 and 8 samples on each worker, then the whole batch of 16 on the fastest
     // (the share it would get alone).
     let calibration = planned.calibration().expect("infra-aware is calibrated");
@@ -369,6 +413,23 @@ fn adaptive_training_of_a_python_graph_comes_through_the_connection() {
     assert!(
         calibration.iter().any(|c| c.probed_batches.contains(&16)),
         "{calibration:?}"
+    );
+    // The cache it wrote (unless co-tenants contended for a worker) is used at once from now
+    // on, by default.
+    let cached = connection
+        .plan_data_parallel(&workload, infra_aware, Some(16))
+        .unwrap();
+    let in_cache = tf_iaware::runtime::calibrate::cached_workers(
+        &workload,
+        &workers_of(&connection),
+        &ps_of(&connection),
+        connection.cluster(),
+        same.probe().into(),
+    )
+    .unwrap();
+    assert_eq!(
+        cached.calibration(),
+        in_cache.as_ref().map(|c| c.capacity.as_slice())
     );
     let report = planned.fit(&job, &options).unwrap();
     assert_eq!(report.updates, 5);
@@ -437,4 +498,19 @@ fn an_interrupted_run_removes_its_temporary_folder() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert!(!folder.exists(), "{} is left behind", folder.display());
+}
+
+/// The worker devices of `connection`'s cluster.
+fn workers_of(connection: &tf_iaware::Connection) -> Vec<String> {
+    tf_iaware::runtime::data_parallel::worker_and_ps_devices(connection.cluster())
+        .unwrap()
+        .0
+}
+
+/// The first ps device of `connection`'s cluster.
+fn ps_of(connection: &tf_iaware::Connection) -> String {
+    tf_iaware::runtime::data_parallel::worker_and_ps_devices(connection.cluster())
+        .unwrap()
+        .1[0]
+        .clone()
 }

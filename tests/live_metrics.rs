@@ -346,26 +346,21 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
     }
     let (workers, ps) = data_parallel::worker_and_ps_devices(&c.cluster).unwrap();
     let vars = replicated::variables("mlp").unwrap();
-    let replanning = Replanning {
-        calibration: equal(&workers),
-        ps: ps.clone(),
-        vars: vars.clone(),
-        global_batch: 32,
-        memory: None,
-        options: InfraAwareOptions::default(),
-        metrics: Some(MetricsSource::TfConfig(cluster.tf_config().clone())),
-        tasks: None,
-    };
-    let first = parallel::plan_live(
-        &replanning.calibration,
-        &c.cluster,
+    let planner = parallel::DataParallelPlanner::new(
+        DataParallelStrategy::InfraAware,
+        &workers,
         &ps,
         &vars,
         32,
-        None,
-        &InfraAwareOptions::default(),
     )
-    .unwrap();
+    .unwrap()
+    .with_calibration(equal(&workers));
+    let first = planner.plan(&c.cluster).unwrap();
+    let replanning = Replanning {
+        planner,
+        metrics: Some(MetricsSource::TfConfig(cluster.tf_config().clone())),
+        tasks: None,
+    };
     let contender = Contender {
         strategy: DataParallelStrategy::InfraAware,
         plan: first,

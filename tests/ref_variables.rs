@@ -195,7 +195,7 @@ fn a_ref_variable_model_trains_data_parallel() {
     let job = ref_model::job();
     for strategy in ["replica-setter", "infra-aware"] {
         let planned = connection
-            .plan_data_parallel(job.workload(), strategy, Some(32))
+            .plan_data_parallel(job.workload(), strategy.parse().unwrap(), Some(32))
             .unwrap();
         let options = tf_iaware::TrainingOptions {
             // A number of updates, not of seconds: a busy machine takes longer, not less far.

@@ -161,7 +161,7 @@ fn train_job(
     config.run_timeout_ms = 20_000;
     let job = &training.job;
     let planned = connection
-        .plan_data_parallel(job.workload(), &strategy.to_string(), Some(training.batch))
+        .plan_data_parallel(job.workload(), strategy, Some(training.batch))
         .unwrap();
     // The trainer's callback holds the steps at a holding fault's update until it has landed.
     let shared = Arc::new((Mutex::new(Landing::default()), Condvar::new()));

@@ -27,7 +27,7 @@ fn every_strategy_trains_a_users_graph_on_the_users_rows() {
     for strategy in DataParallelStrategy::all() {
         job.check_updates(strategy.updates()).unwrap();
         let planned = connection
-            .plan_data_parallel(job.workload(), &strategy.to_string(), Some(32))
+            .plan_data_parallel(job.workload(), strategy, Some(32))
             .unwrap();
         eprintln!(
             "{strategy}: shares {:?}",

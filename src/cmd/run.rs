@@ -190,7 +190,16 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 fn run_data_parallel(args: &Args, connection: &Connection, workload: Workload) -> Result<()> {
-    let planned = connection.plan_data_parallel(&workload, &args.place.strategy, args.batch)?;
+    let strategy = args.place.strategy.parse()?;
+    let planned = connection.plan_data_parallel_with(
+        &workload,
+        strategy,
+        &tf_iaware::DataParallelOptions {
+            global_batch: args.batch,
+            // Timed steps of a plan: the plan is made before them, as it always was.
+            calibration: tf_iaware::WorkerCalibrationPolicy::Measure,
+        },
+    )?;
     for r in &planned.plan().replicas {
         log::info!(
             "{}: {} samples on {}",

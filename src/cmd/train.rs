@@ -15,7 +15,9 @@ use tf_iaware::runtime::trainer::{
     CheckpointOptions, OnProgress, RecoverOptions, StepProgress, DEFAULT_CHECKPOINT_EVERY_S,
     DEFAULT_KEEP,
 };
-use tf_iaware::{Job, TrainingOptions, TrainingReport};
+use tf_iaware::{
+    DataParallelOptions, Job, TrainingOptions, TrainingReport, WorkerCalibrationPolicy,
+};
 
 use crate::common;
 
@@ -44,6 +46,12 @@ pub struct Args {
     /// Samples per step over all workers (default: the graph's fixed batch, else 32 per worker).
     #[arg(long)]
     batch: Option<usize>,
+    /// How infra-aware strategies learn each worker's capability: `learn` (a matching cached
+    /// calibration at once, else start training at once and learn from the training steps),
+    /// `measure` (a cached calibration, else calibrate every worker before the first step) or
+    /// `remeasure` (calibrate afresh).
+    #[arg(long, value_enum, default_value_t = Calibrate::Learn)]
+    calibrate: Calibrate,
     /// Stop after this many updates of the variables.
     #[arg(long)]
     steps: Option<u64>,
@@ -95,6 +103,24 @@ pub struct Args {
     /// Print the report as one JSON document on stdout.
     #[arg(long)]
     json: bool,
+}
+
+/// `--calibrate`: [`WorkerCalibrationPolicy`] on the command line.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Calibrate {
+    Learn,
+    Measure,
+    Remeasure,
+}
+
+impl From<Calibrate> for WorkerCalibrationPolicy {
+    fn from(c: Calibrate) -> Self {
+        match c {
+            Calibrate::Learn => WorkerCalibrationPolicy::Learn,
+            Calibrate::Measure => WorkerCalibrationPolicy::Measure,
+            Calibrate::Remeasure => WorkerCalibrationPolicy::Remeasure,
+        }
+    }
 }
 
 fn parse_strategy(s: &str) -> std::result::Result<DataParallelStrategy, String> {
@@ -173,8 +199,14 @@ pub fn run(args: &Args) -> Result<()> {
     if matches!(args.strategy.updates(), Updates::Async | Updates::Adaptive) {
         options.own_masters = connection.tf_config().cloned();
     }
-    let planned =
-        connection.plan_data_parallel(job.workload(), &args.strategy.to_string(), args.batch)?;
+    let planned = connection.plan_data_parallel_with(
+        job.workload(),
+        args.strategy,
+        &DataParallelOptions {
+            global_batch: args.batch,
+            calibration: args.calibrate.into(),
+        },
+    )?;
     let shares: Vec<String> = planned
         .plan()
         .replicas

@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let job =
         Job::load(graph.as_ref(), None, data.as_ref())?.with_held_out_file(held_out.as_ref())?;
     let cluster = tf_iaware::connect("tf-config")?;
-    let plan = cluster.plan_data_parallel(job.workload(), strategy, None)?;
+    let plan = cluster.plan_data_parallel(job.workload(), strategy.parse()?, None)?;
     let options = TrainingOptions {
         epochs: Some(5.0),
         target: Some(0.9),

@@ -11,12 +11,12 @@ use tf_iaware::data::{digits_split, input_specs};
 use tf_iaware::graph::analyze::analyze_graph;
 use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::trainer::{check_backups, contender, train, Planning};
-use tf_iaware::runtime::{data_parallel, trainer, SessionConfig};
+use tf_iaware::runtime::{trainer, SessionConfig};
 use tf_iaware::sim::scale::Planner;
 use tf_iaware::{Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::EmulatedCluster;
 
-use crate::calibrate::{calibrate, Calibration, OVERHEAD_MS};
+use crate::calibrate::{calibrate, Calibration};
 use crate::error::{During, Error, Result};
 use crate::event::{emit, note, Event, OnEvent};
 use crate::options::{default_strategies, AsyncMasters, BenchOptions, Data, Model};
@@ -170,36 +170,29 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Accura
         own_masters: (o.async_masters == AsyncMasters::Own).then(|| cluster.tf_config().clone()),
         ..options
     };
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
     let workload = job.workload();
-    let vars = workload.variables()?;
+    // The library's own planner, as `plan_data_parallel` makes it.
+    let planner = |s| tf_iaware::data_parallel_planner(&workload, s, &devices, Some(o.batch));
     let calibration = Calibration {
         workload: &workload,
         devices: &devices,
         config: &config,
-        workers: &workers,
-        ps: &ps,
-        batch: o.batch,
+        planner: &planner(DataParallelStrategy::InfraAware)?,
         recalibrate: o.recalibrate,
     };
-    let (_, calibration) = calibrate(&calibration, on_event)?;
-    let memory = workload.replica_memory().ok();
+    let (calibrated, _) = calibrate(&calibration, on_event)?;
     let planning = Planning {
-        workers: &workers,
-        ps: &ps,
-        vars: &vars,
-        global_batch: o.batch,
-        calibration: &calibration,
         cluster: &devices,
-        memory: memory.as_ref(),
-        per_replica_overhead_ms: OVERHEAD_MS,
         resize_every: o.resize_every,
         metrics: None,
         tasks: None,
     };
     let contenders = strategies
         .iter()
-        .map(|&s| contender(s, &planning))
+        .map(|&s| {
+            let p = planner(s)?.with_calibration(calibrated.capacity.clone());
+            contender(p, &planning)
+        })
         .collect::<tf_iaware::Result<Vec<_>>>()?;
     for c in &contenders {
         let shares: Vec<String> = c

@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use tf_iaware::cluster::connect_tf_config_live;
 use tf_iaware::cluster::{Cluster, LiveOptions};
-use tf_iaware::parallel::{
-    self, DataParallelPlan, InfraAwareOptions, ReplicaMemory, VarInfo, WorkerCapacity,
-};
+use tf_iaware::parallel::{DataParallelPlan, DataParallelPlanner, WorkerCapacity};
 
 use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, ReplanRecord, Replanning};
 use tf_iaware::runtime::calibrate::WorkerProbe;
@@ -20,7 +18,6 @@ use tf_iaware::runtime::{data_parallel, SessionConfig, StepTimes};
 use tf_iaware::{parallel::DataParallelStrategy, Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
-use crate::calibrate::{probe_batch, OVERHEAD_MS};
 use crate::error::{Error, Result};
 use crate::event::{note, OnEvent};
 use crate::report::AdaptationReport;
@@ -33,45 +30,35 @@ const WITHIN: f64 = 0.15;
 /// What the drift experiment needs of the benchmark.
 pub(crate) struct Setup<'a> {
     pub workload: &'a Workload,
-    pub workers: &'a [String],
-    pub ps: &'a [String],
-    pub vars: &'a [VarInfo],
-    pub batch: usize,
-    pub memory: Option<&'a ReplicaMemory>,
+    /// The library's `infra-aware` planner of the job (workers, ps, variables, batch, memory).
+    pub planner: &'a DataParallelPlanner,
 }
 
-fn options() -> InfraAwareOptions {
-    InfraAwareOptions {
-        per_replica_overhead_ms: OVERHEAD_MS,
-        ..Default::default()
+impl Setup<'_> {
+    /// The planner with the workers' `capacity`.
+    fn planner(&self, capacity: &[WorkerCapacity]) -> DataParallelPlanner {
+        self.planner.clone().with_calibration(capacity.to_vec())
+    }
+
+    /// Samples per step.
+    fn batch(&self) -> usize {
+        self.planner.global_batch()
     }
 }
 
 fn plan(setup: &Setup, capacity: &[WorkerCapacity], live: &Cluster) -> Result<DataParallelPlan> {
-    Ok(parallel::plan_live(
-        capacity,
-        live,
-        setup.ps,
-        setup.vars,
-        setup.batch,
-        setup.memory,
-        &options(),
-    )?)
+    Ok(setup.planner(capacity).plan(live)?)
 }
 
 fn calibrate(setup: &Setup, live: &Cluster, config: &SessionConfig) -> Result<Vec<WorkerCapacity>> {
-    let probe = probe_batch(setup.batch, setup.workers.len());
+    let p = setup.planner;
     Ok(data_parallel::calibrate_workers(
         setup.workload,
-        setup.workers,
-        &setup.ps[0],
+        p.workers(),
+        &p.ps()[0],
         live,
         config,
-        WorkerProbe {
-            batch: probe,
-            min_seconds: 1.0,
-            global_batch: Some(setup.batch),
-        },
+        WorkerProbe::from(p.probe()),
     )?)
 }
 
@@ -97,7 +84,7 @@ fn train_steps(
     adapt: AdaptOptions,
     mut before: impl FnMut(usize) -> Result<()>,
 ) -> Result<(Vec<f64>, TrainingReport)> {
-    let job = Job::synthetic(setup.workload, setup.batch.max(1) * 16, 1)?;
+    let job = Job::synthetic(setup.workload, setup.batch().max(1) * 16, 1)?;
     let times = Arc::new(Mutex::new(Vec::new()));
     // A rendezvous: after each step the trainer hands its update count over and waits until
     // `before` has run for the next one.
@@ -171,12 +158,7 @@ fn contender_of(
         plan,
         feedback: None,
         replanning: Some(Replanning {
-            calibration: capacity,
-            ps: setup.ps.to_vec(),
-            vars: setup.vars.to_vec(),
-            global_batch: setup.batch,
-            memory: setup.memory.copied(),
-            options: options(),
+            planner: setup.planner(&capacity),
             metrics,
             tasks: None,
         }),

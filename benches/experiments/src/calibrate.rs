@@ -2,7 +2,7 @@
 //! the per-user cache) and rescaled to each worker's availability now.
 
 use tf_iaware::cluster::Cluster;
-use tf_iaware::parallel::{self, WorkerCapacity};
+use tf_iaware::parallel::{self, DataParallelPlanner, WorkerCapacity};
 use tf_iaware::runtime::calibrate::{self, CalibrateOptions, WorkerCalibration};
 use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::SessionConfig;
@@ -10,22 +10,13 @@ use tf_iaware::runtime::SessionConfig;
 use crate::error::Result;
 use crate::event::{emit, note, Event, OnEvent};
 
-/// Per-replica synchronisation cost assumed by predictions, ms.
-pub(crate) const OVERHEAD_MS: f64 = 5.0;
-
-/// Samples per probe step of a calibration at global batch `batch` over `workers` workers.
-pub(crate) fn probe_batch(batch: usize, workers: usize) -> usize {
-    (batch / workers.max(1)).clamp(3, 12)
-}
-
 /// What a calibration needs.
 pub(crate) struct Calibration<'a> {
     pub workload: &'a Workload,
     pub devices: &'a Cluster,
     pub config: &'a SessionConfig,
-    pub workers: &'a [String],
-    pub ps: &'a [String],
-    pub batch: usize,
+    /// The planner of the job: its workers, ps and the probe size of their calibration.
+    pub planner: &'a DataParallelPlanner,
     /// Drop the cached calibration first.
     pub recalibrate: bool,
 }
@@ -36,29 +27,26 @@ pub(crate) fn calibrate(
     c: &Calibration,
     on_event: &mut OnEvent<'_>,
 ) -> Result<(WorkerCalibration, Vec<WorkerCapacity>)> {
-    let probe = probe_batch(c.batch, c.workers.len());
+    let (workers, ps) = (c.planner.workers(), &c.planner.ps()[0]);
+    let probe = calibrate::WorkerProbe::from(c.planner.probe());
     note(
         on_event,
         &format!(
-            "calibrating {} workers with {probe}-sample steps of {} (and at the shares a plan can give them)…",
-            c.workers.len(),
+            "calibrating {} workers with {}-sample steps of {} (and at the shares a plan can give them)…",
+            workers.len(),
+            probe.batch,
             c.workload.name()
         ),
     )?;
-    let probe = calibrate::WorkerProbe {
-        batch: probe,
-        min_seconds: 1.0,
-        global_batch: Some(c.batch),
-    };
     if c.recalibrate {
-        calibrate::invalidate_workers(c.workload, probe, c.devices, c.workers, &c.ps[0])?;
+        calibrate::invalidate_workers(c.workload, probe, c.devices, workers, ps)?;
     }
     let busy = format!("calibrating {}", c.workload.name());
     emit(on_event, Event::Busy(Some(&busy)))?;
     let calibrated = calibrate::calibrate_workers_cached(
         c.workload,
-        c.workers,
-        &c.ps[0],
+        workers,
+        ps,
         c.devices,
         c.config,
         probe,
@@ -114,17 +102,4 @@ pub(crate) fn calibrate(
         )?;
     }
     Ok((calibrated, calibration))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::probe_batch;
-
-    #[test]
-    fn probe_is_a_share_of_the_batch_within_3_to_12() {
-        assert_eq!(probe_batch(64, 4), 12);
-        assert_eq!(probe_batch(32, 4), 8);
-        assert_eq!(probe_batch(4, 4), 3);
-        assert_eq!(probe_batch(64, 0), 12);
-    }
 }

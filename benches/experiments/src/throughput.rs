@@ -7,8 +7,7 @@ use std::time::Instant;
 
 use tf_iaware::cluster::Cluster;
 use tf_iaware::parallel::{
-    self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Updates,
-    VarInfo, WorkerCapacity,
+    self, DataParallelPlan, DataParallelPlanner, DataParallelStrategy, Updates, WorkerCapacity,
 };
 use tf_iaware::placer::OpPlacementStrategy;
 use tf_iaware::runtime::replicated::Workload;
@@ -17,7 +16,7 @@ use tf_iaware::sim::scale::Planner;
 use tf_iaware_emulate::EmulatedCluster;
 
 use crate::adapt;
-use crate::calibrate::{calibrate, Calibration, OVERHEAD_MS};
+use crate::calibrate::{calibrate, Calibration};
 use crate::error::{During, Error, Result};
 use crate::event::{emit, note, Event, OnEvent, RoundStats};
 use crate::model_parallel;
@@ -33,44 +32,6 @@ struct Contender {
     trainer: Trainer,
     times: Vec<f64>,
     losses: Vec<f32>,
-}
-
-/// What the infra-aware plan reads: the cluster's live figures and a replica's memory.
-struct Live<'a> {
-    cluster: &'a Cluster,
-    memory: Option<&'a ReplicaMemory>,
-}
-
-/// The data-parallel plan of `strategy`: `infra-aware`'s, else `replica-setter`'s.
-fn plan_for(
-    strategy: DataParallelStrategy,
-    workers: &[String],
-    ps: &[String],
-    vars: &[VarInfo],
-    batch: usize,
-    calibration: &[WorkerCapacity],
-    live: &Live,
-) -> tf_iaware::Result<DataParallelPlan> {
-    Ok(match strategy {
-        DataParallelStrategy::InfraAware => {
-            let options = InfraAwareOptions {
-                per_replica_overhead_ms: OVERHEAD_MS,
-                ..Default::default()
-            };
-            // Calibrated figures at each worker's availability now, shares capped by memory.
-            parallel::plan_live(
-                calibration,
-                live.cluster,
-                ps,
-                vars,
-                batch,
-                live.memory,
-                &options,
-            )?
-        }
-        // replica-setter (check_strategy refused the other data-parallel strategies).
-        _ => parallel::replica_setter(workers, ps, vars, batch)?,
-    })
 }
 
 /// Whether `strategy` is a synchronous data-parallel strategy (the images/s bench times steps).
@@ -232,16 +193,17 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Throug
     emit(on_event, Event::Busy(None))?;
     let (mut cluster, (devices, mut config)) = connected?;
     config.isolate_state = true;
-    let (workers, ps) = data_parallel::worker_and_ps_devices(&devices)?;
-    let vars = workload.variables()?;
+    let (workers, _) = data_parallel::worker_and_ps_devices(&devices)?;
+    // The library's own planner, as `plan_data_parallel` makes it: the same probes, options and
+    // plans a user gets.
+    let planner = |s| tf_iaware::data_parallel_planner(&workload, s, &devices, Some(o.batch));
+    let infra_aware = planner(DataParallelStrategy::InfraAware)?;
     let (calibrated, calibration) = calibrate(
         &Calibration {
             workload: &workload,
             devices: &devices,
             config: &config,
-            workers: &workers,
-            ps: &ps,
-            batch: o.batch,
+            planner: &infra_aware,
             recalibrate: o.recalibrate,
         },
         on_event,
@@ -249,27 +211,19 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Throug
     let lower_bound = parallel::lower_bound_ms(o.batch, &calibration);
     let sync_bound = parallel::sync_lower_bound_ms(o.batch, &calibration);
 
-    let memory = workload
-        .replica_memory()
-        .map_err(|e| log::warn!("replica memory of {} unknown: {e}", workload.name()))
-        .ok();
-    let live = Live {
-        cluster: &devices,
-        memory: memory.as_ref(),
-    };
     let mut contenders = Vec::new();
     for &strategy in &o.strategies {
         let busy = format!("preparing {strategy}");
         emit(on_event, Event::Busy(Some(&busy)))?;
-        let prepared = prepare(
-            strategy,
-            o,
-            &workload,
-            (&workers, &ps, &vars),
-            &calibration,
-            &live,
-            (&devices, &config),
-        );
+        let prepared = match strategy {
+            Planner::DataParallel(s) => planner(s).and_then(|p| {
+                let p = p.with_calibration(calibrated.capacity.clone());
+                prepare_data_parallel(strategy, &workload, &p, (&devices, &config))
+            }),
+            Planner::PerOp(s) => {
+                prepare_per_op(s, o, &workload, &workers, &calibration, (&devices, &config))
+            }
+        };
         emit(on_event, Event::Busy(None))?;
         let (contender, line) = prepared.during(|| format!("preparing {strategy}"))?;
         note(on_event, &line)?;
@@ -291,11 +245,7 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Throug
     } else {
         let setup = adapt::Setup {
             workload: &workload,
-            workers: &workers,
-            ps: &ps,
-            vars: &vars,
-            batch: o.batch,
-            memory: memory.as_ref(),
+            planner: &infra_aware,
         };
         Some(adapt::run(
             &mut cluster,
@@ -327,67 +277,64 @@ pub(crate) fn run(o: &BenchOptions, on_event: &mut OnEvent<'_>) -> Result<Throug
     Ok(report)
 }
 
-/// `strategy` planned (or placed) and its trainer initialised, with the line that says how.
-fn prepare(
+/// The data-parallel `strategy` planned by `planner` (the library's planner, with the bench's
+/// calibration) and its trainer initialised, with the line that says how.
+fn prepare_data_parallel(
     strategy: Planner,
-    o: &BenchOptions,
     workload: &Workload,
-    (workers, ps, vars): (&[String], &[String], &[VarInfo]),
-    calibration: &[WorkerCapacity],
-    live: &Live,
+    planner: &DataParallelPlanner,
     (devices, config): (&Cluster, &tf_iaware::runtime::SessionConfig),
 ) -> tf_iaware::Result<(Contender, String)> {
-    let (contender, line) = match strategy {
-        Planner::DataParallel(s) => {
-            let plan = plan_for(s, workers, ps, vars, o.batch, calibration, live)?;
-            let shares: Vec<String> = plan.replicas.iter().map(|r| r.batch.to_string()).collect();
-            let line = format!(
-                "{strategy}: {} replicas, shares [{}]",
-                plan.replicas.len(),
-                shares.join(", ")
-            );
-            let (trainer, _, _) = data_parallel::prepare(workload, &plan, devices, config, 1)?;
-            let contender = Contender {
-                strategy,
-                predicted_ms: data_parallel::predict_step_ms(&plan, calibration, OVERHEAD_MS),
-                plan: Some(plan),
-                ops_per_device: None,
-                trainer,
-                times: Vec::new(),
-                losses: Vec::new(),
-            };
-            (contender, line)
-        }
-        Planner::PerOp(s) => {
-            let p = model_parallel::prepare(
-                s,
-                workload,
-                o.batch,
-                devices,
-                workers,
-                config,
-                calibration,
-            )?;
-            let ops: Vec<String> = p
-                .ops_per_device
-                .iter()
-                .map(|(d, n)| format!("{d}: {n}"))
-                .collect();
-            let line = format!(
-                "{strategy}: model-parallel, ops per worker [{}]",
-                ops.join(", ")
-            );
-            let contender = Contender {
-                strategy,
-                plan: None,
-                ops_per_device: Some(p.ops_per_device),
-                predicted_ms: Some(p.predicted_ms),
-                trainer: p.trainer,
-                times: Vec::new(),
-                losses: Vec::new(),
-            };
-            (contender, line)
-        }
+    let plan = planner.plan(devices)?;
+    let shares: Vec<String> = plan.replicas.iter().map(|r| r.batch.to_string()).collect();
+    let line = format!(
+        "{strategy}: {} replicas, shares [{}]",
+        plan.replicas.len(),
+        shares.join(", ")
+    );
+    let (trainer, _, _) = data_parallel::prepare(workload, &plan, devices, config, 1)?;
+    let contender = Contender {
+        strategy,
+        predicted_ms: planner.predict_step_ms(&plan, devices),
+        plan: Some(plan),
+        ops_per_device: None,
+        trainer,
+        times: Vec::new(),
+        losses: Vec::new(),
+    };
+    contender.trainer.init()?;
+    Ok((contender, line))
+}
+
+/// The per-op `strategy` placed over the workers and its trainer initialised, with the line that
+/// says how.
+fn prepare_per_op(
+    s: OpPlacementStrategy,
+    o: &BenchOptions,
+    workload: &Workload,
+    workers: &[String],
+    calibration: &[WorkerCapacity],
+    (devices, config): (&Cluster, &tf_iaware::runtime::SessionConfig),
+) -> tf_iaware::Result<(Contender, String)> {
+    let p = model_parallel::prepare(s, workload, o.batch, devices, workers, config, calibration)?;
+    let ops: Vec<String> = p
+        .ops_per_device
+        .iter()
+        .map(|(d, n)| format!("{d}: {n}"))
+        .collect();
+    let line = format!(
+        "{}: model-parallel, ops per worker [{}]",
+        Planner::PerOp(s),
+        ops.join(", ")
+    );
+    let contender = Contender {
+        strategy: Planner::PerOp(s),
+        plan: None,
+        ops_per_device: Some(p.ops_per_device),
+        predicted_ms: Some(p.predicted_ms),
+        trainer: p.trainer,
+        times: Vec::new(),
+        losses: Vec::new(),
     };
     contender.trainer.init()?;
     Ok((contender, line))

@@ -8,6 +8,7 @@ mod live;
 pub(crate) mod network;
 pub mod noise;
 pub(crate) mod plan;
+mod planner;
 pub mod replicate;
 mod strategy;
 pub mod updates;
@@ -18,5 +19,9 @@ pub use network::{PsNetwork, Sharding, VarInfo};
 pub use plan::{
     infra_aware, infra_aware_networked, lower_bound_ms, replica_setter, sync_lower_bound_ms,
     DataParallelPlan, InfraAwareOptions, Replica, WorkerCapacity,
+};
+pub use planner::{
+    check_backups, nominal_capacities, DataParallelPlanner, Feedback, ProbeSize, MAX_PROBE_BATCH,
+    RESIZE_EVERY,
 };
 pub use strategy::{DataParallelStrategy, Shares, Updates};

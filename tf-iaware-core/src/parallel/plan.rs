@@ -132,7 +132,7 @@ impl WorkerCapacity {
     }
 }
 
-fn check(workers: usize, ps: &[String], global_batch: usize) -> Result<()> {
+pub(crate) fn check(workers: usize, ps: &[String], global_batch: usize) -> Result<()> {
     if workers == 0 {
         return Err(Error::Infeasible {
             group: "(replicas)".into(),

@@ -4,7 +4,7 @@
 //! ([`DataParallel::fit`]: every strategy, held-out evaluation, stop at steps, epochs, seconds or
 //! a target), or time synthetic steps of a synchronous plan, recovering from lost tasks
 //! ([`DataParallel::train`]). The model is any training graph with its sidecar
-//! ([`Workload::graph`], replicated by [`parallel::replicate`]) or a zoo model by name.
+//! ([`Workload::graph`], replicated by [`parallel::replicate`](crate::parallel::replicate)) or a zoo model by name.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -14,47 +14,38 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::limits::MAX_STEPS;
-use crate::parallel::VarInfo;
 use crate::parallel::{
-    self, DataParallelPlan, DataParallelStrategy, InfraAwareOptions, ReplicaMemory, Shares,
-    Updates, WorkerCapacity,
+    DataParallelPlan, DataParallelPlanner, DataParallelStrategy, Updates, WorkerCapacity,
 };
 use crate::runtime::adapt::{MetricsSource, Replanning};
 use crate::runtime::calibrate::{self, CalibrateOptions};
 use crate::runtime::data_parallel;
 use crate::runtime::replicated::Workload;
 use crate::runtime::trainer::{
-    self, Contender, Feedback, Job, OnProgress, RecoverOptions, Recovered, TracedStep,
-    TrainingOptions, TrainingReport,
+    self, Contender, Job, OnProgress, RecoverOptions, Recovered, TracedStep, TrainingOptions,
+    TrainingReport,
 };
 use crate::runtime::TrainReport;
 
 use super::connection::Connection;
 
-/// Steps between the traced steps that measure `infra-aware`'s replicas while training
-/// ([`Feedback`]).
-pub const RESIZE_EVERY: usize = 4;
+pub use crate::parallel::RESIZE_EVERY;
 
 /// A data-parallel plan of a model on a connected cluster, ready to train.
 pub struct DataParallel<'c> {
     connection: &'c Connection,
-    strategy: DataParallelStrategy,
     workload: Workload,
-    vars: Vec<VarInfo>,
-    ps: Vec<String>,
-    memory: Option<ReplicaMemory>,
-    global_batch: usize,
     plan: DataParallelPlan,
-    calibration: Option<Vec<WorkerCapacity>>,
+    planner: DataParallelPlanner,
 }
 
 impl std::fmt::Debug for DataParallel<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DataParallel")
             .field("connection", &self.connection.spec())
-            .field("strategy", &self.strategy)
+            .field("strategy", &self.planner.strategy())
             .field("workload", &self.workload)
-            .field("global_batch", &self.global_batch)
+            .field("global_batch", &self.planner.global_batch())
             .field("plan", &self.plan)
             .finish_non_exhaustive()
     }
@@ -122,93 +113,162 @@ pub struct DataParallelReport {
     pub fit: TrainingReport,
 }
 
+/// How [`Connection::plan_data_parallel_with`] learns what each worker can do, for the
+/// strategies that size shares (`infra-aware`, `infra-aware-async`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WorkerCalibrationPolicy {
+    /// A cached calibration whose fingerprint matches is used at once; without one, training
+    /// starts at once from each worker's nominal capability × live availability, and the
+    /// workers' throughput is learnt from the training steps themselves (LB-BSP feedback,
+    /// re-sizing the shares when the gain clears the noise). No stop before training.
+    #[default]
+    Learn,
+    /// A cached calibration, else every worker is calibrated through TensorFlow before the
+    /// first step (and the result cached).
+    Measure,
+    /// Every worker is calibrated before the first step, the cache ignored and rewritten.
+    Remeasure,
+}
+
+/// How [`Connection::plan_data_parallel_with`] plans.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DataParallelOptions {
+    /// Samples per synchronous step over every replica (`None`: the graph's fixed batch,
+    /// else 32 per worker).
+    pub global_batch: Option<usize>,
+    /// How the workers' capability is learnt.
+    pub calibration: WorkerCalibrationPolicy,
+}
+
 impl Connection {
     /// Plans `workload` (a graph with its sidecar, [`Workload::graph`] or [`Job::workload`], or
     /// a zoo model's name) data-parallel over this cluster's workers, variables on its ps tasks,
-    /// with `strategy` (a [`DataParallelStrategy`] name: `replica-setter`, `async-ps`,
-    /// `sync-backup[:K]`, `infra-aware`, `infra-aware-async`). TensorFlow's recipes give every
-    /// worker an equal share; the infra-aware ones time one replica on every worker through
-    /// TensorFlow first and give each a share that balances the step. `global_batch` defaults to
-    /// the graph's fixed batch, else 32 per worker.
+    /// with `strategy` (`"infra-aware".parse()?` converts a name): TensorFlow's recipes give
+    /// every worker an equal share; the infra-aware ones size shares by each worker's capability
+    /// at its live availability — from a cached calibration when one matches, else learnt from
+    /// the training steps ([`WorkerCalibrationPolicy::Learn`]). `global_batch` defaults to the graph's
+    /// fixed batch, else 32 per worker. The plan comes from the one
+    /// [`DataParallelPlanner`](crate::parallel::DataParallelPlanner).
     ///
     /// # Errors
-    /// [`Error::UnknownStrategy`] listing the strategies; [`Error::UnknownModel`]; the replication
-    /// errors of [`parallel::replicate`] ([`Error::Replication`] naming the op);
-    /// [`Error::InvalidArgument`] for a cluster without workers or ps tasks or a zero batch;
-    /// [`Error::TensorFlow`] if calibration runs fail.
+    /// As [`Connection::plan_data_parallel_with`].
     pub fn plan_data_parallel(
         &self,
         workload: impl Into<Workload>,
-        strategy: &str,
+        strategy: DataParallelStrategy,
         global_batch: Option<usize>,
     ) -> Result<DataParallel<'_>> {
-        let strategy: DataParallelStrategy = strategy.parse()?;
+        self.plan_data_parallel_with(
+            workload,
+            strategy,
+            &DataParallelOptions {
+                global_batch,
+                ..DataParallelOptions::default()
+            },
+        )
+    }
+
+    /// [`Connection::plan_data_parallel`] with its options: the global batch and how the
+    /// workers' capability is learnt ([`WorkerCalibrationPolicy`]).
+    ///
+    /// # Errors
+    /// [`Error::UnknownModel`]; the replication errors of [`parallel::replicate`](crate::parallel::replicate)
+    /// ([`Error::Replication`] naming the op); [`Error::InvalidArgument`] for a cluster without
+    /// workers or ps tasks, a zero batch or as many backup workers as workers;
+    /// [`Error::TensorFlow`] if calibration runs fail.
+    pub fn plan_data_parallel_with(
+        &self,
+        workload: impl Into<Workload>,
+        strategy: DataParallelStrategy,
+        options: &DataParallelOptions,
+    ) -> Result<DataParallel<'_>> {
         let workload = workload.into();
-        let vars = workload.variables()?;
-        let (workers, ps) = data_parallel::worker_and_ps_devices(self.cluster())?;
-        let batch = global_batch
-            .or_else(|| match &workload {
-                Workload::Graph(g) => g.sidecar.batch_size(),
-                Workload::Zoo(_) => None,
-            })
-            .unwrap_or(32 * workers.len());
-        let memory = workload
-            .replica_memory()
-            .map_err(|e| log::warn!("replica memory of {} unknown: {e}", workload.name()))
-            .ok();
-        if let Updates::Backup { backups } = strategy.updates() {
-            trainer::check_backups(backups, workers.len())?;
-        }
-        let (mut plan, calibration) = if strategy.shares() == Shares::Calibrated {
-            let probe = (batch / workers.len()).clamp(1, 32);
-            let cal = calibrate::calibrate_workers_cached(
-                &workload,
-                &workers,
-                &ps[0],
-                self.cluster(),
-                self.session_config(),
-                calibrate::WorkerProbe {
-                    batch: probe,
-                    min_seconds: 1.0,
-                    global_batch: Some(batch),
-                },
-                &CalibrateOptions::default(),
-            )?;
-            if cal.cache_hit {
-                log::info!("worker calibration: cache hit ({})", cal.path.display());
+        let mut planner =
+            data_parallel_planner(&workload, strategy, self.cluster(), options.global_batch)?;
+        if planner.sizes_shares() {
+            if let Some(cal) = self.worker_calibration(&workload, &planner, options.calibration)? {
+                planner = planner.with_calibration(cal);
             }
-            let plan = parallel::plan_live(
-                &cal.capacity,
-                self.cluster(),
-                &ps,
-                &vars,
-                batch,
-                memory.as_ref(),
-                &InfraAwareOptions::default(),
-            )?;
-            (plan, Some(cal.capacity))
-        } else {
-            (parallel::replica_setter(&workers, &ps, &vars, batch)?, None)
-        };
-        plan.strategy = strategy.to_string();
+        }
+        let plan = planner.plan(self.cluster())?;
         Ok(DataParallel {
             connection: self,
-            strategy,
             workload,
-            vars,
-            ps,
-            memory,
-            global_batch: batch,
             plan,
-            calibration,
+            planner,
         })
     }
+
+    /// The workers' calibration under `policy`: the cache's when fresh, a new one where the
+    /// policy measures, else `None` (learnt while training).
+    fn worker_calibration(
+        &self,
+        workload: &Workload,
+        planner: &DataParallelPlanner,
+        policy: WorkerCalibrationPolicy,
+    ) -> Result<Option<Vec<WorkerCapacity>>> {
+        let (workers, ps) = (planner.workers(), &planner.ps()[0]);
+        let probe = calibrate::WorkerProbe::from(planner.probe());
+        if policy == WorkerCalibrationPolicy::Remeasure {
+            calibrate::invalidate_workers(workload, probe, self.cluster(), workers, ps)?;
+        }
+        if policy == WorkerCalibrationPolicy::Learn {
+            let cached = calibrate::cached_workers(workload, workers, ps, self.cluster(), probe)?;
+            return Ok(cached.map(|c| {
+                log::info!("worker calibration: cache hit ({})", c.path.display());
+                c.capacity
+            }));
+        }
+        let cal = calibrate::calibrate_workers_cached(
+            workload,
+            workers,
+            ps,
+            self.cluster(),
+            self.session_config(),
+            probe,
+            &CalibrateOptions::default(),
+        )?;
+        if cal.cache_hit {
+            log::info!("worker calibration: cache hit ({})", cal.path.display());
+        }
+        Ok(Some(cal.capacity))
+    }
+}
+
+/// The one planner of `workload` with `strategy` over `cluster`'s workers and ps tasks, as
+/// [`Connection::plan_data_parallel`] makes it before any calibration: its variables, a
+/// replica's memory (shares capped by free memory), and `global_batch` (`None`: the graph's
+/// fixed batch, else 32 per worker). The benchmark plans through it too.
+///
+/// # Errors
+/// [`Error::UnknownModel`]; the replication errors of
+/// [`parallel::replicate`](crate::parallel::replicate); [`Error::InvalidArgument`] for a
+/// cluster without workers or ps tasks, a zero batch or as many backup workers as workers.
+pub fn data_parallel_planner(
+    workload: &Workload,
+    strategy: DataParallelStrategy,
+    cluster: &crate::cluster::Cluster,
+    global_batch: Option<usize>,
+) -> Result<DataParallelPlanner> {
+    let vars = workload.variables()?;
+    let (workers, ps) = data_parallel::worker_and_ps_devices(cluster)?;
+    let batch = global_batch
+        .or_else(|| match workload {
+            Workload::Graph(g) => g.sidecar.batch_size(),
+            Workload::Zoo(_) => None,
+        })
+        .unwrap_or(32 * workers.len());
+    let memory = workload
+        .replica_memory()
+        .map_err(|e| log::warn!("replica memory of {} unknown: {e}", workload.name()))
+        .ok();
+    Ok(DataParallelPlanner::new(strategy, &workers, &ps, &vars, batch)?.with_memory(memory))
 }
 
 impl DataParallel<'_> {
     /// The strategy.
     pub fn strategy(&self) -> DataParallelStrategy {
-        self.strategy
+        self.planner.strategy()
     }
 
     /// Trains `job` (the user's graph and data; the same graph this plan was made for) with
@@ -224,34 +284,18 @@ impl DataParallel<'_> {
     /// input and file), a share larger than the data set, TensorFlow failures naming the run.
     pub fn fit(&self, job: &Job, options: &TrainingOptions) -> Result<TrainingReport> {
         let c = self.connection;
-        let feedback = match (&self.calibration, self.strategy) {
-            (Some(cal), DataParallelStrategy::InfraAware) => Some(Feedback {
-                every: RESIZE_EVERY,
-                capacity: parallel::live_capacities(cal, c.cluster(), self.memory.as_ref()),
-                ps: parallel::ps_capacities(&self.ps, c.cluster()),
-                vars: self.vars.clone(),
-                options: InfraAwareOptions::default(),
-            }),
-            _ => None,
-        };
-        let replanning = Some(Replanning {
-            calibration: self.calibration.clone().unwrap_or_default(),
-            ps: self.ps.clone(),
-            vars: self.vars.clone(),
-            global_batch: self.global_batch,
-            memory: self.memory,
-            options: InfraAwareOptions::default(),
-            metrics: Some(match c.tf_config() {
-                Some(t) => MetricsSource::TfConfig(t.clone()),
-                None => MetricsSource::Local,
-            }),
-            tasks: c.tf_config().cloned(),
-        });
         let contender = Contender {
-            strategy: self.strategy,
+            strategy: self.planner.strategy(),
             plan: self.plan.clone(),
-            feedback,
-            replanning,
+            feedback: self.planner.feedback(c.cluster(), RESIZE_EVERY),
+            replanning: Some(Replanning {
+                planner: self.planner.clone(),
+                metrics: Some(match c.tf_config() {
+                    Some(t) => MetricsSource::TfConfig(t.clone()),
+                    None => MetricsSource::Local,
+                }),
+                tasks: c.tf_config().cloned(),
+            }),
         };
         trainer::train(&contender, job, c.cluster(), c.session_config(), options)
     }
@@ -261,36 +305,25 @@ impl DataParallel<'_> {
         &self.plan
     }
 
-    /// The measured worker throughputs (`infra-aware`).
+    /// The planner the plan came from (the same one the trainer re-sizes and re-plans with).
+    pub fn planner(&self) -> &DataParallelPlanner {
+        &self.planner
+    }
+
+    /// The measured worker throughputs the plan was made from (`None`: equal shares, or nominal
+    /// figures learnt while training).
     pub fn calibration(&self) -> Option<&[WorkerCapacity]> {
-        self.calibration.as_deref()
+        self.planner.calibration()
     }
 
     /// The plan for the workers and ps tasks still alive: the same strategy over them (shares
-    /// from the same calibration).
+    /// from the same figures).
     ///
     /// # Errors
-    /// As [`parallel::replica_setter`]/[`parallel::infra_aware`].
+    /// The planner's errors ([`DataParallelPlanner::plan_over`]).
     pub fn replan(&self, alive: &[String], alive_ps: &[String]) -> Result<DataParallelPlan> {
-        match &self.calibration {
-            None => parallel::replica_setter(alive, alive_ps, &self.vars, self.global_batch),
-            Some(cal) => {
-                let cal: Vec<WorkerCapacity> = cal
-                    .iter()
-                    .filter(|c| alive.contains(&c.device))
-                    .cloned()
-                    .collect();
-                parallel::plan_live(
-                    &cal,
-                    self.connection.cluster(),
-                    alive_ps,
-                    &self.vars,
-                    self.global_batch,
-                    self.memory.as_ref(),
-                    &InfraAwareOptions::default(),
-                )
-            }
-        }
+        self.planner
+            .plan_over(alive, alive_ps, self.connection.cluster())
     }
 
     /// Times synchronous steps of the plan on synthetic batches that live on the workers
@@ -307,9 +340,9 @@ impl DataParallel<'_> {
     /// steps out of range; as [`DataParallel::fit`].
     pub fn train(&self, options: &TrainOptions) -> Result<DataParallelReport> {
         let c = self.connection;
-        if self.strategy.updates() != Updates::Sync {
+        if self.strategy().updates() != Updates::Sync {
             return Err(Error::InvalidArgument {
-                what: format!("strategy `{}`", self.strategy),
+                what: format!("strategy `{}`", self.strategy()),
                 reason: "timed synthetic steps are synchronous; train it with DataParallel::fit \
                          (Job::synthetic gives synthetic batches)"
                     .into(),
@@ -347,7 +380,8 @@ impl DataParallel<'_> {
             }
         };
         // Enough rows that no share reads one twice in a step.
-        let job = Job::synthetic(&self.workload, self.global_batch.max(1) * 16, options.seed)?;
+        let global_batch = self.planner.global_batch();
+        let job = Job::synthetic(&self.workload, global_batch.max(1) * 16, options.seed)?;
         let steps = Arc::new(Mutex::new(StepLog::default()));
         let log = steps.clone();
         let fitted = self.fit(
@@ -371,9 +405,9 @@ impl DataParallel<'_> {
         Ok(DataParallelReport {
             strategy: self.plan.strategy.clone(),
             model: self.workload.name().to_string(),
-            global_batch: self.global_batch,
-            calibration: self.calibration.clone(),
-            train: log.train_report(options.warmup, self.global_batch, fitted.traced.clone()),
+            global_batch,
+            calibration: self.calibration().map(<[_]>::to_vec),
+            train: log.train_report(options.warmup, global_batch, fitted.traced.clone()),
             steps_run: log.run,
             checkpoint_ms: fitted.safe_copies.iter().map(|c| c.seconds * 1e3).collect(),
             checkpoint_bytes: fitted.safe_copies.last().map_or(0, |c| c.bytes),

@@ -20,7 +20,10 @@ mod step;
 
 pub use builder::{CalibrationPolicy, ConnectionBuilder};
 pub use connection::{connect, Connection};
-pub use data_parallel::{DataParallel, DataParallelReport, TrainOptions, RESIZE_EVERY};
+pub use data_parallel::{
+    data_parallel_planner, DataParallel, DataParallelOptions, DataParallelReport, TrainOptions,
+    WorkerCalibrationPolicy, RESIZE_EVERY,
+};
 pub use handle::{OpHandle, TensorHandle, TensorRef};
 pub use plan::{
     load_graph, load_sidecar, GraphSource, Plan, PlanOptions, StrategyChoice, MAX_GRAPH_BYTES,

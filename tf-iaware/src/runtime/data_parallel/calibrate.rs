@@ -23,6 +23,18 @@ pub struct WorkerProbe {
     pub global_batch: Option<usize>,
 }
 
+impl From<crate::parallel::ProbeSize> for WorkerProbe {
+    /// The planner's probe ([`DataParallelPlanner::probe`](crate::parallel::DataParallelPlanner::probe)),
+    /// at least one second of timed steps at each batch.
+    fn from(p: crate::parallel::ProbeSize) -> Self {
+        WorkerProbe {
+            batch: p.batch,
+            min_seconds: 1.0,
+            global_batch: Some(p.global_batch),
+        }
+    }
+}
+
 /// Calibrates each worker through TensorFlow itself: trains model `name` on it alone (variables
 /// on `ps`) with `probe.batch / 4`, `probe.batch / 2` and `probe.batch` samples — two warm-up
 /// steps, then at least three timed steps and `probe.min_seconds` of steps at each, the median

@@ -44,7 +44,7 @@ use crate::cluster::Cluster;
 use crate::config::SessionConfig;
 use crate::data::Sampler;
 use crate::error::{Error, Result};
-use crate::parallel::{DataParallelPlan, Shares, Updates};
+use crate::parallel::{DataParallelPlan, Updates};
 use crate::runtime::adapt::Adapter;
 use crate::runtime::data_parallel::plan_ps;
 use crate::runtime::train::StepTimes;
@@ -200,7 +200,7 @@ pub fn train(
         ps: contender
             .replanning
             .as_ref()
-            .map_or_else(|| plan_ps(&plan), |r| r.ps.clone()),
+            .map_or_else(|| plan_ps(&plan), |r| r.planner.ps().to_vec()),
         current: plan.clone(),
         resized: Vec::new(),
         tag: &tag,
@@ -268,16 +268,15 @@ fn adapter(
         (None, _) => Ok(None),
         (Some(a), Some(r))
             if matches!(contender.updates(), Updates::Sync | Updates::Adaptive)
-                && contender.strategy.shares() == Shares::Calibrated
-                && !r.calibration.is_empty() =>
+                && r.planner.sizes_shares() =>
         {
             Ok(Some(Adapter::start(r, cluster, a)?))
         }
         (Some(_), _) => Err(bad(
             "adaptation",
             format!(
-                "live re-planning re-makes calibrated synchronous plans (infra-aware, \
-                 infra-aware-async); `{}` has none",
+                "live re-planning re-makes synchronous plans that size shares (infra-aware, \
+                 infra-aware-async); `{}` shares equally",
                 contender.strategy
             ),
         )),
@@ -456,6 +455,7 @@ impl Run<'_> {
                 .map(|a| a.records().to_vec())
                 .unwrap_or_default(),
             metrics_cost_share: self.adapter.as_ref().and_then(Adapter::metrics_cost_share),
+            replans_declined: self.adapter.as_ref().map_or(0, Adapter::kept),
             readmissions: std::mem::take(&mut progress.readmitted),
             deadline_retries: self.retried,
             safe_copies: progress

@@ -115,6 +115,10 @@ pub struct TrainingReport {
     pub step_ms: Option<StepTimes>,
     /// Every live re-plan ([`TrainingOptions::adapt`]).
     pub replans: Vec<ReplanRecord>,
+    /// Moves live re-planning saw and kept the plan for: their predicted gain did not clear
+    /// the guard, the measured noise or the cost of a switch
+    /// ([`AdaptOptions::min_gain`](crate::runtime::adapt::AdaptOptions::min_gain)).
+    pub replans_declined: usize,
     /// CPU share of one core the background metrics reader used ([`TrainingOptions::adapt`]).
     pub metrics_cost_share: Option<f64>,
     /// Every recovery from lost tasks ([`TrainingOptions::recover`]).

@@ -202,6 +202,7 @@ impl Run<'_> {
             replicas: new.replicas.into_iter().filter(|r| r.batch > 0).collect(),
             ..new
         };
+        let started = Instant::now();
         let checkpoint = checkpoint::save(&self.built.session, &self.built.state, step)?;
         let next = self.build_for(&new, progress)?;
         checkpoint::restore(&next.session, &next.state, &checkpoint)?;
@@ -220,7 +221,15 @@ impl Run<'_> {
         self.session_steps = 0;
         self.current = new.clone();
         let (_, updates) = self.gate.totals();
-        progress.keeper.planned(updates, &new, self.cluster, true)?;
+        // The availability logged is the live one the adapter reads, where it reads one.
+        let live = self
+            .adapter
+            .as_ref()
+            .map_or(self.cluster, |a| a.live_cluster());
+        progress.keeper.planned(updates, &new, live, true)?;
+        if let Some(adapter) = &mut self.adapter {
+            adapter.switched(started.elapsed().as_secs_f64() * 1e3);
+        }
         Ok(new)
     }
 }

@@ -1,0 +1,100 @@
+//! The adapter's guards: gain, noise, the cost of a switch, held workers.
+
+use super::*;
+use crate::cluster::Device;
+use crate::parallel::{DataParallelStrategy, VarInfo, WorkerCapacity};
+
+fn dev(i: usize) -> String {
+    format!("/job:worker/replica:0/task:{i}/device:CPU:0")
+}
+
+/// An adapter over two calibrated workers of 1,000 samples/s, no metrics feed.
+fn adapter() -> (Adapter, Cluster) {
+    let ps = "/job:ps/replica:0/task:0/device:CPU:0".to_string();
+    let cluster = Cluster::new(vec![
+        Device::nominal(&dev(0), "CPU", None, "h0"),
+        Device::nominal(&dev(1), "CPU", None, "h1"),
+        Device::nominal(&ps, "CPU", None, "hp"),
+    ]);
+    let workers = vec![dev(0), dev(1)];
+    let vars = vec![VarInfo {
+        name: "w".into(),
+        bytes: 4,
+    }];
+    let planner =
+        DataParallelPlanner::new(DataParallelStrategy::InfraAware, &workers, &[ps], &vars, 64)
+            .unwrap()
+            .with_calibration(
+                workers
+                    .iter()
+                    .map(|w| WorkerCapacity {
+                        availability: Some(1.0),
+                        ..WorkerCapacity::rate(w, 1000.0)
+                    })
+                    .collect(),
+            );
+    let replanning = Replanning {
+        planner,
+        metrics: None,
+        tasks: None,
+    };
+    let a = Adapter::start(&replanning, &cluster, &AdaptOptions::default()).unwrap();
+    (a, cluster)
+}
+
+#[test]
+fn a_real_slowdown_pays_and_holds_the_slow_worker() {
+    let (mut a, cluster) = adapter();
+    let now = a.replanning.planner.plan(&cluster).unwrap();
+    assert_eq!(
+        now.replicas.iter().map(|r| r.batch).collect::<Vec<_>>(),
+        [32, 32]
+    );
+    for s in 0..5 {
+        a.recent_ms.push((s, 34.0 + s as f64 * 0.1));
+    }
+    // Worker 1 runs at a quarter of its speed.
+    a.rescale(&[(dev(1), 0.25)]);
+    let new = a.replanning.planner.plan(&cluster).unwrap();
+    assert!(new.replicas[0].batch > 32, "{new:?}");
+    assert_eq!(a.worth_it(&now, &new, 5), Ok(()));
+    a.hold(&now, &new, &[(dev(1), 0.25)]);
+    assert_eq!(a.held, vec![dev(1)]);
+    // Given more work again, it is released.
+    a.hold(&new, &now, &[(dev(1), 2.0)]);
+    assert!(a.held.is_empty());
+}
+
+#[test]
+fn noise_small_gains_and_expensive_switches_keep_the_plan() {
+    let (mut a, cluster) = adapter();
+    let now = a.replanning.planner.plan(&cluster).unwrap();
+    // The same shares: nothing to switch to.
+    assert!(a.worth_it(&now, &now, 0).is_err());
+    // A 5 % slower worker: the best plan gains less than the 10 % guard.
+    a.rescale(&[(dev(1), 0.95)]);
+    let mut shifted = now.clone();
+    shifted.replicas[0].batch += 1;
+    shifted.replicas[1].batch -= 1;
+    let e = a.worth_it(&now, &shifted, 0).unwrap_err();
+    assert!(e.contains("below"), "{e}");
+    // A real gain hidden by steps that jitter by more than it before the signal.
+    let (mut a, _) = adapter();
+    a.rescale(&[(dev(1), 0.5)]);
+    let new = a.replanning.planner.plan(&cluster).unwrap();
+    for (s, ms) in [20.0, 60.0, 35.0, 90.0, 30.0].into_iter().enumerate() {
+        a.recent_ms.push((s, ms));
+    }
+    let e = a.worth_it(&now, &new, 5).unwrap_err();
+    assert!(e.contains("noise"), "{e}");
+    // Quiet steps, but a switch that costs more than the saving over the payback steps.
+    let (mut a, _) = adapter();
+    a.rescale(&[(dev(1), 0.5)]);
+    for s in 0..5 {
+        a.recent_ms.push((s, 34.0));
+    }
+    assert_eq!(a.worth_it(&now, &new, 5), Ok(()));
+    a.switched(1e6);
+    let e = a.worth_it(&now, &new, 5).unwrap_err();
+    assert!(e.contains("switch"), "{e}");
+}
