@@ -150,6 +150,9 @@ struct TrainCommandReport<'a> {
     /// cluster (starting it, if emulated) and planning. With the report's `startup_seconds`, what
     /// a restart costs before the first step.
     setup_seconds: f64,
+    /// Wall seconds from the command's start to the evaluation that reached the target: setup,
+    /// the trainer's start-up, training and evaluations — the time a user waits.
+    wall_to_target_from_start_s: Option<f64>,
     #[serde(flatten)]
     report: &'a TrainingReport,
 }
@@ -252,6 +255,7 @@ pub fn run(args: &Args) -> Result<()> {
             cluster: &args.cluster,
             global_batch: planned.plan().replicas.iter().map(|r| r.batch).sum(),
             setup_seconds,
+            wall_to_target_from_start_s: report.wall_to_target_s.map(|w| setup_seconds + w),
             report: &report,
         });
     }

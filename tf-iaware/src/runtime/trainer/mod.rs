@@ -190,6 +190,7 @@ pub fn train(
         keeper,
         &mut carried,
         tasks,
+        started,
     );
     progress.safeguard(&built, carried.updates)?;
     let mut run = Run {
@@ -407,6 +408,7 @@ impl Run<'_> {
             metric: job.metric().map(|m| m.name().to_string()),
             reached: progress.reached_at.is_some(),
             time_to_target_s: progress.reached_at,
+            wall_to_target_s: progress.reached_wall_s,
             train_seconds,
             eval_seconds: progress.eval_seconds,
             updates: s.updates,

@@ -29,6 +29,10 @@ pub(super) struct Progress<'a> {
     pub(super) eval_seconds: f64,
     pub(super) next_eval: f64,
     pub(super) reached_at: Option<f64>,
+    /// When the trainer started, and the wall seconds from then to the evaluation that first
+    /// reached the target (this run's, not a resumed one's).
+    pub(super) began: Instant,
+    pub(super) reached_wall_s: Option<f64>,
     /// Checkpoints, event log and progress callback.
     pub(super) keeper: Keeper,
     /// Evaluations carried over from the runs a resumed run continues.
@@ -62,6 +66,7 @@ impl<'a> Progress<'a> {
         keeper: Keeper,
         carried: &mut Carried,
         tasks: Option<&'a TfConfig>,
+        began: Instant,
     ) -> Self {
         Progress {
             job,
@@ -70,6 +75,8 @@ impl<'a> Progress<'a> {
             eval_seconds: 0.0,
             next_eval: carried.train_seconds + options.eval_every_s,
             reached_at: carried.reached_at,
+            began,
+            reached_wall_s: None,
             carried: carried.evaluations.len(),
             evaluations: std::mem::take(&mut carried.evaluations),
             keeper,
@@ -136,6 +143,7 @@ impl<'a> Progress<'a> {
         };
         if reached && self.reached_at.is_none() {
             self.reached_at = Some(seconds);
+            self.reached_wall_s = Some(self.began.elapsed().as_secs_f64());
         }
         self.next_eval = seconds + self.options.eval_every_s;
         Ok(reached)

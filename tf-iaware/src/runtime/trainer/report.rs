@@ -68,6 +68,11 @@ pub struct TrainingReport {
     pub reached: bool,
     /// Training seconds until the first evaluation at or beyond the target.
     pub time_to_target_s: Option<f64>,
+    /// Wall seconds from the start of training (building the sessions and any restore
+    /// included) to the evaluation that reached the target, evaluations included (`None`: not
+    /// reached in this run). A command adds its own setup (`train`'s `wall_to_target_s` counts
+    /// from the command's start).
+    pub wall_to_target_s: Option<f64>,
     /// Training seconds in all.
     pub train_seconds: f64,
     /// Seconds spent evaluating (excluded from `train_seconds`).
