@@ -105,7 +105,7 @@ fn main() {
         Command::Reap { owner } => tf_iaware_emulate::reap(*owner),
     };
     if let Err(e) = result {
-        eprintln!("error: {}", describe(&e));
+        noteln!("error: {}", describe(&e));
         std::process::exit(1);
     }
 }

@@ -3,6 +3,7 @@
 //! cgroups, shaped links through a user-space proxy — torn down on drop, on Ctrl-C and on panic,
 //! and when the driver is killed (its children die with it, a reaper removes folder and cgroups).
 
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -595,7 +596,11 @@ pub fn cleanup_on_signal() {
         let mut sig = 0;
         // SAFETY: `set` is a valid signal set; sigwait stores the signal number.
         unsafe { libc::sigwait(&set, &mut sig) };
-        eprintln!("signal {sig}: tearing down emulated clusters");
+        // Not eprintln!: a failing stderr (full, closed) must not stop the teardown.
+        let _ = writeln!(
+            std::io::stderr(),
+            "signal {sig}: tearing down emulated clusters"
+        );
         let active = std::mem::take(&mut *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()));
         for (dir, pids, groups) in active {
             for &pid in &pids {

@@ -220,7 +220,7 @@ impl Run<'_> {
         self.session_steps = 0;
         self.current = new.clone();
         let (_, updates) = self.gate.totals();
-        progress.keeper.planned(updates, &new, self.cluster, true)?;
+        progress.keeper.planned(updates, &new, self.cluster, true);
         Ok(new)
     }
 }
