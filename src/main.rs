@@ -58,6 +58,14 @@ enum Command {
         #[arg(long)]
         cores: f64,
     },
+    /// Wait until process OWNER closes standard input (it ended or was killed), then remove
+    /// what its emulated clusters left: processes in its cgroups, the cgroups, its folders.
+    #[command(hide = true)]
+    Reap {
+        /// The pid of the process that started the emulated clusters.
+        #[arg(long)]
+        owner: u32,
+    },
 }
 
 fn main() {
@@ -94,9 +102,10 @@ fn main() {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Agent(a) => cmd::agent::run(a),
         Command::Hog { cores } => tf_iaware_emulate::burn(*cores),
+        Command::Reap { owner } => tf_iaware_emulate::reap(*owner),
     };
     if let Err(e) = result {
-        eprintln!("error: {}", describe(&e));
+        noteln!("error: {}", describe(&e));
         std::process::exit(1);
     }
 }

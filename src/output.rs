@@ -1,4 +1,5 @@
-//! The one path by which the CLI writes to stdout. Every write is flushed at once and its failure
+//! The one path by which the CLI writes to stdout (and [`note`], by which a command writes a
+//! line for people to stderr without a failure ending it). Every write is flushed at once and its failure
 //! is an error naming stdout — a full disk (`> /dev/full`, ENOSPC), a closed pipe (EPIPE, when
 //! SIGPIPE is ignored) — where `println!` would panic. A stdout that was closed when the program
 //! started (`>&-`, EBADF) is an error at the first write too: the standard library treats writes
@@ -60,5 +61,23 @@ macro_rules! outln {
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::output::write(&format!($($arg)*))
+    };
+}
+
+/// Writes `text` to stderr and returns whether it was written. Stderr carries notes and progress
+/// for people: a full or closed one (`2> /dev/full`) loses the text, never the run.
+pub fn note(text: &str) -> bool {
+    let mut err = std::io::stderr().lock();
+    err.write_all(text.as_bytes())
+        .and_then(|()| err.flush())
+        .is_ok()
+}
+
+/// `eprintln!` that drops the line instead of panicking when stderr fails (see [`note`]);
+/// evaluates to whether it was written.
+#[macro_export]
+macro_rules! noteln {
+    ($($arg:tt)*) => {
+        $crate::output::note(&format!("{}\n", format_args!($($arg)*)))
     };
 }

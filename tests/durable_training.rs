@@ -195,3 +195,72 @@ fn a_checkpoint_of_another_graph_is_refused_naming_the_variable() {
         .to_string();
     assert!(e.contains("hidden/w") && e.contains("shape"), "{e}");
 }
+
+/// Points the open file descriptor of `path` at `/dev/full`: from now on every write to it fails
+/// with ENOSPC, as on a full disk (the writer's own file handle, not a stand-in).
+fn fill_disk_under(path: &Path) {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut swapped = 0;
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        if std::fs::read_link(entry.path()).is_ok_and(|target| target == path) {
+            let fd: i32 = entry.file_name().to_str().unwrap().parse().unwrap();
+            // SAFETY: dup2(2) onto a descriptor of this process that names `path`.
+            assert!(unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&full), fd) } >= 0);
+            swapped += 1;
+        }
+    }
+    assert_eq!(swapped, 1, "one descriptor of {}", path.display());
+}
+
+#[test]
+fn a_log_that_cannot_be_written_warns_and_training_goes_on_to_its_report_and_checkpoint() {
+    let exe = Path::new(env!("CARGO_BIN_EXE_tf-iaware"));
+    let scenario = Scenario::parse("workers=0.5").unwrap();
+    let connection = EmulatedCluster::start(&scenario, exe)
+        .unwrap()
+        .into_connection()
+        .unwrap();
+    let (job, _) = job();
+    let dir = tempfile::tempdir().unwrap();
+    let (ckpt, logdir) = (dir.path().join("ckpt"), dir.path().join("logs"));
+    let filled = Arc::new(AtomicU64::new(0));
+    let (at, seen) = (filled.clone(), logdir.clone());
+    let options = TrainingOptions {
+        steps: Some(60),
+        epochs: None,
+        max_seconds: Some(300.0),
+        eval_every_s: 0.2,
+        checkpoints: Some(CheckpointOptions::new(&ckpt)),
+        logdir: Some(logdir.clone()),
+        // At update 20 the disk under the log fills up.
+        progress: Some(OnProgress::every_step(move |p| {
+            if p.updates >= 20 && at.load(Ordering::SeqCst) == 0 {
+                fill_disk_under(&event_files(&seen).unwrap()[0]);
+                at.store(p.updates, Ordering::SeqCst);
+            }
+        })),
+        ..TrainingOptions::default()
+    };
+    let report = connection
+        .plan_data_parallel(job.workload(), "replica-setter".parse().unwrap(), Some(32))
+        .unwrap()
+        .fit(&job, &options)
+        .expect("a log that cannot be written does not end training");
+    let filled = filled.load(Ordering::SeqCst);
+    assert!(filled >= 20, "the disk filled at update {filled}");
+    assert_eq!(report.updates, 60);
+    assert!(report.final_metric.is_some());
+    // The final checkpoint, on another disk, is written.
+    assert_eq!(report.checkpoints.last().map(|c| c.step), Some(60));
+    // The report says what the log lost; the file keeps whole records, all from before.
+    let lost = report.events_lost.as_ref().expect("events_lost");
+    assert!(lost.writes >= 1 && lost.first_update >= filled, "{lost:?}");
+    assert!(lost.error.contains("No space left"), "{lost:?}");
+    let file = report.event_file.as_ref().unwrap();
+    let points = read_scalars(file).unwrap();
+    assert!(!points.is_empty());
+    assert!(points.iter().all(|p| p.step as u64 <= filled), "{points:?}");
+}

@@ -134,3 +134,96 @@ fn emulate_refuses_bad_input_before_starting_anything() {
     ]);
     assert!(stderr.contains("--tf-config-out"), "{stderr}");
 }
+
+#[test]
+fn a_killed_emulate_leaves_no_process_folder_or_cgroup_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let out: PathBuf = dir.path().join("cluster.json");
+    let child = common::bin()
+        .args(["emulate", "--scenario", "paper", "--tf-config-out"])
+        .arg(&out)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut emulate = Emulate(child);
+    let doc = wait_for(&out, &mut emulate.0, Duration::from_secs(120));
+    let emulated = &doc["emulated"];
+    let pids: Vec<u64> = emulated["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    let folder = PathBuf::from(emulated["dir"].as_str().unwrap());
+    let cgroups: Vec<PathBuf> = emulated["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect();
+    // Four workers, a ps and the co-tenant hogs of the two busy workers.
+    assert_eq!(pids.len(), 7, "{doc}");
+    assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
+    assert!(folder.exists(), "{}", folder.display());
+    match emulated["quota_warning"].as_str() {
+        Some(why) => {
+            eprintln!("cgroups cannot be written here ({why}): processes and folder checked");
+        }
+        None => {
+            assert_eq!(cgroups.len(), 4, "{doc}");
+            assert!(cgroups.iter().all(|g| g.exists()), "{cgroups:?}");
+        }
+    }
+
+    // SIGKILL: no handler runs, no destructor; the kernel and the reaper are all there is.
+    emulate.0.kill().unwrap();
+    emulate.0.wait().unwrap();
+    let killed = Instant::now();
+    let left = || {
+        let mut left: Vec<String> = pids
+            .iter()
+            .filter(|&&p| alive(p))
+            .map(|p| format!("process {p}"))
+            .collect();
+        left.extend(
+            cgroups
+                .iter()
+                .chain([&folder])
+                .filter(|p| p.exists())
+                .map(|p| p.display().to_string()),
+        );
+        left
+    };
+    // A bound against hanging, not a timing claim: the notebook has the measured times.
+    while !left().is_empty() && killed.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!(
+        "all gone {:.2} s after SIGKILL",
+        killed.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        left(),
+        Vec::<String>::new(),
+        "left behind by a killed driver"
+    );
+}
+
+#[test]
+fn a_task_restarted_by_a_thread_that_ends_outlives_the_thread() {
+    let scenario = tf_iaware_emulate::Scenario::parse("workers=0.5").unwrap();
+    let mut cluster = tf_iaware_emulate::EmulatedCluster::start(&scenario, &common::exe()).unwrap();
+    // The kernel's parent-death signal follows the thread that forked a child: were the worker
+    // forked by this short-lived thread, it would be killed as the thread ends.
+    std::thread::scope(|s| {
+        s.spawn(|| cluster.restart_worker(0).unwrap());
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let pids = cluster.process_ids();
+    assert!(pids.iter().all(|&p| alive(u64::from(p))), "{pids:?}");
+    let worker = &cluster.tf_config().cluster["worker"][0];
+    assert!(answers(worker), "{worker} does not answer");
+}

@@ -189,3 +189,51 @@ fn train_adapts_a_calibrated_plan_and_refuses_to_adapt_equal_shares() {
     let err = fails(&stock.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(err.contains("adaptation"), "{err}");
 }
+
+#[test]
+fn train_with_stderr_on_a_full_disk_still_reports_and_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ckpt, logs) = (dir.path().join("ckpt"), dir.path().join("logs"));
+    // Every line for people (the plan, progress, notes, warnings) fails with ENOSPC.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = common::bin()
+        .args(["train", "--graph"])
+        .arg(fixture("tf1_mlp_sparse.pb"))
+        .arg("--data")
+        .arg(fixture("tf1_mlp_sparse_train.npz"))
+        .args([
+            "--cluster",
+            "emulated:workers=0.5",
+            "--strategy",
+            "replica-setter",
+        ])
+        .args([
+            "--batch",
+            "64",
+            "--steps",
+            "60",
+            "--max-seconds",
+            "300",
+            "--json",
+        ])
+        .arg("--checkpoint-dir")
+        .arg(&ckpt)
+        .arg("--logdir")
+        .arg(&logs)
+        .env("RUST_LOG", "info")
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{:?}", out.status);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["updates"], 60);
+    assert_eq!(
+        v["checkpoints"].as_array().unwrap().last().unwrap()["step"],
+        60
+    );
+    assert!(ckpt.join("checkpoint").is_file());
+    assert!(v["events_lost"].is_null(), "{}", v["events_lost"]);
+}

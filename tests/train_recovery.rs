@@ -211,11 +211,6 @@ fn train_job(
                 lock.lock().unwrap().landed += 1;
                 cv.notify_all();
             }
-            // A task restarted from this thread dies with it (the emulated servers ask for
-            // SIGKILL when the thread that started them exits): stay until training ends.
-            while !done.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
         });
         // The connection stays on this thread.
         let report = planned.fit(job, &options);

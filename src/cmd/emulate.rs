@@ -46,6 +46,7 @@ fn document(cluster: &EmulatedCluster) -> Result<Value> {
             "master": format!("grpc://{master_address}"),
             "owner_pid": std::process::id(),
             "pids": cluster.process_ids(),
+            "cgroups": cluster.cgroup_paths(),
             "dir": cluster.dir(),
             "quota_warning": cluster.quota_warning,
         },

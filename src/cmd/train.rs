@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -216,7 +217,7 @@ pub fn run(args: &Args) -> Result<()> {
         .iter()
         .map(|r| r.batch.to_string())
         .collect();
-    eprintln!(
+    noteln!(
         "{} on {}: shares [{}], {} training rows{}",
         args.strategy,
         args.cluster,
@@ -231,7 +232,7 @@ pub fn run(args: &Args) -> Result<()> {
     watch.finish();
     let report = report?;
     if let Some(r) = &report.resumed_from {
-        eprintln!(
+        noteln!(
             "resumed from step {} ({}), {:.1} s of training before, restored in {:.2} s",
             r.step,
             r.prefix.display(),
@@ -240,7 +241,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     if let Some(c) = report.checkpoints.last() {
-        eprintln!(
+        noteln!(
             "{} checkpoint(s) written, the last of step {}: {}",
             report.checkpoints.len(),
             c.step,
@@ -300,6 +301,8 @@ pub fn run(args: &Args) -> Result<()> {
 struct Watch {
     bar: Option<ProgressBar>,
     last_line: Mutex<Option<Instant>>,
+    /// Whether a progress line could not be written.
+    unwritten: AtomicBool,
 }
 
 impl Watch {
@@ -324,6 +327,7 @@ impl Watch {
         std::sync::Arc::new(Watch {
             bar,
             last_line: Mutex::new(None),
+            unwritten: AtomicBool::new(false),
         })
     }
 
@@ -352,12 +356,17 @@ impl Watch {
         let mut last = self.last_line.lock().unwrap_or_else(|e| e.into_inner());
         if last.is_none_or(|t| t.elapsed() >= Self::LINE_EVERY) {
             *last = Some(Instant::now());
-            eprintln!(
+            let written = noteln!(
                 "{:.1} s: {} updates, {}",
                 p.train_seconds,
                 p.updates,
                 Self::describe(p)
             );
+            // Progress is for people; a stderr that fails (full, closed) loses the lines, not
+            // the run. Said once, through the log (which drops what it cannot write too).
+            if !written && !self.unwritten.swap(true, Ordering::Relaxed) {
+                log::warn!("progress lines cannot be written to stderr; training goes on");
+            }
         }
     }
 

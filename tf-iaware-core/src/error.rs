@@ -191,6 +191,19 @@ pub enum Error {
         /// What is wrong, in words.
         reason: String,
     },
+    /// A TensorFlow server could not be kept to its task's own address (the executable does
+    /// not export `bind`, the address is not this machine's, a wildcard listener was found).
+    #[error("TensorFlow server of /job:{job}/task:{task} ({address}): {reason}")]
+    ServerListen {
+        /// The server's job.
+        job: String,
+        /// Its task index.
+        task: i32,
+        /// The address it was to listen on (TF_CONFIG's for the task).
+        address: String,
+        /// What went wrong and what to do.
+        reason: String,
+    },
 
     // ----- TensorFlow and running ---------------------------------------------------------------
     /// A TensorFlow C API call failed.

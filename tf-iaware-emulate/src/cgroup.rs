@@ -1,6 +1,7 @@
 //! CPU-quota cgroups for emulated nodes (v1 `cpu` controller, or v2 `cpu.max`), removed on drop.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use tf_iaware::{Error, Result};
 
@@ -189,21 +190,84 @@ impl Drop for CpuCgroup {
     }
 }
 
+/// The pid in the name of a tf-iaware cgroup (`tf-iaware-<pid>-…`): the process that made it.
+fn owner_of(name: &str) -> Option<u32> {
+    name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()
+}
+
+/// The tf-iaware cgroups of `hierarchy` whose maker `whose` picks.
+fn groups_of(hierarchy: &Hierarchy, whose: impl Fn(u32) -> bool) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(hierarchy.root()) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            owner_of(&e.file_name().to_string_lossy()).is_some_and(&whose) && e.path().is_dir()
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 /// Removes tf-iaware cgroups left behind by processes that no longer exist (a killed run).
 pub(crate) fn remove_stale(hierarchy: &Hierarchy) {
-    let Ok(entries) = std::fs::read_dir(hierarchy.root()) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(rest) = name.strip_prefix(PREFIX) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            remove(&e.path(), hierarchy.root());
+    for group in groups_of(hierarchy, |pid| {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    }) {
+        remove(&group, hierarchy.root());
+    }
+}
+
+/// SIGKILLs every process in the group at `path` and its children.
+fn kill_members(path: &Path) {
+    if let Ok(entries) = std::fs::read_dir(path) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                kill_members(&e.path());
+            }
         }
+    }
+    let procs = std::fs::read_to_string(path.join("cgroup.procs")).unwrap_or_default();
+    for pid in procs
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        // SAFETY: kill(2); a member of a tf-iaware group of a dead driver is one of its tasks.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// Kills whatever is left in the cgroups process `owner` made and removes them, waiting up to
+/// `within` for killed processes to leave; returns how many it removed.
+pub(crate) fn remove_owned(hierarchy: &Hierarchy, owner: u32, within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    let mut removed = 0;
+    for group in groups_of(hierarchy, |pid| pid == owner) {
+        loop {
+            kill_members(&group);
+            remove(&group, hierarchy.root());
+            if !group.exists() {
+                removed += 1;
+                break;
+            }
+            if Instant::now() >= deadline {
+                log::warn!("could not remove cgroup {}", group.display());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_groups_maker_is_the_pid_in_its_name() {
+        assert_eq!(owner_of("tf-iaware-4242-0-worker1"), Some(4242));
+        assert_eq!(owner_of("tf-iaware-probe-17"), None);
+        assert_eq!(owner_of("user.slice"), None);
     }
 }

@@ -1,9 +1,10 @@
 //! [`EmulatedCluster`]: worker and ps processes (`tf-iaware worker`) on 127.0.0.1 with unequal
 //! capacity — a CPU-quota cgroup per worker, co-tenant hog processes inside chosen workers'
-//! cgroups, shaped links through a user-space proxy — torn down on drop, on Ctrl-C and on panic.
+//! cgroups, shaped links through a user-space proxy — torn down on drop, on Ctrl-C and on panic,
+//! and when the driver is killed (its children die with it, a reaper removes folder and cgroups).
 
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::cgroup::{self, CpuCgroup, Hierarchy};
 use super::proxy::LinkProxy;
+use super::reaper::{self, remove_stale_folders, FOLDER_PREFIX, OWNER_FILE};
 use super::scenario::Scenario;
 use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
 use tf_iaware::{Error, Result};
@@ -50,42 +52,6 @@ type Registration = (PathBuf, Vec<u32>, Vec<PathBuf>);
 /// Every live emulated cluster of this process, for the signal handler.
 static ACTIVE: Mutex<Vec<Registration>> = Mutex::new(Vec::new());
 
-/// Name prefix of an emulated cluster's temporary folder.
-pub(crate) const FOLDER_PREFIX: &str = "tf-iaware-emulated-";
-/// File in that folder holding the pid of the process that made it.
-const OWNER_FILE: &str = "owner.pid";
-
-/// Removes the folders of emulated clusters under `tmp` whose owner process is gone (killed
-/// with SIGKILL, say), as stale cgroups are removed; returns how many it removed.
-pub(crate) fn remove_stale_folders(tmp: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for e in entries.flatten() {
-        let path = e.path();
-        let is_ours = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with(FOLDER_PREFIX));
-        if !is_ours {
-            continue;
-        }
-        let Some(pid) = std::fs::read_to_string(path.join(OWNER_FILE))
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let alive = Path::new(&format!("/proc/{pid}")).exists();
-        if !alive && std::fs::remove_dir_all(&path).is_ok() {
-            log::info!("removed the folder of a dead run: {}", path.display());
-            removed += 1;
-        }
-    }
-    removed
-}
-
 /// `n` distinct free ports on 127.0.0.1: all are held open until every one is chosen, so the
 /// kernel cannot hand out the same port twice.
 fn free_ports(n: usize) -> Result<Vec<u16>> {
@@ -102,6 +68,8 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
         .collect()
 }
 
+/// Starts `exe args…` with its output in `log`, to die with this process
+/// ([`reaper::spawn`](super::reaper)).
 fn spawn(exe: &Path, args: &[String], log: &Path) -> Result<Child> {
     let out = std::fs::File::create(log).map_err(|e| Error::io(log, e))?;
     let err = out.try_clone().map_err(|e| Error::io(log, e))?;
@@ -115,15 +83,7 @@ fn spawn(exe: &Path, args: &[String], log: &Path) -> Result<Child> {
         }
     }
     cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the child when this
-    // process dies, so nothing outlives a killed driver.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    cmd.spawn().map_err(|e| Error::io(exe, e))
+    reaper::spawn(cmd).map_err(|e| Error::io(exe, e))
 }
 
 fn tail(path: &Path) -> String {
@@ -156,6 +116,8 @@ impl EmulatedCluster {
         static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         remove_stale_folders(&std::env::temp_dir());
+        // Whatever kills this process, a reaper removes the folder and cgroups made below.
+        reaper::watch(exe);
         let dir = tempfile::Builder::new()
             .prefix(FOLDER_PREFIX)
             .tempdir()
@@ -634,7 +596,11 @@ pub fn cleanup_on_signal() {
         let mut sig = 0;
         // SAFETY: `set` is a valid signal set; sigwait stores the signal number.
         unsafe { libc::sigwait(&set, &mut sig) };
-        eprintln!("signal {sig}: tearing down emulated clusters");
+        // Not eprintln!: a failing stderr (full, closed) must not stop the teardown.
+        let _ = writeln!(
+            std::io::stderr(),
+            "signal {sig}: tearing down emulated clusters"
+        );
         let active = std::mem::take(&mut *ACTIVE.lock().unwrap_or_else(|p| p.into_inner()));
         for (dir, pids, groups) in active {
             for &pid in &pids {
@@ -662,27 +628,4 @@ pub fn cleanup_on_signal() {
         }
         std::process::exit(130);
     });
-}
-
-#[cfg(test)]
-mod folder_tests {
-    use super::*;
-
-    #[test]
-    fn folders_of_dead_runs_are_removed_and_live_ones_kept() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let stale = tmp.path().join(format!("{FOLDER_PREFIX}stale"));
-        let live = tmp.path().join(format!("{FOLDER_PREFIX}live"));
-        let other = tmp.path().join("someone-elses");
-        for (dir, pid) in [(&stale, dead), (&live, std::process::id()), (&other, dead)] {
-            std::fs::create_dir(dir).unwrap();
-            std::fs::write(dir.join(OWNER_FILE), pid.to_string()).unwrap();
-        }
-        assert_eq!(remove_stale_folders(tmp.path()), 1);
-        assert!(!stale.exists());
-        assert!(live.exists() && other.exists());
-    }
 }

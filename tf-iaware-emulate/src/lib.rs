@@ -12,8 +12,10 @@ mod cgroup;
 mod cluster;
 mod hog;
 mod proxy;
+mod reaper;
 mod scenario;
 
 pub use cluster::{cleanup_on_signal, EmulatedCluster};
 pub use hog::burn;
+pub use reaper::reap;
 pub use scenario::{DriftEvent, LinkSpec, Scenario, WorkerSpec, SCENARIOS};

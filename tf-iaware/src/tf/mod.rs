@@ -3,6 +3,7 @@
 
 pub(crate) mod checkpoint_reader;
 mod kernels;
+mod listen;
 mod server;
 pub(crate) mod status;
 

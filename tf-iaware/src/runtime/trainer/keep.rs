@@ -2,6 +2,10 @@
 //! own disk (a run given the same directory again resumes from the newest whole one), TensorBoard
 //! scalars in a log directory, and the progress a caller watches while it trains.
 //!
+//! The log is a side output: a write that fails (a full disk) is a warning, once, and the run goes
+//! on; its checkpoints and report come as without it ([`EventsLost`] counts what was not
+//! written).
+//!
 //! The checkpoint holds every variable and optimiser slot of the job (under the names of the
 //! user's single-tower graph, so it restores into that graph in Rust or Python), integer
 //! global-step variables set to the updates applied, and a [`TrainState`] with the update count,
@@ -16,7 +20,7 @@ use tensorflow::{DataType, Tensor};
 
 use super::build::Built;
 use super::job::Job;
-use super::report::{CheckpointWritten, Evaluation, Resumed};
+use super::report::{CheckpointWritten, Evaluation, EventsLost, Resumed};
 use super::OnProgress;
 use crate::cluster::Cluster;
 use crate::durable::events::EventWriter;
@@ -96,6 +100,8 @@ pub(super) struct Keeper {
     dir: Option<CheckpointDir>,
     schedule: CheckpointSchedule,
     events: Option<EventWriter>,
+    /// The event-file writes that failed, if any did.
+    pub events_lost: Option<EventsLost>,
     progress: Option<OnProgress>,
     /// Integer scalar variables named like a global step: saved as the updates applied (the
     /// replicated graph keeps only float state).
@@ -190,32 +196,34 @@ impl Keeper {
                 left_out.join(", ")
             );
         }
+        // The folder and file are made now (a wrong path is an error before training); writes
+        // that fail later, the first included, are warnings.
         let events = options
             .logdir
             .as_deref()
-            .map(EventWriter::create)
+            .map(EventWriter::open)
             .transpose()?;
-        Ok((
-            Keeper {
-                dir,
-                schedule,
-                events,
-                progress: options.progress.clone(),
-                step_vars,
-                rows: job.train.len().max(1),
-                seed: options.seed,
-                strategy: strategy.to_string(),
-                written: Vec::new(),
-                resumed: None,
-                phase: BTreeMap::new(),
-                position: DataPosition::default(),
-                replans: 0,
-                last_log: (0.0, 0),
-                last_progress: (0.0, 0),
-                metric: None,
-            },
-            latest,
-        ))
+        let mut keeper = Keeper {
+            dir,
+            schedule,
+            events,
+            events_lost: None,
+            progress: options.progress.clone(),
+            step_vars,
+            rows: job.train.len().max(1),
+            seed: options.seed,
+            strategy: strategy.to_string(),
+            written: Vec::new(),
+            resumed: None,
+            phase: BTreeMap::new(),
+            position: DataPosition::default(),
+            replans: 0,
+            last_log: (0.0, 0),
+            last_progress: (0.0, 0),
+            metric: None,
+        };
+        keeper.log(0, EventWriter::start);
+        Ok((keeper, latest))
     }
 
     /// Restores `loaded` into `built` (after its initialisation) and returns what the run
@@ -422,11 +430,8 @@ impl Keeper {
 
     /// Logs a step's figures (at most every [`LOG_EVERY_S`] of training, and at the `last` step
     /// of a run, so a run shorter than that has its points too) and calls the progress callback
-    /// (at most every [`PROGRESS_EVERY_S`]).
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming the event file if it cannot be written.
-    pub fn stepped(&mut self, at: &Snapshot<'_>, last: bool) -> Result<()> {
+    /// (at most every [`PROGRESS_EVERY_S`]). A failed write of the log is a warning.
+    pub fn stepped(&mut self, at: &Snapshot<'_>, last: bool) {
         let rate = |(t0, n0): (f64, u64)| {
             let dt = at.seconds - t0;
             if dt > 0.0 {
@@ -443,7 +448,7 @@ impl Keeper {
             if let Some(l) = at.loss_last {
                 scalars.push((tags::LOSS, l));
             }
-            self.write(at.updates, &scalars)?;
+            self.write(at.updates, &scalars);
             self.last_log = (at.seconds, at.samples);
         }
         if let Some(f) = &self.progress {
@@ -462,14 +467,10 @@ impl Keeper {
                 self.last_progress = (at.seconds, at.samples);
             }
         }
-        Ok(())
     }
 
-    /// Logs an evaluation.
-    ///
-    /// # Errors
-    /// As [`Keeper::stepped`].
-    pub fn evaluated(&mut self, updates: u64, metric_name: &str, value: f64) -> Result<()> {
+    /// Logs an evaluation (a failed write is a warning).
+    pub fn evaluated(&mut self, updates: u64, metric_name: &str, value: f64) {
         self.metric = Some(value);
         let tag = if metric_name == "accuracy" {
             tags::HELD_OUT.to_string()
@@ -479,26 +480,23 @@ impl Keeper {
                 tf_iaware_core::durable::events::name_part(metric_name)
             )
         };
-        self.write(updates, &[(&tag, value as f32)])
+        self.write(updates, &[(&tag, value as f32)]);
     }
 
     /// Logs `plan`'s shares and each worker's availability in `cluster`; `replanned` counts a
-    /// re-plan.
-    ///
-    /// # Errors
-    /// As [`Keeper::stepped`].
+    /// re-plan. A failed write is a warning.
     pub fn planned(
         &mut self,
         updates: u64,
         plan: &DataParallelPlan,
         cluster: &Cluster,
         replanned: bool,
-    ) -> Result<()> {
+    ) {
         if replanned {
             self.replans += 1;
         }
         if self.events.is_none() {
-            return Ok(());
+            return;
         }
         let mut named: Vec<(String, f32)> = vec![(tags::REPLANS.into(), self.replans as f32)];
         for r in &plan.replicas {
@@ -511,13 +509,36 @@ impl Keeper {
             }
         }
         let scalars: Vec<(&str, f32)> = named.iter().map(|(t, v)| (t.as_str(), *v)).collect();
-        self.write(updates, &scalars)
+        self.write(updates, &scalars);
     }
 
-    fn write(&mut self, updates: u64, scalars: &[(&str, f32)]) -> Result<()> {
-        match &mut self.events {
-            Some(w) => w.scalars(i64::try_from(updates).unwrap_or(i64::MAX), scalars),
-            None => Ok(()),
+    fn write(&mut self, updates: u64, scalars: &[(&str, f32)]) {
+        let step = i64::try_from(updates).unwrap_or(i64::MAX);
+        self.log(updates, |w| w.scalars(step, scalars));
+    }
+
+    /// Runs `write` on the event file, if the run logs; a failure is counted, and a warning the
+    /// first time: the log is a side output, and training goes on without the point.
+    fn log(&mut self, updates: u64, write: impl FnOnce(&mut EventWriter) -> Result<()>) {
+        let Some(w) = &mut self.events else {
+            return;
+        };
+        let Err(e) = write(w) else {
+            return;
+        };
+        match &mut self.events_lost {
+            Some(lost) => lost.writes += 1,
+            None => {
+                log::warn!(
+                    "TensorBoard log: {e}; training goes on, and the log takes points again once \
+                     it can be written (the report counts the points lost)"
+                );
+                self.events_lost = Some(EventsLost {
+                    writes: 1,
+                    first_update: updates,
+                    error: e.to_string(),
+                });
+            }
         }
     }
 

@@ -62,8 +62,8 @@ pub use options::{CheckpointOptions, RecoverOptions, DEFAULT_CHECKPOINT_EVERY_S,
 use progress::Progress;
 pub(crate) use report::TrainingReport;
 pub use report::{
-    CheckpointWritten, Choice, Evaluation, Readmitted, Recovered, Resumed, SafeCopy, TracedStep,
-    WorkerCount, STEP_TIMES_KEPT,
+    CheckpointWritten, Choice, Evaluation, EventsLost, Readmitted, Recovered, Resumed, SafeCopy,
+    TracedStep, WorkerCount, STEP_TIMES_KEPT,
 };
 
 /// A progress callback ([`TrainingOptions::progress`]): called with the run's figures from the
@@ -177,7 +177,7 @@ pub fn train(
         s.carried_samples = carried.samples;
         s.loss_first = carried.loss_first;
     }
-    keeper.planned(carried.updates, &plan, cluster, false)?;
+    keeper.planned(carried.updates, &plan, cluster, false);
     let tasks = options
         .recover
         .as_ref()
@@ -448,6 +448,7 @@ impl Run<'_> {
             plan,
             startup_seconds,
             event_file: keeper.event_file().map(PathBuf::from),
+            events_lost: keeper.events_lost,
             resumed_from: keeper.resumed,
             checkpoints: keeper.written,
             step_ms: StepTimes::from_samples(self.step_ms.make_contiguous()),

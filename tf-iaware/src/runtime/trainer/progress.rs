@@ -136,7 +136,7 @@ impl<'a> Progress<'a> {
         });
         let name = self.job.metric().map_or("metric", |m| m.name());
         log::info!("{seconds:.1} s, {updates} updates: held-out {name} {metric:.4}");
-        self.keeper.evaluated(updates, name, metric)?;
+        self.keeper.evaluated(updates, name, metric);
         let reached = match (self.job.metric(), self.options.target) {
             (Some(m), Some(t)) => m.reaches(metric, t),
             _ => false,
@@ -188,7 +188,8 @@ impl<'a> Progress<'a> {
         if due || last && self.keeper.behind(updates) {
             self.keeper.save(built, &at)?;
         }
-        self.keeper.stepped(&at, last)
+        self.keeper.stepped(&at, last);
+        Ok(())
     }
 
     /// Evaluates unless this run's last evaluation was of these same updates (a resumed run

@@ -170,7 +170,7 @@ impl Run<'_> {
         self.forget(&lost, &workers, progress);
         progress
             .keeper
-            .planned(restored_from, &new, self.cluster, true)?;
+            .planned(restored_from, &new, self.cluster, true);
         let recovered = Recovered {
             update,
             lost,

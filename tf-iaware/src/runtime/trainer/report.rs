@@ -115,6 +115,9 @@ pub struct TrainingReport {
     pub checkpoints: Vec<CheckpointWritten>,
     /// Its TensorBoard event file, if it logged.
     pub event_file: Option<PathBuf>,
+    /// The writes of that file that failed (a full disk), if any did: training went on without
+    /// those points.
+    pub events_lost: Option<EventsLost>,
     /// Wall time of the synchronous steps, ms (traced ones included; the last
     /// [`STEP_TIMES_KEPT`] steps), `None` without synchronous steps.
     pub step_ms: Option<StepTimes>,
@@ -138,6 +141,18 @@ pub struct TrainingReport {
     pub safe_copies: Vec<SafeCopy>,
     /// The traced last update ([`TrainingOptions::trace_last`](super::TrainingOptions::trace_last)).
     pub traced: Option<TracedStep>,
+}
+
+/// Writes of a run's TensorBoard log that failed: the log is a side output, so the run went on
+/// without those points (and wrote later ones once it could again).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventsLost {
+    /// Writes that failed (each a log point: a step's figures, an evaluation, a plan).
+    pub writes: u64,
+    /// Updates applied when the first one failed.
+    pub first_update: u64,
+    /// Why the first one failed (the file and the OS error).
+    pub error: String,
 }
 
 /// One in-memory copy of the training state (what a lost ps's variables come back from).

@@ -226,7 +226,7 @@ impl Run<'_> {
             .adapter
             .as_ref()
             .map_or(self.cluster, |a| a.live_cluster());
-        progress.keeper.planned(updates, &new, live, true)?;
+        progress.keeper.planned(updates, &new, live, true);
         if let Some(adapter) = &mut self.adapter {
             adapter.switched(started.elapsed().as_secs_f64() * 1e3);
         }
