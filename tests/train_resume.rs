@@ -25,7 +25,8 @@ fn newest(dir: &Path) -> Option<u64> {
     if !dir.exists() {
         return None;
     }
-    CheckpointDir::open(dir, 5)
+    // Read while the run writes (and holds the folder's lock): inspected, not opened to write.
+    CheckpointDir::inspect(dir)
         .ok()?
         .list()
         .ok()?

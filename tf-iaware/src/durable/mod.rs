@@ -26,7 +26,9 @@
 mod bundle;
 mod dir;
 pub mod events;
+mod folder;
 mod graph;
+mod lock;
 mod tensor;
 
 pub use crate::tf::checkpoint_reader::CheckpointEntry;
