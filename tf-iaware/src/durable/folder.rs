@@ -149,13 +149,17 @@ impl Folder {
         }
     }
 
-    /// The names in the directory (the one the descriptor holds, wherever it was moved).
+    /// The names in the directory (the one the descriptor holds, wherever it was moved; by its
+    /// path where `/proc` is not mounted). Names only: every use of one goes through the
+    /// descriptor.
     ///
     /// # Errors
     /// [`Error::Io`] naming the directory if it cannot be listed.
     pub fn names(&self) -> Result<Vec<OsString>> {
         let proc = PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()));
-        let entries = std::fs::read_dir(&proc).map_err(|e| Error::io(&self.path, e))?;
+        let entries = std::fs::read_dir(&proc)
+            .or_else(|_| std::fs::read_dir(&self.path))
+            .map_err(|e| Error::io(&self.path, e))?;
         entries
             .map(|e| {
                 e.map(|e| e.file_name())
