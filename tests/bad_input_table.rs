@@ -16,17 +16,26 @@
 //!    attributes only, e.g. `[T=uint16]`), `@funcs:SPEC` (a one-node GraphDef whose function
 //!    library is `f>g,*h;g>f;…`: function `f` holds a node calling `g` as its op and a
 //!    `PartitionedCall` whose attribute `f` names `h`), `@tfconfig:N` (a TF_CONFIG of N distinct
-//!    worker addresses); or, instead of a file, `@fifo` (a FIFO, which blocks whoever opens it
-//!    for reading) or `@symlink:TARGET`;
+//!    worker addresses), `@ckpt:FILE` (a file of the valid checkpoint folder this test writes
+//!    once, `ckpt-10/…` after 10 updates of `{train}`), `@ckpt:FILE:trunc=N`, `@state:K=V|…`
+//!    (that checkpoint's `train_state.json` with dotted keys set to JSON values, `K=-` removing
+//!    one); or, instead of a file, `@fifo` (a FIFO, which blocks whoever opens it for reading),
+//!    `@symlink:TARGET`, `@dir` (an empty folder) or `@flock` (a file holding this test's pid,
+//!    `flock`ed by this test until the case ends). A NAME may hold folders (`ck/ckpt-10/x`,
+//!    created); a NAME starting with `~` is created but not checked afterwards (a file the case
+//!    legitimately moves);
 //! 5. environment, `KEY=VALUE` joined by ` ;; ` (`KEY=` removes KEY).
 //!
 //! The command line may end in `>/dev/full` (stdout on a full device) or `>&-` (stdout closed);
 //! stdout is `/dev/null` otherwise. Every input file must be left as it was (a command must
-//! never destroy what it did not create): same type, same bytes.
+//! never destroy what it did not create): same type, same bytes. Expected exit code 0 is a
+//! legitimate run (no `error` needed on stderr), for inputs a command must survive.
 //!
 //! Placeholders anywhere: `{dir}` (the case's folder), `{in}`, `{in2}`, `{mlp}` / `{mlp.json}`
-//! (the shared valid mlp), `{python}` (the Python MLP fixture), `{busy}` (a port held by this
-//! test), `{free}` (a port free when the case starts).
+//! (the shared valid mlp), `{python}` (the Python MLP fixture), `{fixtures}` (the fixtures
+//! folder), `{busy}` (a port held by this test), `{free}` (a port free when the case starts);
+//! in the command line, `{train}` (`train` of the Python MLP on one emulated worker, batch 8,
+//! before its bound and checkpoint flags).
 
 mod common;
 
@@ -256,6 +265,54 @@ struct Fixtures {
     mlp_meta: Vec<u8>,
     python: PathBuf,
     busy: u16,
+    /// A valid checkpoint folder of `{train}` after 10 updates.
+    ckpt: PathBuf,
+}
+
+/// The fixtures folder.
+fn fixtures() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"))
+}
+
+/// `{train}`: a short run of the Python MLP on one emulated worker (a few seconds).
+const TRAIN: &str = "train --graph {fixtures}/tf1_mlp_sparse.pb --data \
+    {fixtures}/tf1_mlp_sparse_train.npz --cluster emulated:workers=1 --strategy replica-setter \
+    --batch 8";
+
+/// `TRAIN` as words, placeholders filled.
+fn train_words() -> Vec<String> {
+    TRAIN
+        .replace("{fixtures}", fixtures().to_str().unwrap())
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// The checkpoint's state with `edits` (`a.b=JSON|…`, `a.b=-` removes) applied.
+fn edited_state(fx: &Fixtures, edits: &str) -> Vec<u8> {
+    let text = std::fs::read_to_string(fx.ckpt.join("ckpt-10/train_state.json")).unwrap();
+    let mut state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for edit in edits.split('|').filter(|e| !e.is_empty()) {
+        let (key, value) = edit.split_once('=').expect("@state:KEY=VALUE");
+        let mut at = &mut state;
+        let parts: Vec<&str> = key.split('.').collect();
+        for p in &parts[..parts.len() - 1] {
+            at = at
+                .get_mut(*p)
+                .unwrap_or_else(|| panic!("no {p} in the state"));
+        }
+        let last = parts[parts.len() - 1];
+        let map = at.as_object_mut().expect("an object");
+        if value == "-" {
+            map.remove(last);
+        } else {
+            map.insert(
+                last.into(),
+                serde_json::from_str(value).expect("a JSON value"),
+            );
+        }
+    }
+    serde_json::to_vec_pretty(&state).unwrap()
 }
 
 fn content(spec: &str, fx: &Fixtures, subst: &dyn Fn(&str) -> String) -> Vec<u8> {
@@ -277,6 +334,16 @@ fn content(spec: &str, fx: &Fixtures, subst: &dyn Fn(&str) -> String) -> Vec<u8>
             Some((other, _)) => panic!("unknown @mlp variant {other}"),
         },
         "mlp.json" => fx.mlp_meta.clone(),
+        "ckpt" => {
+            let (file, cut) = match arg.split_once(":trunc=") {
+                Some((f, n)) => (f, Some(num(n))),
+                None => (arg, None),
+            };
+            let mut b = std::fs::read(fx.ckpt.join(file)).expect("a file of the checkpoint");
+            b.truncate(cut.unwrap_or(b.len()).min(b.len()));
+            b
+        }
+        "state" => edited_state(fx, arg),
         "zeros" => vec![0; num(arg)],
         "random" => {
             let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -355,7 +422,11 @@ struct Outcome {
 fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
     let dir = root.join(format!("line{}", c.line));
     std::fs::create_dir_all(&dir).unwrap();
-    let paths: Vec<PathBuf> = c.files.iter().map(|(n, _)| dir.join(n)).collect();
+    let paths: Vec<PathBuf> = c
+        .files
+        .iter()
+        .map(|(n, _)| dir.join(n.trim_start_matches('~')))
+        .collect();
     let free = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -370,6 +441,7 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
                 fx.mlp.with_extension("json").to_str().unwrap(),
             )
             .replace("{python}", fx.python.to_str().unwrap())
+            .replace("{fixtures}", fixtures().to_str().unwrap())
             .replace("{busy}", &fx.busy.to_string());
         for (i, p) in paths.iter().enumerate() {
             let key = if i == 0 {
@@ -381,8 +453,20 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
         }
         s
     };
+    // Locks this test holds for the case (`@flock`), released when it ends.
+    let mut held = Vec::new();
     for ((_, spec), path) in c.files.iter().zip(&paths) {
-        if spec == "@fifo" {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        if spec == "@dir" {
+            std::fs::create_dir(path).unwrap();
+        } else if spec == "@flock" {
+            use std::os::fd::AsRawFd;
+            std::fs::write(path, format!("{}\n", std::process::id())).unwrap();
+            let f = std::fs::File::open(path).unwrap();
+            // SAFETY: a live descriptor.
+            assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+            held.push(f);
+        } else if spec == "@fifo" {
             let p = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
             // SAFETY: a valid NUL-terminated path.
             assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o600) }, 0, "mkfifo");
@@ -393,7 +477,8 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
         }
     }
     let before: Vec<FileState> = paths.iter().map(|p| FileState::of(p)).collect();
-    let mut words = split(&c.args, " ");
+    let args = c.args.replace("{train}", &train_words().join(" "));
+    let mut words = split(&args, " ");
     let stdout = match words.last().map(String::as_str) {
         Some(">/dev/full") => {
             words.pop();
@@ -476,7 +561,7 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
     }
     // clap's usage errors say `error:` too, except the help shown for no subcommand.
     let usage = c.rc == 2 && lower.contains("usage");
-    if !(lower.contains("error") || usage) {
+    if c.rc != 0 && !(lower.contains("error") || usage) {
         problems.push("no `error` on stderr".into());
     }
     for e in &c.expect {
@@ -485,7 +570,11 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
             problems.push(format!("stderr lacks `{e}`"));
         }
     }
+    drop(held);
     for ((path, was), (name, _)) in paths.iter().zip(&before).zip(&c.files) {
+        if name.starts_with('~') {
+            continue;
+        }
         let now = FileState::of(path);
         if now != *was {
             problems.push(format!(
@@ -519,6 +608,31 @@ fn every_bad_input_is_a_clean_error() {
     let root = tempfile::tempdir().unwrap();
     let mlp = common::model(root.path(), "mlp", 4);
     let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    // The valid checkpoint the `@ckpt` and `@state` generators take their bytes from.
+    let ckpt = root.path().join("fixture-ckpt");
+    let ck = ckpt.to_str().unwrap();
+    let mut words = train_words();
+    words.extend(
+        [
+            "--steps",
+            "10",
+            "--checkpoint-dir",
+            ck,
+            "--checkpoint-steps",
+            "10",
+        ]
+        .map(String::from),
+    );
+    let out = common::bin()
+        .args(&words)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && ckpt.join("ckpt-10/train_state.json").is_file(),
+        "the fixture checkpoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let fx = Arc::new(Fixtures {
         mlp_bytes: std::fs::read(&mlp).unwrap(),
         mlp_meta: std::fs::read(mlp.with_extension("json")).unwrap(),
@@ -528,6 +642,7 @@ fn every_bad_input_is_a_clean_error() {
             "/tests/fixtures/tf1_mlp_momentum.pb"
         )),
         busy: held.local_addr().unwrap().port(),
+        ckpt,
     });
     // Only the cases this filter names (`BAD_INPUTS_ONLY=12,40`): for debugging one line.
     let only: Option<Vec<usize>> = std::env::var("BAD_INPUTS_ONLY")

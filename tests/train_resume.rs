@@ -3,6 +3,7 @@
 //! JSON says from which step), finishes the job, and its checkpoint restores into a plain
 //! session of the user's own graph (exported by Python TensorFlow: Adam slots, int64 labels).
 //! Real worker processes on 127.0.0.1 (a cluster the commands reach through its TF_CONFIG).
+//! A second run on a folder a first one holds is refused at its start, naming the first's pid.
 
 mod common;
 
@@ -25,7 +26,8 @@ fn newest(dir: &Path) -> Option<u64> {
     if !dir.exists() {
         return None;
     }
-    CheckpointDir::open(dir, 5)
+    // Read while the run writes (and holds the folder's lock): inspected, not opened to write.
+    CheckpointDir::inspect(dir)
         .ok()?
         .list()
         .ok()?
@@ -155,5 +157,69 @@ fn a_killed_run_resumes_with_the_same_command_and_finishes() {
     assert!(
         second.iter().all(|&s| s as u64 >= from),
         "{second:?} from {from}"
+    );
+}
+
+#[test]
+fn a_second_run_on_the_same_checkpoint_folder_is_refused_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let args = |steps: &str| -> Vec<String> {
+        [
+            "train",
+            "--graph",
+            fixture("tf1_mlp_sparse.pb").to_str().unwrap(),
+            "--data",
+            fixture("tf1_mlp_sparse_train.npz").to_str().unwrap(),
+            "--cluster",
+            "emulated:workers=1",
+            "--strategy",
+            "replica-setter",
+            "--batch",
+            "8",
+            "--steps",
+            steps,
+            "--max-seconds",
+            "300",
+            "--checkpoint-dir",
+            ckpt.to_str().unwrap(),
+            "--checkpoint-steps",
+            "5",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let mut first = common::bin()
+        .args(args("10000000"))
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while newest(&ckpt).is_none() {
+        assert!(first.try_wait().unwrap().is_none(), "the first run ended");
+        assert!(Instant::now() < deadline, "no checkpoint within 300 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The second is refused at its start, naming the first's pid; the first's work is intact.
+    let second: Vec<String> = args("20");
+    let argv: Vec<&str> = second.iter().map(String::as_str).collect();
+    let err = common::fails(&argv);
+    assert!(
+        err.contains(&format!("in use by process {}", first.id())),
+        "{err}"
+    );
+    assert!(first.try_wait().unwrap().is_none(), "the first run goes on");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Its lock died with it: the folder resumes.
+    let argv: Vec<&str> = second.iter().map(String::as_str).collect();
+    let out = common::run(&argv);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -13,7 +13,9 @@
 //! The parsers: `graphdef` (decode, function-library check, structure, topological order),
 //! `cluster-spec` (with the display/parse round trip), `device-name`, `tf-config`, `synthetic`,
 //! `exposition` (with the render/parse round trip, the snapshot mapping and the plausibility
-//! checks), `sidecar`, `measurements`.
+//! checks), `sidecar`, `measurements`, and what a checkpoint folder holds: `train-state` (the
+//! trainer's `train_state.json`, parsed and range-checked), `checkpoint-state` (TensorFlow's
+//! `checkpoint` file, with the write/parse round trip) and `index-footer` (a V2 index's footer).
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -27,6 +29,8 @@ use rand::{Rng, SeedableRng};
 use tf_iaware_core::cluster::tf_config::TfConfig;
 use tf_iaware_core::cluster::{ClusterSpec, SyntheticSpec};
 use tf_iaware_core::cost::Measurements;
+use tf_iaware_core::durable::layout::{check_index_footer, CheckpointState, INDEX_FOOTER_LEN};
+use tf_iaware_core::durable::TrainState;
 use tf_iaware_core::graph::graph_def::{decode_graph_def, structure};
 use tf_iaware_core::graph::library::library_bytes;
 use tf_iaware_core::graph::{DeviceName, Sidecar};
@@ -115,6 +119,71 @@ fn measurements(data: &[u8]) {
     if let Ok(m) = serde_json::from_slice::<Measurements>(data) {
         let _ = serde_json::to_string(&m);
     }
+}
+
+fn train_state(data: &[u8]) {
+    let Some(t) = text(data) else { return };
+    if let Ok(state) = TrainState::from_json(t, "fuzz input") {
+        for step in [state.global_step, 10] {
+            let _ = state.check(step, Path::new("fuzz input"));
+        }
+    }
+    // Any JSON value as each of the trainer's keys of a state that is otherwise whole.
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(t) {
+        let seed = state_seed();
+        let Ok(mut state) = TrainState::from_json(std::str::from_utf8(&seed).unwrap_or(""), "s")
+        else {
+            return;
+        };
+        for key in [
+            "seed",
+            "sync_samples",
+            "worker_samples",
+            "evaluations",
+            "reached_at_s",
+        ] {
+            state.extra.insert(key.into(), value.clone());
+            let _ = state.check(10, Path::new("fuzz input"));
+        }
+    }
+}
+
+fn checkpoint_state(data: &[u8]) {
+    if let Some(t) = text(data) {
+        if let Ok(state) = CheckpointState::parse(t, "fuzz input") {
+            let again = CheckpointState::parse(&state.to_text(), "fuzz input").ok();
+            assert_eq!(again.as_ref(), Some(&state), "{t:?} does not round-trip");
+        }
+    }
+}
+
+fn index_footer(data: &[u8]) {
+    // The whole input as an index file: its length and its last bytes.
+    let tail = &data[data.len().saturating_sub(INDEX_FOOTER_LEN)..];
+    let _ = check_index_footer(data.len() as u64, tail);
+    // As a footer of a large file.
+    let _ = check_index_footer(1 << 40, data);
+}
+
+/// A train state as the trainer writes it.
+fn state_seed() -> Vec<u8> {
+    let text = r#"{"format": 1, "global_step": 10, "epoch": 0, "position": 80,
+        "examples_seen": 80, "train_seconds": 0.3, "saved_unix_s": 1.7e9,
+        "plan": {"strategy": "replica-setter", "global_batch": 8,
+                 "shares": [{"worker": "/job:worker/task:0", "examples": 8}], "replans": 0},
+        "extra": {"evaluations": [{"seconds": 0.2, "epoch": 0.05, "updates": 6, "metric": 0.4}],
+                  "loss_first": 2.4, "seed": 1, "strategy": "replica-setter",
+                  "sync_samples": 80, "worker_samples": {"w": 3}, "reached_at_s": 0.25}}"#;
+    text.as_bytes().to_vec()
+}
+
+/// A table footer with block handles (0, 20) and (25, 30), after `body` bytes.
+fn footer_seed(body: usize) -> Vec<u8> {
+    let mut f = vec![0u8; body];
+    f.extend_from_slice(&[0, 20, 25, 30]);
+    f.resize(body + 40, 0);
+    f.extend_from_slice(&0xdb47_7524_8b80_fb57_u64.to_le_bytes());
+    f
 }
 
 /// Every `*.EXT` file under `dir` (one level), as bytes.
@@ -266,6 +335,19 @@ fn seeds_for(name: &str, root: &Path) -> Vec<Vec<u8>> {
             s.extend(table_json(root));
             s
         }
+        "train-state" => {
+            let mut s = strings(&["{}", r#"{"format": 1, "global_step": 3}"#]);
+            s.push(state_seed());
+            s
+        }
+        "checkpoint-state" => strings(&[
+            "model_checkpoint_path: \"ckpt-20/model.ckpt\"\n\
+             all_model_checkpoint_paths: \"ckpt-10/model.ckpt\"\n\
+             all_model_checkpoint_paths: \"ckpt-20/model.ckpt\"\n",
+            "model_checkpoint_path: \"model.ckpt-20\"\nall_model_checkpoint_timestamps: 1.5\n",
+            "# c\nmodel_checkpoint_path: \"a\\\"b\\\\c\\n\"\n",
+        ]),
+        "index-footer" => vec![footer_seed(60), footer_seed(0), vec![0; 48]],
         other => panic!("no seeds for {other}"),
     }
 }
@@ -502,7 +584,7 @@ fn main() {
         out_dir: out_dir.clone(),
         last_panic,
     };
-    let targets: [(&str, Target); 8] = [
+    let targets: [(&str, Target); 11] = [
         ("graphdef", graphdef),
         ("cluster-spec", cluster_spec),
         ("device-name", device_name),
@@ -511,10 +593,13 @@ fn main() {
         ("exposition", exposition),
         ("sidecar", sidecar),
         ("measurements", measurements),
+        ("train-state", train_state),
+        ("checkpoint-state", checkpoint_state),
+        ("index-footer", index_footer),
     ];
     let mut failed = false;
     println!(
-        "{:<14} {:>10} {:>8} {:>12} {:>7} {:>5} {:>6}",
+        "{:<16} {:>10} {:>8} {:>12} {:>7} {:>5} {:>6}",
         "parser", "execs", "seconds", "execs/s", "seeds", "slow", "panics"
     );
     for (i, (name, target)) in targets.iter().enumerate() {
@@ -525,7 +610,7 @@ fn main() {
         assert!(!seeds.is_empty(), "{name}: no seeds");
         let o = fuzz(name, *target, &seeds, seed.wrapping_add(i as u64), &budget);
         println!(
-            "{:<14} {:>10} {:>8.1} {:>12.0} {:>7} {:>5} {:>6}",
+            "{:<16} {:>10} {:>8.1} {:>12.0} {:>7} {:>5} {:>6}",
             name,
             o.execs,
             o.seconds,

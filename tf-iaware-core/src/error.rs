@@ -281,6 +281,38 @@ pub enum Error {
         /// What differs, in words.
         reason: String,
     },
+    /// A checkpoint's saved trainer state ([`TrainState`](crate::durable::TrainState)) with a
+    /// field out of range or at odds with the checkpoint (its step, the other fields).
+    #[error("checkpoint state {path}: field `{field}`: {reason}")]
+    CheckpointState {
+        /// The state file.
+        path: PathBuf,
+        /// The field (`global_step`, `extra.sync_samples`, …).
+        field: String,
+        /// What is wrong with it, in words.
+        reason: String,
+    },
+    /// A checkpoint folder that holds checkpoints of which none can be resumed (each torn or
+    /// with a state out of range): nothing was restored and nothing was changed.
+    #[error("checkpoint folder {dir}: none of its {found} checkpoints can be resumed (newest: {newest}); move them out of the folder to start afresh, or restore a copy")]
+    NoUsableCheckpoint {
+        /// The checkpoint folder.
+        dir: PathBuf,
+        /// Checkpoints found in it.
+        found: usize,
+        /// Why the newest cannot be used.
+        newest: String,
+    },
+    /// A checkpoint folder another run holds (its lock file is locked).
+    #[error("checkpoint folder {dir} is in use by {holder} (lock {lock}); two runs must not share a checkpoint folder: wait for it to end or give this run another --checkpoint-dir")]
+    CheckpointLocked {
+        /// The checkpoint folder.
+        dir: PathBuf,
+        /// Its lock file.
+        lock: PathBuf,
+        /// Who holds it (`process 1234`, or `another process` when its pid cannot be read).
+        holder: String,
+    },
     /// A TensorBoard event file that does not parse (`offset`: byte offset of the bad record).
     #[error("event file {path}: record at byte {offset}: {reason}")]
     EventFile {

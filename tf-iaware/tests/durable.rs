@@ -386,7 +386,14 @@ fn the_last_k_are_kept_and_the_state_file_names_them() {
     left.sort();
     assert_eq!(
         left,
-        vec!["checkpoint", "ckpt-30", "ckpt-50", "ckpt-60", "notes.txt"]
+        vec![
+            ".tf-iaware.lock",
+            "checkpoint",
+            "ckpt-30",
+            "ckpt-50",
+            "ckpt-60",
+            "notes.txt"
+        ]
     );
 }
 
@@ -451,7 +458,14 @@ fn a_torn_latest_checkpoint_falls_back_to_the_previous_whole_one() {
         checkpoints.load(&infos[0]),
         Err(Error::CheckpointFile { .. })
     ));
-    assert!(checkpoints.load_latest().unwrap().is_none());
+    // None usable: an error naming the folder, never a silent start from step 0; nothing moved.
+    let err = checkpoints.load_latest().unwrap_err();
+    assert!(
+        matches!(&err, Error::NoUsableCheckpoint { found: 1, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("ckpt-100"), "{err}");
+    assert!(infos[0].dir.join("model.ckpt.index").exists());
 }
 
 #[test]
@@ -644,7 +658,7 @@ fn a_driver_killed_mid_save_leaves_the_previous_checkpoint_whole() {
             fs::read_dir(dir)
                 .unwrap()
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with('.'))
+                .filter(|n| n.starts_with('.') && n != ".tf-iaware.lock")
                 .collect()
         };
         if !hidden(&dir).is_empty() {

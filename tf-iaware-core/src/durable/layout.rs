@@ -15,6 +15,20 @@ pub const DATA_SUFFIX: &str = ".data-00000-of-00001";
 pub const INDEX_SUFFIX: &str = ".index";
 /// The trainer's state ([`TrainState`](super::TrainState) as JSON) inside each checkpoint.
 pub const STATE_FILE: &str = "train_state.json";
+/// The lock file a run holds in its checkpoint directory (its pid inside), so that a second run
+/// on the same directory is refused.
+pub const LOCK_FILE: &str = ".tf-iaware.lock";
+/// Largest `checkpoint` state file read (16 MiB: hundreds of thousands of kept checkpoints).
+pub const MAX_STATE_FILE_BYTES: u64 = 16 << 20;
+/// Largest V2 index file handed to TensorFlow's reader (256 MiB: millions of tensors).
+pub const MAX_INDEX_BYTES: u64 = 256 << 20;
+/// Bytes of the footer at the end of a V2 index file (a LevelDB-style table): two block handles
+/// padded to 40 bytes, then the table's magic number.
+pub const INDEX_FOOTER_LEN: usize = 48;
+/// The magic number that ends every table file TensorFlow writes (`kTableMagicNumber`).
+const TABLE_MAGIC: u64 = 0xdb47_7524_8b80_fb57;
+/// Bytes after each block of a table: its type and its CRC32C.
+const BLOCK_TRAILER_LEN: u64 = 5;
 /// Prefix of the sub-directory names of checkpoints.
 const DIR_PREFIX: &str = "ckpt-";
 /// Prefix of the temporary directories a checkpoint is written into before it is renamed.
@@ -104,6 +118,62 @@ pub fn to_prune(steps: &[u64], keep: usize) -> Vec<u64> {
     }
     sorted.truncate(sorted.len() - keep);
     sorted
+}
+
+/// One unsigned LEB128 varint of at most 10 bytes at the start of `bytes`: its value and length.
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut v: u64 = 0;
+    for (i, &b) in bytes.iter().take(10).enumerate() {
+        let part = u64::from(b & 0x7f);
+        if i == 9 && part > 1 {
+            return None;
+        }
+        v |= part << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// Checks the footer of a V2 index file of `len` bytes whose last bytes are `tail` (at least
+/// [`INDEX_FOOTER_LEN`] of them): the table's magic number, and a meta-index and an index block
+/// that lie inside the file before the footer. What TensorFlow's reader would refuse, said
+/// before it is given the file.
+///
+/// # Errors
+/// What is wrong, in words.
+pub fn check_index_footer(len: u64, tail: &[u8]) -> std::result::Result<(), String> {
+    if len < INDEX_FOOTER_LEN as u64 || tail.len() < INDEX_FOOTER_LEN {
+        return Err(format!(
+            "{len} bytes, shorter than an index's {INDEX_FOOTER_LEN}-byte footer"
+        ));
+    }
+    let footer = &tail[tail.len() - INDEX_FOOTER_LEN..];
+    let mut magic = [0u8; 8];
+    magic.copy_from_slice(&footer[40..]);
+    if u64::from_le_bytes(magic) != TABLE_MAGIC {
+        return Err("no table magic number at its end: not a V2 checkpoint index".into());
+    }
+    let body = len - INDEX_FOOTER_LEN as u64;
+    let mut at = 0;
+    for block in ["meta-index", "index"] {
+        let handle = &footer[at..40];
+        let (offset, n) = varint(handle).ok_or(format!("its {block} handle does not decode"))?;
+        let (size, m) =
+            varint(&handle[n..]).ok_or(format!("its {block} handle does not decode"))?;
+        at += n + m;
+        let end = offset
+            .checked_add(size)
+            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN));
+        if end.is_none_or(|e| e > body) {
+            return Err(format!(
+                "its {block} block ({size} bytes at {offset}) lies past the {body} bytes before \
+                 the footer"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// TensorFlow's `CheckpointState` (checkpoint_state.proto) in its text format, as the
@@ -259,7 +329,51 @@ mod tests {
         assert!(err.contains("d/checkpoint line 1"), "{err}");
     }
 
+    /// A footer of handles (`meta` offset, size) and (`index` offset, size) for a file of `len`.
+    fn footer(meta: (u64, u64), index: (u64, u64)) -> Vec<u8> {
+        let mut f = Vec::new();
+        for v in [meta.0, meta.1, index.0, index.1] {
+            let mut v = v;
+            while v >= 0x80 {
+                f.push(v as u8 | 0x80);
+                v >>= 7;
+            }
+            f.push(v as u8);
+        }
+        f.resize(40, 0);
+        f.extend_from_slice(&TABLE_MAGIC.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn an_index_footer_is_checked_before_tensorflow_reads_it() {
+        let good = footer((0, 20), (25, 30));
+        assert_eq!(check_index_footer(60 + 48, &good), Ok(()));
+        // A block past the footer, a torn file, garbage, another file type.
+        let e = check_index_footer(50 + 48, &good).unwrap_err();
+        assert!(e.contains("index block"), "{e}");
+        assert!(check_index_footer(47, &good[1..]).is_err());
+        assert!(check_index_footer(4096, &[0; 48])
+            .unwrap_err()
+            .contains("magic"));
+        let huge = footer((u64::MAX, u64::MAX), (0, 1));
+        assert!(check_index_footer(1 << 40, &huge).is_err());
+        let mut bad = good.clone();
+        bad[..10].fill(0xff);
+        assert!(check_index_footer(1 << 20, &bad)
+            .unwrap_err()
+            .contains("decode"));
+    }
+
     proptest::proptest! {
+        #[test]
+        fn any_footer_is_checked_without_panicking(
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..100),
+            len in proptest::num::u64::ANY,
+        ) {
+            let _ = check_index_footer(len, &tail);
+        }
+
         #[test]
         fn any_state_round_trips_and_any_text_parses_or_is_refused(
             latest in ".{0,40}",

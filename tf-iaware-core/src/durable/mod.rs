@@ -10,4 +10,7 @@ mod schedule;
 mod state;
 
 pub use schedule::CheckpointSchedule;
-pub use state::{PlanState, TrainState, WorkerShare, TRAIN_STATE_FORMAT};
+pub use state::{
+    extra, PlanState, TrainState, WorkerShare, MAX_SAMPLES, MAX_STATE_BYTES, MAX_STEP,
+    MAX_TRAIN_SECONDS, TRAIN_STATE_FORMAT,
+};

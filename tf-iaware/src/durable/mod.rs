@@ -3,7 +3,9 @@
 //! - [`CheckpointDir`]: checkpoints in TensorFlow's V2 format (`SaveV2`/`RestoreV2` in a small
 //!   local session on the driver), written atomically to the driver's own disk, the last K kept,
 //!   the newest whole one found again after a crash (a torn one is skipped with a warning), each
-//!   with the trainer's [`TrainState`] beside it.
+//!   with the trainer's [`TrainState`] beside it. The directory is untrusted input: no link in it
+//!   is followed, only tf-iaware's own regular files are deleted, reads are capped, saved states
+//!   range-checked, and a writer holds its lock (a second run on it is refused).
 //! - [`restore_graph`] / [`restore_into`]: a checkpoint into a plain session of the user's
 //!   original single-tower graph (the trained model out), refusing one that does not fit
 //!   ([`Error::CheckpointMismatch`](crate::Error::CheckpointMismatch) names the variable).
@@ -26,7 +28,9 @@
 mod bundle;
 mod dir;
 pub mod events;
+mod folder;
 mod graph;
+mod lock;
 mod tensor;
 
 pub use crate::tf::checkpoint_reader::CheckpointEntry;

@@ -153,10 +153,17 @@ pub(super) struct Clock {
 }
 
 impl Clock {
-    /// A running clock that starts at `seconds` (a resumed run's training time so far).
+    /// A running clock that starts at `seconds` (a resumed run's training time so far, checked
+    /// when it was read; anything but a number from 0 to a year counts as 0 here all the same).
     pub fn resumed(seconds: f64) -> Clock {
+        let max = tf_iaware_core::durable::MAX_TRAIN_SECONDS;
+        let seconds = if (0.0..=max).contains(&seconds) {
+            seconds
+        } else {
+            0.0
+        };
         Clock {
-            total: Duration::from_secs_f64(seconds.max(0.0)),
+            total: Duration::from_secs_f64(seconds),
             since: Some(Instant::now()),
         }
     }
@@ -170,5 +177,18 @@ impl Clock {
     }
     pub fn start(&mut self) {
         self.since.get_or_insert_with(Instant::now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clock_resumed_from_any_number_runs() {
+        for s in [1e300, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Clock::resumed(s).seconds() < 1.0, "{s}");
+        }
+        assert!(Clock::resumed(12.5).seconds() >= 12.5);
     }
 }

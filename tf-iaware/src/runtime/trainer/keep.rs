@@ -28,7 +28,9 @@ use crate::durable::{
     from_saved, graph_variables, CheckpointDir, CheckpointSchedule, HostTensor, LoadedCheckpoint,
     NamedTensor, PlanState, TrainState, WorkerShare,
 };
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::parallel::DataParallelPlan;
 use crate::runtime::checkpoint;
 use tf_iaware_core::durable::events::tags;
@@ -71,15 +73,13 @@ pub(super) struct DataPosition {
     pub workers: BTreeMap<String, u64>,
 }
 
-/// The `extra` keys of a [`TrainState`] the trainer writes.
+/// The `extra` keys of a [`TrainState`] the trainer writes (checked by [`TrainState::check`]
+/// when it is read back).
 mod key {
-    pub const SEED: &str = "seed";
-    pub const SYNC_TAKEN: &str = "sync_samples";
-    pub const WORKER_TAKEN: &str = "worker_samples";
-    pub const EVALUATIONS: &str = "evaluations";
-    pub const REACHED_AT: &str = "reached_at_s";
-    pub const LOSS_FIRST: &str = "loss_first";
-    pub const STRATEGY: &str = "strategy";
+    pub use tf_iaware_core::durable::extra::{
+        EVALUATIONS, LOSS_FIRST, REACHED_AT, SEED, STRATEGY, SYNC_SAMPLES as SYNC_TAKEN,
+        WORKER_SAMPLES as WORKER_TAKEN,
+    };
 }
 
 /// What a resumed run takes over from its checkpoint.
@@ -161,13 +161,15 @@ fn json<T: Serialize>(value: &T) -> serde_json::Value {
 }
 
 impl Keeper {
-    /// Opens the checkpoint directory and the log directory of `options` (either may be
-    /// absent) and reads the newest whole checkpoint, if any.
+    /// Opens the checkpoint directory (locked for the whole run) and the log directory of
+    /// `options` (either may be absent) and reads the newest usable checkpoint, if any.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for checkpoint options out of range; [`Error::Io`] naming a
-    /// directory that cannot be created or read; [`Error::CheckpointFile`] when no checkpoint
-    /// there is whole although some exist.
+    /// [`Error::InvalidArgument`] for checkpoint options out of range; [`Error::CheckpointLocked`]
+    /// naming the process when another run holds the checkpoint directory; [`Error::Io`] naming
+    /// a directory that cannot be created or read; [`Error::NoUsableCheckpoint`] when the
+    /// directory holds checkpoints but none is whole with a state in range (nothing is restored
+    /// or changed then: a run never silently starts again from step 0).
     pub fn open(
         job: &Job,
         strategy: &str,
@@ -227,12 +229,12 @@ impl Keeper {
     }
 
     /// Restores `loaded` into `built` (after its initialisation) and returns what the run
-    /// carries over: counts, clock, evaluations and data positions.
+    /// carries over: counts, clock, evaluations and data positions (its state was range-checked
+    /// when it was read, [`TrainState::check`]).
     ///
     /// # Errors
     /// [`Error::Checkpoint`] naming a variable of the graph the checkpoint lacks or holds with
-    /// another shape (nothing is restored then); [`Error::CheckpointFile`] for a state whose
-    /// figures are out of range; TensorFlow's failure of the restoring run.
+    /// another shape (nothing is restored then); TensorFlow's failure of the restoring run.
     pub fn restore(
         &mut self,
         loaded: &LoadedCheckpoint,
@@ -240,17 +242,6 @@ impl Keeper {
         started: Instant,
     ) -> Result<Carried> {
         let state = &loaded.state;
-        let bad = |reason: String| Error::CheckpointFile {
-            path: loaded.info.prefix.clone(),
-            reason,
-        };
-        let epochs = state.examples_seen as f64 / self.rows as f64;
-        if !(state.train_seconds.is_finite() && state.train_seconds >= 0.0) || epochs > 1e7 {
-            return Err(bad(format!(
-                "its state is implausible ({} s of training, {epochs:.0} epochs)",
-                state.train_seconds
-            )));
-        }
         checkpoint::restore(&built.session, &built.state, &loaded.memory_checkpoint())?;
         let extra = &state.extra;
         let get = |k: &str| extra.get(k).cloned();
