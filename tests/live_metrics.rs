@@ -426,7 +426,12 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
     let hit = report.replans.iter().find(|r| {
         r.trigger == Trigger::Metrics && r.moved.iter().any(|(w, f)| w == &workers[1] && *f < 0.85)
     });
-    let r = hit.unwrap_or_else(|| panic!("no metrics re-plan for worker 1: {:?}", report.replans));
+    let r = hit.unwrap_or_else(|| {
+        panic!(
+            "no metrics re-plan for worker 1: {:?} ({} declined, {} updates, hog after {landed})",
+            report.replans, report.replans_declined, report.updates
+        )
+    });
     let share = |w: &str| {
         report
             .plan

@@ -211,6 +211,31 @@ impl std::fmt::Debug for Adapter {
     }
 }
 
+/// The least gain a re-plan must show to clear the noise of the step times `recent` (update,
+/// ms) before `first_signal_step`, the first `grace` of them left out (a new session's first
+/// steps are slow): 1.96 standard errors of their median, relative to it — the relative
+/// spread (1.4826 × the median absolute deviation) × 1.253 ÷ √n. 0 with fewer than three steps.
+fn gain_noise(recent: &[(usize, f64)], grace: usize, first_signal_step: usize) -> f64 {
+    let mut quiet: Vec<f64> = recent
+        .iter()
+        .skip(grace)
+        .filter(|(s, ms)| *s < first_signal_step && ms.is_finite())
+        .map(|(_, ms)| *ms)
+        .collect();
+    if quiet.len() < 3 {
+        return 0.0;
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let m = median(&mut quiet);
+    let mut deviations: Vec<f64> = quiet.iter().map(|x| (x - m).abs()).collect();
+    let mad = median(&mut deviations);
+    let rel_sd = 1.4826 * mad / m.max(1e-9);
+    1.96 * 1.253 * rel_sd / (quiet.len() as f64).sqrt()
+}
+
 /// Availability of every worker of the planner that has a live reading — all of them, not only
 /// the plan's replicas, so a worker left out while busy is taken back when it recovers.
 fn baseline(cluster: &Cluster, workers: &[String]) -> Vec<(String, f64)> {
@@ -398,8 +423,8 @@ impl Adapter {
     }
 
     /// `Ok` when switching from `now` to `new` is predicted to pay: a gain of at least
-    /// [`AdaptOptions::min_gain`] and of more than the relative spread of the steps before the
-    /// first signal (the noise the move must clear), whose saving over
+    /// [`AdaptOptions::min_gain`] and beyond the noise of the steps before the first signal
+    /// ([`gain_noise`]), whose saving over
     /// [`AdaptOptions::payback_steps`] steps pays back the last switch's measured cost; else why
     /// not.
     fn worth_it(
@@ -429,15 +454,7 @@ impl Adapter {
             return Ok(());
         };
         let gain = if a > 0.0 { 1.0 - b / a } else { 0.0 };
-        let quiet: Vec<f64> = self
-            .recent_ms
-            .iter()
-            .filter(|(s, _)| *s < first_signal_step)
-            .map(|(_, ms)| *ms)
-            .collect();
-        let noise = crate::runtime::StepTimes::from_samples(&quiet)
-            .filter(|_| quiet.len() >= 3)
-            .map_or(0.0, |t| (t.p90 - t.p10) / t.median.max(1e-9));
+        let noise = gain_noise(&self.recent_ms, self.options.grace_steps, first_signal_step);
         let guard = self.options.min_gain.max(noise);
         if gain < guard {
             return Err(format!(

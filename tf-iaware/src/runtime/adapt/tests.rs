@@ -98,3 +98,28 @@ fn noise_small_gains_and_expensive_switches_keep_the_plan() {
     let e = a.worth_it(&now, &new, 5).unwrap_err();
     assert!(e.contains("switch"), "{e}");
 }
+
+#[test]
+fn the_noise_guard_leaves_out_a_new_sessions_first_steps() {
+    // A first step ten times as long, then steady steps: no noise to clear.
+    let steady: Vec<(usize, f64)> = [500.0, 50.0, 51.0, 49.0, 50.0, 52.0]
+        .into_iter()
+        .enumerate()
+        .collect();
+    assert!(
+        gain_noise(&steady, 1, 6) < 0.05,
+        "{}",
+        gain_noise(&steady, 1, 6)
+    );
+    // Steps after the first signal do not count; fewer than three: nothing measured.
+    assert_eq!(gain_noise(&steady, 1, 3), 0.0);
+    // Steps that jitter by half their median: a guard of tens of percent, shrinking with more
+    // steps.
+    let jitter = |n: usize| -> Vec<(usize, f64)> {
+        (0..n)
+            .map(|i| (i, if i % 2 == 0 { 50.0 } else { 100.0 }))
+            .collect()
+    };
+    let (few, many) = (gain_noise(&jitter(6), 0, 6), gain_noise(&jitter(24), 0, 24));
+    assert!(few > 0.3 && many < few / 1.5, "{few} {many}");
+}
