@@ -161,20 +161,6 @@ pub struct Replanning {
 }
 
 impl Replanning {
-    /// The planner's plan over `workers` and `ps` (lost tasks left out) at `cluster`'s live
-    /// state ([`DataParallelPlanner::plan_over`]).
-    ///
-    /// # Errors
-    /// The planner's errors ([`Error::Infeasible`](crate::Error::Infeasible), …).
-    pub fn plan_over(
-        &self,
-        workers: &[String],
-        ps: &[String],
-        cluster: &Cluster,
-    ) -> Result<DataParallelPlan> {
-        self.planner.plan_over(workers, ps, cluster)
-    }
-
     /// Leaves `lost` devices out of later plans.
     pub(crate) fn forget(&mut self, lost: &[String]) {
         self.planner.forget(lost);

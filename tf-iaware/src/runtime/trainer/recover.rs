@@ -346,7 +346,7 @@ impl Run<'_> {
                 format!("`{strategy}` has nothing to re-plan from"),
             ));
         };
-        r.plan_over(workers, ps, self.cluster)
+        r.planner.plan_over(workers, ps, self.cluster)
     }
 
     /// Moves the session's master to a surviving worker when its own task was lost.
