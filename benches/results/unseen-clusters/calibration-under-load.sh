@@ -33,6 +33,9 @@ print(json.dumps({
     "fixed_ms": [round(c["fixed_ms"], 2) for c in cal],
     "availability": [round(c.get("availability") or 1.0, 3) for c in cal],
     "ratio": round(max(rates) / min(rates), 3) if len(rates) == 2 and min(rates) > 0 else None,
+    # What every later plan uses: the figures divided by the availability they were read at.
+    "capability_ratio": (lambda c: round(max(c) / min(c), 3) if len(c) == 2 and min(c) > 0 else None)(
+        [x["samples_per_sec"] / (x.get("availability") or 1.0) for x in cal]),
 }))
 PY
     done

@@ -29,7 +29,9 @@
 
 mod probe;
 
-pub use probe::{fit_probes, operating_batches, Probe, ProbeFit, OPERATING_REACH};
+pub use probe::{
+    fit_probes, operating_batches, pool_availability, Probe, ProbeFit, OPERATING_REACH,
+};
 
 use std::collections::BTreeMap;
 

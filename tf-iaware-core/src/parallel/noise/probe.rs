@@ -215,6 +215,28 @@ fn noise_bound(points: &[(usize, f64)], probes: &[&Probe], spread: f64) -> Optio
     (sxx > 0.0 && se_slope > 0.0 && se_slope.is_finite()).then(|| 1e3 / (Z_GAIN * se_slope))
 }
 
+/// Sets every member of each `pooled` group (indices into `capacity`, as [`ProbeFit::pooled`])
+/// to the group's geometric-mean availability: their figures are one, measured alike, and the
+/// availability readings that normalise them must be one too — else identical workers read a
+/// little differently on a busy host (0.44 and 0.30 beside four CPU-bound processes) are
+/// rescaled 1.5× apart by every later plan. Members without an availability are left alone.
+pub fn pool_availability(capacity: &mut [WorkerCapacity], pooled: &[Vec<usize>]) {
+    for group in pooled {
+        let read: Vec<f64> = group
+            .iter()
+            .filter_map(|&i| capacity.get(i)?.availability)
+            .filter(|a| a.is_finite() && *a > 0.0)
+            .collect();
+        if read.len() != group.len() || read.is_empty() {
+            continue;
+        }
+        let mean = (read.iter().map(|a| a.ln()).sum::<f64>() / read.len() as f64).exp();
+        for &i in group {
+            capacity[i].availability = Some(mean);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +321,26 @@ mod tests {
         assert!(fit.pooled.is_empty(), "{fit:?}");
         assert_eq!(fit.capacity[0].probed_batches, vec![3, 6, 12, 48]);
         assert_eq!(fit.capacity[1].probed_batches, vec![3, 12]);
+    }
+
+    #[test]
+    fn pooled_workers_share_one_availability() {
+        let w = |d: &str, a: Option<f64>| WorkerCapacity {
+            availability: a,
+            ..WorkerCapacity::rate(d, 100.0)
+        };
+        let mut c = vec![
+            w("a", Some(0.444)),
+            w("b", Some(0.295)),
+            w("c", Some(0.9)),
+            w("d", None),
+            w("e", Some(0.5)),
+        ];
+        pool_availability(&mut c, &[vec![0, 1], vec![3, 4]]);
+        let g = (0.444f64 * 0.295).sqrt();
+        assert!((c[0].availability.unwrap() - g).abs() < 1e-12);
+        assert_eq!(c[0].availability, c[1].availability);
+        assert_eq!(c[2].availability, Some(0.9), "not pooled");
+        assert_eq!((c[3].availability, c[4].availability), (None, Some(0.5)));
     }
 }

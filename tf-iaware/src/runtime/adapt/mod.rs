@@ -45,12 +45,13 @@ pub struct AdaptOptions {
     /// Relative change of a replica's busy window that counts as a move (default 0.5: the
     /// windows of a quota-limited worker jitter by a few CFS periods).
     pub step_threshold: f64,
-    /// Consecutive steps a step-time move must last (default 2).
+    /// Consecutive steps a step-time move must last (default 3).
     pub step_patience: usize,
     /// Steps after a (re)plan whose windows are not used (a new session's first steps are
-    /// slow; default 1).
+    /// slow: with one step left out, the next windows made a baseline up to 6.5× too long on
+    /// a quiet cluster, and every later window looked like a speed-up; default 3).
     pub grace_steps: usize,
-    /// Steps whose windows form a replica's baseline (default 3).
+    /// Steps whose windows form a replica's baseline (default 5).
     pub baseline_steps: usize,
     /// How often the live metrics are read in the background (default 500 ms).
     pub refresh_interval: Duration,
@@ -79,9 +80,9 @@ impl Default for AdaptOptions {
             availability_threshold: 0.15,
             metric_patience: 2,
             step_threshold: 0.5,
-            step_patience: 2,
-            grace_steps: 1,
-            baseline_steps: 3,
+            step_patience: 3,
+            grace_steps: 3,
+            baseline_steps: 5,
             refresh_interval: Duration::from_millis(500),
             trace_steps: true,
             recovery_tolerance: 0.15,

@@ -212,6 +212,18 @@ impl DriftWatch {
     }
 }
 
+/// Step-time rules with a short warm-up (1 step), baseline (3) and patience (2), as the tests
+/// count steps.
+#[cfg(test)]
+fn quick() -> AdaptOptions {
+    AdaptOptions {
+        grace_steps: 1,
+        baseline_steps: 3,
+        step_patience: 2,
+        ..AdaptOptions::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_step_time_move_is_called_against_the_replicas_baseline() {
-        let o = AdaptOptions::default();
+        let o = quick();
         let mut w = DriftWatch::new(&o, &[], &[]);
         let spans = |b: f64| vec![("a".to_string(), 100.0), ("b".to_string(), b)];
         let mut out = None;
@@ -296,7 +308,7 @@ mod hysteresis {
 
     #[test]
     fn strikes_count_per_worker_not_across_replicas() {
-        let mut w = DriftWatch::new(&AdaptOptions::default(), &[], &[]);
+        let mut w = DriftWatch::new(&quick(), &[], &[]);
         for step in 0..4 {
             assert!(w.observe_step(step, &spans(100.0, 100.0), 0).is_none());
         }
@@ -314,7 +326,7 @@ mod hysteresis {
 
     #[test]
     fn a_jittery_replica_needs_a_larger_move() {
-        let mut w = DriftWatch::new(&AdaptOptions::default(), &[], &[]);
+        let mut w = DriftWatch::new(&quick(), &[], &[]);
         assert!(w.observe_step(0, &spans(100.0, 100.0), 0).is_none()); // grace
         for (step, b) in [100.0, 170.0, 100.0].into_iter().enumerate() {
             assert!(w.observe_step(1 + step, &spans(100.0, b), 0).is_none());

@@ -131,6 +131,10 @@ pub fn calibrate_workers(
         capacity.availability = cluster
             .index_of(&capacity.device)
             .map(|i| cluster.devices[i].availability);
+    }
+    // Workers pooled as one figure were measured alike: one availability normalises them.
+    noise::pool_availability(&mut out, &fit.pooled);
+    for capacity in &out {
         log::info!(
             "calibration: {}: {:.1} samples/s + {:.0} ms per step",
             capacity.device,
