@@ -33,7 +33,7 @@ mod live;
 mod watch;
 
 use live::{LiveWatcher, Reading};
-use watch::DriftWatch;
+use watch::{Detection, DriftWatch};
 
 /// When `DriftWatch` calls a move.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -353,7 +353,7 @@ impl Adapter {
             self.rescale(&d.moved);
         }
         let new = self.replanning.planner.plan(&self.cluster)?;
-        if let Err(why) = self.worth_it(plan, &new, d.first_signal_step) {
+        if let Err(why) = self.worth_it(plan, &new, &d) {
             log::info!(
                 "kept the plan at update {} ({:?}: {:?}): {why}",
                 step + 1,
@@ -409,16 +409,17 @@ impl Adapter {
         self.recent_ms.clear();
     }
 
-    /// `Ok` when switching from `now` to `new` is predicted to pay: a gain of at least
-    /// [`AdaptOptions::min_gain`] and beyond the noise of the steps before the first signal
-    /// ([`gain_noise`]), whose saving over
+    /// `Ok` when switching from `now` to `new` after `detection` is predicted to pay: a gain of
+    /// at least [`AdaptOptions::min_gain`] — for a step-time move, whose factors come from the
+    /// same noisy windows, also beyond the noise of the steps before the first signal
+    /// ([`gain_noise`]); a metrics move was already held to its patience of fresh readings — whose saving over
     /// [`AdaptOptions::payback_steps`] steps pays back the last switch's measured cost; else why
     /// not.
     fn worth_it(
         &self,
         now: &DataParallelPlan,
         new: &DataParallelPlan,
-        first_signal_step: usize,
+        detection: &Detection,
     ) -> std::result::Result<(), String> {
         let shares = |p: &DataParallelPlan| -> Vec<(String, usize)> {
             p.replicas
@@ -441,7 +442,14 @@ impl Adapter {
             return Ok(());
         };
         let gain = if a > 0.0 { 1.0 - b / a } else { 0.0 };
-        let noise = gain_noise(&self.recent_ms, self.options.grace_steps, first_signal_step);
+        let noise = match detection.trigger {
+            Trigger::StepTime => gain_noise(
+                &self.recent_ms,
+                self.options.grace_steps,
+                detection.first_signal_step,
+            ),
+            Trigger::Metrics => 0.0,
+        };
         let guard = self.options.min_gain.max(noise);
         if gain < guard {
             return Err(format!(

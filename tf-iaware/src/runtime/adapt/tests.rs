@@ -4,6 +4,17 @@ use super::*;
 use crate::cluster::Device;
 use crate::parallel::{DataParallelStrategy, VarInfo, WorkerCapacity};
 
+/// A step-time detection first seen at `step`.
+fn at(step: usize) -> Detection {
+    Detection {
+        trigger: Trigger::StepTime,
+        moved: Vec::new(),
+        first_signal_step: step,
+        first_signal_unix_ms: 0,
+        decided_unix_ms: 0,
+    }
+}
+
 fn dev(i: usize) -> String {
     format!("/job:worker/replica:0/task:{i}/device:CPU:0")
 }
@@ -57,7 +68,7 @@ fn a_real_slowdown_pays_and_holds_the_slow_worker() {
     a.rescale(&[(dev(1), 0.25)]);
     let new = a.replanning.planner.plan(&cluster).unwrap();
     assert!(new.replicas[0].batch > 32, "{new:?}");
-    assert_eq!(a.worth_it(&now, &new, 5), Ok(()));
+    assert_eq!(a.worth_it(&now, &new, &at(5)), Ok(()));
     a.hold(&now, &new, &[(dev(1), 0.25)]);
     assert_eq!(a.held, vec![dev(1)]);
     // Given more work again, it is released.
@@ -70,13 +81,13 @@ fn noise_small_gains_and_expensive_switches_keep_the_plan() {
     let (mut a, cluster) = adapter();
     let now = a.replanning.planner.plan(&cluster).unwrap();
     // The same shares: nothing to switch to.
-    assert!(a.worth_it(&now, &now, 0).is_err());
+    assert!(a.worth_it(&now, &now, &at(0)).is_err());
     // A 5 % slower worker: the best plan gains less than the 10 % guard.
     a.rescale(&[(dev(1), 0.95)]);
     let mut shifted = now.clone();
     shifted.replicas[0].batch += 1;
     shifted.replicas[1].batch -= 1;
-    let e = a.worth_it(&now, &shifted, 0).unwrap_err();
+    let e = a.worth_it(&now, &shifted, &at(0)).unwrap_err();
     assert!(e.contains("below"), "{e}");
     // A real gain hidden by steps that jitter by more than it before the signal.
     let (mut a, _) = adapter();
@@ -87,17 +98,23 @@ fn noise_small_gains_and_expensive_switches_keep_the_plan() {
     for (s, ms) in jittery.into_iter().enumerate() {
         a.recent_ms.push((s, ms));
     }
-    let e = a.worth_it(&now, &new, 8).unwrap_err();
+    let e = a.worth_it(&now, &new, &at(8)).unwrap_err();
     assert!(e.contains("noise"), "{e}");
+    // A metrics move was held to its patience of readings: the step times' noise is not its.
+    let metrics = Detection {
+        trigger: Trigger::Metrics,
+        ..at(8)
+    };
+    assert_eq!(a.worth_it(&now, &new, &metrics), Ok(()));
     // Quiet steps, but a switch that costs more than the saving over the payback steps.
     let (mut a, _) = adapter();
     a.rescale(&[(dev(1), 0.5)]);
     for s in 0..5 {
         a.recent_ms.push((s, 34.0));
     }
-    assert_eq!(a.worth_it(&now, &new, 5), Ok(()));
+    assert_eq!(a.worth_it(&now, &new, &at(5)), Ok(()));
     a.switched(1e6);
-    let e = a.worth_it(&now, &new, 5).unwrap_err();
+    let e = a.worth_it(&now, &new, &at(5)).unwrap_err();
     assert!(e.contains("switch"), "{e}");
 }
 
