@@ -63,18 +63,24 @@ pub(super) fn time_matmuls(
     let placed = apply::apply(&analyzed.graph_def, &analyzed.op_graph, cluster, &placement)?;
     let session = PlacedSession::new(placed.graph, config)?;
     session.run(&[], &[session.op("init", "calibration")?], &[], false)?;
-    let mut out = Vec::with_capacity(SIZES.len());
-    for (size, op) in SIZES.iter().zip(sums) {
-        session.run(&[], &[], std::slice::from_ref(&op), false)?;
-        let mut times: Vec<f64> = (0..RUNS)
-            .map(|_| {
-                session
-                    .run(&[], &[], std::slice::from_ref(&op), false)
-                    .map(|r| r.wall.as_secs_f64())
-            })
-            .collect::<Result<_>>()?;
-        times.sort_by(f64::total_cmp);
-        out.push((2.0 * (*size as f64).powi(3), times[RUNS / 2]));
+    for op in &sums {
+        session.run(&[], &[], std::slice::from_ref(op), false)?;
     }
-    Ok(out)
+    // Interleaved: one run of each size in turn, round after round, so a change of load on a
+    // shared machine falls on every size alike instead of on whichever was being timed.
+    let mut times = vec![Vec::with_capacity(RUNS); SIZES.len()];
+    for _ in 0..RUNS {
+        for (k, op) in sums.iter().enumerate() {
+            let run = session.run(&[], &[], std::slice::from_ref(op), false)?;
+            times[k].push(run.wall.as_secs_f64());
+        }
+    }
+    Ok(SIZES
+        .iter()
+        .zip(times)
+        .map(|(size, mut t)| {
+            t.sort_by(f64::total_cmp);
+            (2.0 * (*size as f64).powi(3), t[RUNS / 2])
+        })
+        .collect())
 }
