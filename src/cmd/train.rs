@@ -198,6 +198,8 @@ pub fn run(args: &Args) -> Result<()> {
         trace_last: false,
     };
     options.validate()?;
+    // What is left to check is the target against the job's metric.
+    options.validate_for(&job).context("--target-accuracy")?;
     let connection = common::connect(&args.cluster)?;
     // Asynchronous steps run through each worker's own server, as TF2's ParameterServerStrategy.
     if matches!(args.strategy.updates(), Updates::Async | Updates::Adaptive) {

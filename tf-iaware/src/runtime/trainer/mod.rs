@@ -148,7 +148,7 @@ pub fn train(
     config: &SessionConfig,
     options: &TrainingOptions,
 ) -> Result<TrainingReport> {
-    options.validate()?;
+    options.validate_for(job)?;
     let plan = usable_plan(contender, job)?;
     let adapter = adapter(contender, cluster, options)?;
     let started = Instant::now();

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::job::{Job, Metric};
 use super::{bad, OnProgress};
 use crate::cluster::tf_config::TfConfig;
 use crate::error::{Error, Result};
@@ -135,6 +136,37 @@ impl TrainingOptions {
             r.validate()?;
         }
         Ok(())
+    }
+
+    /// [`TrainingOptions::validate`], and the target against what `job` measures: a held-out
+    /// accuracy target must be in (0, 1], a loss target (reached from above) above 0, and a
+    /// target needs a held-out set to be measured on — else it could never be reached.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the option.
+    pub fn validate_for(&self, job: &Job) -> Result<()> {
+        self.validate()?;
+        let Some(t) = self.target else {
+            return Ok(());
+        };
+        match job.metric() {
+            None => Err(bad(
+                "target",
+                format!("{t} cannot be reached: the job has no held-out set to measure it on"),
+            )),
+            Some(Metric::Accuracy { .. }) if !(t > 0.0 && t <= 1.0) => Err(bad(
+                "target",
+                format!("a held-out accuracy of {t} is not in (0, 1]"),
+            )),
+            Some(Metric::Scalar {
+                tensor,
+                higher_is_better: false,
+            }) if t <= 0.0 => Err(bad(
+                "target",
+                format!("a held-out {tensor} of {t} (reached from above) is not above 0"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
