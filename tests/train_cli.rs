@@ -237,3 +237,42 @@ fn train_with_stderr_on_a_full_disk_still_reports_and_checkpoints() {
     assert!(ckpt.join("checkpoint").is_file());
     assert!(v["events_lost"].is_null(), "{}", v["events_lost"]);
 }
+
+#[test]
+fn a_target_alone_trains_until_it_is_reached_or_its_epoch_cap() {
+    let out = ok(&[
+        "train",
+        "--graph",
+        s(&fixture("tf1_mlp_sparse.pb")),
+        "--data",
+        s(&fixture("tf1_mlp_sparse_train.npz")),
+        "--held-out",
+        s(&fixture("tf1_mlp_sparse_held_out.npz")),
+        "--cluster",
+        "emulated:workers=1",
+        "--strategy",
+        "replica-setter",
+        "--batch",
+        "64",
+        "--target-accuracy",
+        "0.3",
+        "--eval-every",
+        "0.5",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // No steps, epochs or time limit: the target bounds the run, capped at 100 epochs (not the
+    // one epoch of a run given no bound at all).
+    assert_eq!(v["epoch_bound"], 100.0, "{out}");
+    let (reached, epochs) = (
+        v["reached"].as_bool().unwrap(),
+        v["epochs"].as_f64().unwrap(),
+    );
+    assert!(
+        reached || epochs >= 100.0,
+        "stopped below the target: {out}"
+    );
+    if reached {
+        assert!(v["final_metric"].as_f64().unwrap() >= 0.3, "{out}");
+    }
+}

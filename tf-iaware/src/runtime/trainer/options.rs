@@ -13,9 +13,13 @@ use crate::error::{Error, Result};
 use crate::runtime::adapt::AdaptOptions;
 use crate::runtime::liveness::HangDetection;
 
-/// When to evaluate and when to stop. At least one of `steps`, `epochs` and `max_seconds` must
-/// bound the run; training stops at the first bound reached, or when the held-out metric
-/// reaches `target`.
+/// Epochs a run bounded by its target alone trains at most ([`TrainingOptions::epoch_bound`]):
+/// a target that is never reached ends the run there, below the target.
+pub const TARGET_EPOCHS_CAP: f64 = 100.0;
+
+/// When to evaluate and when to stop. At least one of `steps`, `epochs`, `max_seconds` and
+/// `target` must bound the run; training stops at the first bound reached, or when the held-out
+/// metric reaches `target` (a target alone trains at most [`TARGET_EPOCHS_CAP`] epochs).
 #[derive(Clone, Debug)]
 pub struct TrainingOptions {
     /// Stop after this many updates of the variables.
@@ -96,10 +100,14 @@ impl TrainingOptions {
     /// # Errors
     /// [`Error::InvalidArgument`] naming the option.
     pub fn validate(&self) -> Result<()> {
-        if self.steps.is_none() && self.epochs.is_none() && self.max_seconds.is_none() {
+        if self.steps.is_none()
+            && self.epochs.is_none()
+            && self.max_seconds.is_none()
+            && self.target.is_none()
+        {
             return Err(bad(
                 "training length",
-                "give steps, epochs or a time limit (a target alone may never be reached)".into(),
+                "give steps, epochs, a time limit or a target".into(),
             ));
         }
         if self.steps == Some(0) || self.steps.is_some_and(|s| s > 1 << 40) {
@@ -136,6 +144,14 @@ impl TrainingOptions {
             r.validate()?;
         }
         Ok(())
+    }
+
+    /// The epochs that bound the run: `epochs`, or [`TARGET_EPOCHS_CAP`] when the target
+    /// alone bounds it (no steps, epochs or time limit), else `None`.
+    pub fn epoch_bound(&self) -> Option<f64> {
+        let target_alone =
+            self.target.is_some() && self.steps.is_none() && self.max_seconds.is_none();
+        self.epochs.or(target_alone.then_some(TARGET_EPOCHS_CAP))
     }
 
     /// [`TrainingOptions::validate`], and the target against what `job` measures: a held-out

@@ -104,7 +104,7 @@ impl<'a> Progress<'a> {
         let o = self.options;
         let epochs = samples as f64 / self.job.train.len().max(1) as f64;
         o.steps.is_some_and(|s| updates >= s)
-            || o.epochs.is_some_and(|e| epochs >= e)
+            || o.epoch_bound().is_some_and(|e| epochs >= e)
             || o.max_seconds.is_some_and(|t| clock.seconds() >= t)
             || self.reached_at.is_some()
             || o.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
