@@ -237,3 +237,96 @@ fn train_with_stderr_on_a_full_disk_still_reports_and_checkpoints() {
     assert!(ckpt.join("checkpoint").is_file());
     assert!(v["events_lost"].is_null(), "{}", v["events_lost"]);
 }
+
+#[test]
+fn a_target_alone_trains_until_it_is_reached_or_its_epoch_cap() {
+    let out = ok(&[
+        "train",
+        "--graph",
+        s(&fixture("tf1_mlp_sparse.pb")),
+        "--data",
+        s(&fixture("tf1_mlp_sparse_train.npz")),
+        "--held-out",
+        s(&fixture("tf1_mlp_sparse_held_out.npz")),
+        "--cluster",
+        "emulated:workers=1",
+        "--strategy",
+        "replica-setter",
+        "--batch",
+        "64",
+        "--target-accuracy",
+        "0.3",
+        "--eval-every",
+        "0.5",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // No steps, epochs or time limit: the target bounds the run, capped at 100 epochs (not the
+    // one epoch of a run given no bound at all).
+    assert_eq!(v["epoch_bound"], 100.0, "{out}");
+    let (reached, epochs) = (
+        v["reached"].as_bool().unwrap(),
+        v["epochs"].as_f64().unwrap(),
+    );
+    assert!(
+        reached || epochs >= 100.0,
+        "stopped below the target: {out}"
+    );
+    if reached {
+        assert!(v["final_metric"].as_f64().unwrap() >= 0.3, "{out}");
+    }
+}
+
+#[test]
+fn a_resumed_run_with_a_higher_target_trains_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = dir.path().join("ck");
+    let (graph, data, held_out) = (
+        fixture("tf1_mlp_sparse.pb"),
+        fixture("tf1_mlp_sparse_train.npz"),
+        fixture("tf1_mlp_sparse_held_out.npz"),
+    );
+    let run = |target: &str, steps: &str| -> serde_json::Value {
+        let out = ok(&[
+            "train",
+            "--graph",
+            s(&graph),
+            "--data",
+            s(&data),
+            "--held-out",
+            s(&held_out),
+            "--cluster",
+            "emulated:workers=1",
+            "--strategy",
+            "replica-setter",
+            "--batch",
+            "64",
+            "--steps",
+            steps,
+            "--eval-every",
+            "0.2",
+            "--target-accuracy",
+            target,
+            "--checkpoint-dir",
+            s(&ck),
+            "--json",
+        ]);
+        serde_json::from_str(&out).unwrap()
+    };
+    let first = run("0.3", "2000");
+    assert_eq!(first["reached"], true, "{first}");
+    let best = first["final_metric"].as_f64().unwrap();
+    // A target above every saved evaluation: the saved reach was for 0.3, not for this one.
+    let higher = (best + 1.0) / 2.0;
+    let before = first["updates"].as_u64().unwrap();
+    let second = run(&higher.to_string(), &(before + 20).to_string());
+    let updates = second["updates"].as_u64().unwrap();
+    assert!(updates > before, "trained nothing: {second}");
+    let reached = second["reached"].as_bool().unwrap();
+    let last = second["final_metric"].as_f64().unwrap();
+    assert_eq!(
+        reached,
+        last >= higher,
+        "reached {reached} at {last} < {higher}"
+    );
+}

@@ -217,14 +217,26 @@ impl Args {
 pub fn run(args: &Args) -> Result<()> {
     // Before anything runs: an unwritable report path should not cost a whole bench.
     crate::common::check_outputs([("--json", args.json.as_ref()), ("--svg", args.svg.as_ref())])?;
+    // A folder nothing would be written to is a mistake said now, not after the run.
+    if let (Some(dir), true) = (
+        &args.tsv,
+        args.sim.active() || Data::parse(&args.data) == Data::Synthetic,
+    ) {
+        anyhow::bail!(
+            "--tsv {}: only a bench that trains to accuracy (--data digits or a data file) \
+             writes evaluations; this one would write none",
+            dir.display()
+        );
+    }
     if args.sim.active() {
         return simulated(args);
     }
     let options = args.options()?;
     // The numbers first, as the experiment would: before the TSV folder is made.
     options.check()?;
-    if let (Some(dir), false) = (&args.tsv, options.data == Data::Synthetic) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if let Some(dir) = &args.tsv {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--tsv: creating {}", dir.display()))?;
         tf_iaware::data::io::check_output_path(&dir.join("run.tsv"), "--tsv")?;
     }
     let mut shown = Shown::default();

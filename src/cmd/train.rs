@@ -14,7 +14,7 @@ use tf_iaware::parallel::{DataParallelStrategy, Updates};
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::trainer::{
     CheckpointOptions, OnProgress, RecoverOptions, StepProgress, DEFAULT_CHECKPOINT_EVERY_S,
-    DEFAULT_KEEP,
+    DEFAULT_KEEP, TARGET_EPOCHS_CAP,
 };
 use tf_iaware::{
     DataParallelOptions, Job, TrainingOptions, TrainingReport, WorkerCalibrationPolicy,
@@ -180,7 +180,10 @@ pub fn run(args: &Args) -> Result<()> {
     let watch = Watch::new(args.steps);
     let mut options = TrainingOptions {
         steps: args.steps,
-        epochs: args.epochs.or((!bounded).then_some(1.0)),
+        // A target alone trains until it is reached (at most TARGET_EPOCHS_CAP epochs).
+        epochs: args
+            .epochs
+            .or((!bounded && args.target_accuracy.is_none()).then_some(1.0)),
         max_seconds: args.max_seconds,
         target: args.target_accuracy,
         eval_every_s: args.eval_every,
@@ -198,6 +201,11 @@ pub fn run(args: &Args) -> Result<()> {
         trace_last: false,
     };
     options.validate()?;
+    // What is left to check is the target against the job's metric.
+    options.validate_for(&job).context("--target-accuracy")?;
+    if let (false, Some(t)) = (bounded, options.target) {
+        noteln!("training until the held-out target {t}, at most {TARGET_EPOCHS_CAP} epochs");
+    }
     let connection = common::connect(&args.cluster)?;
     // Asynchronous steps run through each worker's own server, as TF2's ParameterServerStrategy.
     if matches!(args.strategy.updates(), Updates::Async | Updates::Adaptive) {
@@ -280,7 +288,11 @@ pub fn run(args: &Args) -> Result<()> {
         report.loss_last.map_or("-".into(), |l| format!("{l:.4}")),
         match (args.target_accuracy, report.time_to_target_s) {
             (Some(t), Some(s)) => format!(", target {t} reached after {s:.1} s"),
-            (Some(t), None) => format!(", target {t} not reached"),
+            (Some(t), None) => match report.epoch_bound {
+                Some(e) if !bounded =>
+                    format!(", target {t} not reached within the cap of {e} epochs"),
+                _ => format!(", target {t} not reached"),
+            },
             _ => String::new(),
         }
     )?;

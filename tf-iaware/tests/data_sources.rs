@@ -494,3 +494,31 @@ fn in_memory_arrays_built_in_rust() {
     let e = InMemory::from_tensors("in memory", Vec::<(String, HostTensor)>::new()).unwrap_err();
     assert!(matches!(e, Error::DataEmpty { .. }));
 }
+
+#[test]
+fn npz_arrays_no_input_names_are_left_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = dir.path().join("extra.npz");
+    npz(
+        &extra,
+        &[
+            ("a", npy("<f4", &[2], &[0; 8])),
+            ("b", npy("<i8", &[2], &[0; 16])),
+            // What `np.savez` files carry beside the inputs: other rows, a scalar, strings.
+            ("ids", npy("<i8", &[3], &[0; 24])),
+            ("n", npy("<i8", &[], &[0; 8])),
+            ("names", npy("<U3", &[2], &[0; 24])),
+        ],
+    );
+    let ab = [spec("a", DType::FLOAT, &[-1]), spec("b", DType(9), &[-1])];
+    let data = data::open(&extra, &ab).unwrap();
+    assert_eq!(data.len(), 2);
+    // A missing input still lists every array, the unread ones included.
+    let abw = [ab[0].clone(), ab[1].clone(), spec("w", DType::FLOAT, &[-1])];
+    let e = open_err(&extra, &abw);
+    assert!(
+        matches!(&e, Error::DataMissing { input, available, .. }
+            if input == "w" && available == "a, b, ids, n, names"),
+        "{e}"
+    );
+}

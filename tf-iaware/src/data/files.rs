@@ -163,7 +163,9 @@ pub fn open_npy(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
     )
 }
 
-/// A `.npz` file (`np.savez` or `np.savez_compressed`): one array per input name.
+/// A `.npz` file (`np.savez` or `np.savez_compressed`): one array per input name. Arrays no
+/// input names (ids, class names, a scalar) are not read, whatever their type and rows: a log
+/// note names them.
 ///
 /// # Errors
 /// As [`open`].
@@ -178,6 +180,7 @@ pub fn open_npz(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
         .map_err(|e| bad(format!("not a .npz (zip) archive: {e}")))?;
     let mut left = budget();
     let mut columns = BTreeMap::new();
+    let mut unused = Vec::new();
     for index in 0..archive.len() {
         let mut entry = archive
             .by_index(index)
@@ -186,6 +189,11 @@ pub fn open_npz(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
         let Some(name) = entry.name().strip_suffix(".npy").map(str::to_string) else {
             continue;
         };
+        if !specs.is_empty() && !specs.iter().any(|s| s.name == name) {
+            log::info!("{file}: array `{name}` is no input of the graph: not read");
+            unused.push(name);
+            continue;
+        }
         let mut data = Vec::new();
         // `take`: a decompression bomb stops at the budget.
         (&mut entry)
@@ -201,6 +209,16 @@ pub fn open_npz(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
         left -= data.len() as u64;
         let tensor = read_npy(&data, &format!("{file} (array `{name}`)"))?;
         columns.insert(name, tensor);
+    }
+    // A misspelt input name is easier to see with every array listed.
+    if let Some(missing) = specs.iter().find(|s| !columns.contains_key(&s.name)) {
+        let mut available: Vec<String> = columns.into_keys().chain(unused).collect();
+        available.sort();
+        return Err(Error::DataMissing {
+            file,
+            input: missing.name.clone(),
+            available: available.join(", "),
+        });
     }
     checked(Columns::new(file, columns)?, specs)
 }

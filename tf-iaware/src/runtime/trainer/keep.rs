@@ -89,7 +89,6 @@ pub(super) struct Carried {
     pub samples: u64,
     pub train_seconds: f64,
     pub evaluations: Vec<Evaluation>,
-    pub reached_at: Option<f64>,
     pub loss_first: Option<f32>,
     /// Data positions, when the seed is the one they were drawn with.
     pub position: DataPosition,
@@ -265,7 +264,6 @@ impl Keeper {
             evaluations: get(key::EVALUATIONS)
                 .and_then(|v| serde_json::from_value(v).ok())
                 .unwrap_or_default(),
-            reached_at: get(key::REACHED_AT).and_then(|v| v.as_f64()),
             loss_first: get(key::LOSS_FIRST)
                 .and_then(|v| v.as_f64())
                 .map(|l| l as f32),

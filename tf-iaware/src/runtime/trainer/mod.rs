@@ -58,7 +58,9 @@ pub(crate) use job::Job;
 pub use keep::StepProgress;
 use keep::{Carried, Keeper};
 pub(crate) use options::TrainingOptions;
-pub use options::{CheckpointOptions, RecoverOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP};
+pub use options::{
+    CheckpointOptions, RecoverOptions, DEFAULT_CHECKPOINT_EVERY_S, DEFAULT_KEEP, TARGET_EPOCHS_CAP,
+};
 use progress::Progress;
 pub(crate) use report::TrainingReport;
 pub use report::{
@@ -148,7 +150,7 @@ pub fn train(
     config: &SessionConfig,
     options: &TrainingOptions,
 ) -> Result<TrainingReport> {
-    options.validate()?;
+    options.validate_for(job)?;
     let plan = usable_plan(contender, job)?;
     let adapter = adapter(contender, cluster, options)?;
     let started = Instant::now();
@@ -408,6 +410,7 @@ impl Run<'_> {
             metric: job.metric().map(|m| m.name().to_string()),
             reached: progress.reached_at.is_some(),
             time_to_target_s: progress.reached_at,
+            epoch_bound: progress.options.epoch_bound(),
             wall_to_target_s: progress.reached_wall_s,
             train_seconds,
             eval_seconds: progress.eval_seconds,
@@ -584,6 +587,7 @@ mod tests {
                 steps: None,
                 epochs: None,
                 max_seconds: None,
+                target: None,
                 ..ok.clone()
             },
             TrainingOptions {
@@ -613,6 +617,24 @@ mod tests {
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
+        // A target alone bounds the run, at most TARGET_EPOCHS_CAP epochs.
+        let alone = TrainingOptions {
+            steps: None,
+            epochs: None,
+            max_seconds: None,
+            ..ok.clone()
+        };
+        assert!(alone.validate().is_ok());
+        assert_eq!(alone.epoch_bound(), Some(TARGET_EPOCHS_CAP));
+        assert_eq!(ok.epoch_bound(), Some(1.0));
+        assert_eq!(
+            TrainingOptions {
+                epochs: None,
+                ..ok.clone()
+            }
+            .epoch_bound(),
+            None
+        );
         assert!(check_backups(2, 2)
             .unwrap_err()
             .to_string()

@@ -6,15 +6,20 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::job::{Job, Metric};
 use super::{bad, OnProgress};
 use crate::cluster::tf_config::TfConfig;
 use crate::error::{Error, Result};
 use crate::runtime::adapt::AdaptOptions;
 use crate::runtime::liveness::HangDetection;
 
-/// When to evaluate and when to stop. At least one of `steps`, `epochs` and `max_seconds` must
-/// bound the run; training stops at the first bound reached, or when the held-out metric
-/// reaches `target`.
+/// Epochs a run bounded by its target alone trains at most ([`TrainingOptions::epoch_bound`]):
+/// a target that is never reached ends the run there, below the target.
+pub const TARGET_EPOCHS_CAP: f64 = 100.0;
+
+/// When to evaluate and when to stop. At least one of `steps`, `epochs`, `max_seconds` and
+/// `target` must bound the run; training stops at the first bound reached, or when the held-out
+/// metric reaches `target` (a target alone trains at most [`TARGET_EPOCHS_CAP`] epochs).
 #[derive(Clone, Debug)]
 pub struct TrainingOptions {
     /// Stop after this many updates of the variables.
@@ -95,10 +100,14 @@ impl TrainingOptions {
     /// # Errors
     /// [`Error::InvalidArgument`] naming the option.
     pub fn validate(&self) -> Result<()> {
-        if self.steps.is_none() && self.epochs.is_none() && self.max_seconds.is_none() {
+        if self.steps.is_none()
+            && self.epochs.is_none()
+            && self.max_seconds.is_none()
+            && self.target.is_none()
+        {
             return Err(bad(
                 "training length",
-                "give steps, epochs or a time limit (a target alone may never be reached)".into(),
+                "give steps, epochs, a time limit or a target".into(),
             ));
         }
         if self.steps == Some(0) || self.steps.is_some_and(|s| s > 1 << 40) {
@@ -135,6 +144,45 @@ impl TrainingOptions {
             r.validate()?;
         }
         Ok(())
+    }
+
+    /// The epochs that bound the run: `epochs`, or [`TARGET_EPOCHS_CAP`] when the target
+    /// alone bounds it (no steps, epochs or time limit), else `None`.
+    pub fn epoch_bound(&self) -> Option<f64> {
+        let target_alone =
+            self.target.is_some() && self.steps.is_none() && self.max_seconds.is_none();
+        self.epochs.or(target_alone.then_some(TARGET_EPOCHS_CAP))
+    }
+
+    /// [`TrainingOptions::validate`], and the target against what `job` measures: a held-out
+    /// accuracy target must be in (0, 1], a loss target (reached from above) above 0, and a
+    /// target needs a held-out set to be measured on — else it could never be reached.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the option.
+    pub fn validate_for(&self, job: &Job) -> Result<()> {
+        self.validate()?;
+        let Some(t) = self.target else {
+            return Ok(());
+        };
+        match job.metric() {
+            None => Err(bad(
+                "target",
+                format!("{t} cannot be reached: the job has no held-out set to measure it on"),
+            )),
+            Some(Metric::Accuracy { .. }) if !(t > 0.0 && t <= 1.0) => Err(bad(
+                "target",
+                format!("a held-out accuracy of {t} is not in (0, 1]"),
+            )),
+            Some(Metric::Scalar {
+                tensor,
+                higher_is_better: false,
+            }) if t <= 0.0 => Err(bad(
+                "target",
+                format!("a held-out {tensor} of {t} (reached from above) is not above 0"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

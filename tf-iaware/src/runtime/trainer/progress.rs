@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::build::Built;
 use super::evaluate::Evaluator;
 use super::gate::{Clock, Gate};
+use super::job::Metric;
 use super::keep::{Carried, Keeper, Snapshot};
 use super::report::Readmitted;
 use super::report::{Recovered, SafeCopy};
@@ -74,7 +75,9 @@ impl<'a> Progress<'a> {
             options,
             eval_seconds: 0.0,
             next_eval: carried.train_seconds + options.eval_every_s,
-            reached_at: carried.reached_at,
+            // Against the target in force, never the one a resumed run's checkpoint was
+            // trained to: a higher target trains on, a lower one may be reached already.
+            reached_at: first_reaching(&carried.evaluations, job.metric(), options.target),
             began,
             reached_wall_s: None,
             carried: carried.evaluations.len(),
@@ -104,7 +107,7 @@ impl<'a> Progress<'a> {
         let o = self.options;
         let epochs = samples as f64 / self.job.train.len().max(1) as f64;
         o.steps.is_some_and(|s| updates >= s)
-            || o.epochs.is_some_and(|e| epochs >= e)
+            || o.epoch_bound().is_some_and(|e| epochs >= e)
             || o.max_seconds.is_some_and(|t| clock.seconds() >= t)
             || self.reached_at.is_some()
             || o.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
@@ -321,5 +324,64 @@ impl Progress<'_> {
             None => {}
         }
         !self.back.is_empty()
+    }
+}
+
+/// The training seconds of the first of `evaluations` whose metric reaches `target` (`None`: no
+/// target, no metric, or none reaches it).
+fn first_reaching(
+    evaluations: &[Evaluation],
+    metric: Option<&Metric>,
+    target: Option<f64>,
+) -> Option<f64> {
+    let (metric, target) = (metric?, target?);
+    evaluations
+        .iter()
+        .find(|e| metric.reaches(e.metric, target))
+        .map(|e| e.seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resumed_run_is_reached_only_against_the_target_in_force() {
+        let evaluations: Vec<Evaluation> = [(2.0, 0.80), (4.0, 0.93)]
+            .iter()
+            .map(|&(seconds, metric)| Evaluation {
+                seconds,
+                epoch: seconds,
+                updates: seconds as u64,
+                metric,
+            })
+            .collect();
+        let accuracy = Metric::Accuracy {
+            logits: "logits".into(),
+            label: "y".into(),
+        };
+        // Saved for a target of 0.9: a resumed run to 0.95 trains on.
+        assert_eq!(
+            first_reaching(&evaluations, Some(&accuracy), Some(0.95)),
+            None
+        );
+        assert_eq!(
+            first_reaching(&evaluations, Some(&accuracy), Some(0.9)),
+            Some(4.0)
+        );
+        assert_eq!(
+            first_reaching(&evaluations, Some(&accuracy), Some(0.5)),
+            Some(2.0)
+        );
+        assert_eq!(first_reaching(&evaluations, Some(&accuracy), None), None);
+        assert_eq!(first_reaching(&evaluations, None, Some(0.5)), None);
+        let loss = Metric::Scalar {
+            tensor: "loss".into(),
+            higher_is_better: false,
+        };
+        assert_eq!(
+            first_reaching(&evaluations, Some(&loss), Some(0.85)),
+            Some(2.0)
+        );
     }
 }

@@ -68,6 +68,9 @@ pub struct TrainingReport {
     pub reached: bool,
     /// Training seconds until the first evaluation at or beyond the target.
     pub time_to_target_s: Option<f64>,
+    /// The epochs that bounded the run ([`TrainingOptions::epoch_bound`](super::TrainingOptions::epoch_bound)):
+    /// with a target alone, the cap it stops at when the target is not reached.
+    pub epoch_bound: Option<f64>,
     /// Wall seconds from the start of training (building the sessions and any restore
     /// included) to the evaluation that reached the target, evaluations included (`None`: not
     /// reached in this run). A command adds its own setup (`train`'s `wall_to_target_s` counts
