@@ -41,7 +41,7 @@ impl Server {
     /// Creates and starts a server for `def` (job, task, cluster, protocol `grpc`), listening
     /// only on its task's own address: the host TF_CONFIG names for the task (the first of its
     /// addresses this machine can bind) and `def.port`. TensorFlow would bind every interface;
-    /// the executable's `bind` narrows that ([`listen`](super::listen)), and the listening
+    /// the executable's `bind` narrows that (the crate's `tf::listen`), and the listening
     /// sockets are read back from the kernel before this returns.
     ///
     /// The executable must export `bind`: this workspace's build scripts link with
