@@ -210,6 +210,21 @@ impl HostTensor {
         Ok(HostTensor { shape, values })
     }
 
+    /// The first row holding a NaN or infinite value, and that value (`None` for integer,
+    /// boolean and string tensors, and for finite floats).
+    pub fn first_non_finite(&self) -> Option<(usize, f64)> {
+        let per_row = self.row_len().max(1);
+        let at = |i: usize, v: f64| (i / per_row, v);
+        match &self.values {
+            Values::F32(v) => v
+                .iter()
+                .position(|x| !x.is_finite())
+                .map(|i| at(i, f64::from(v[i]))),
+            Values::F64(v) => v.iter().position(|x| !x.is_finite()).map(|i| at(i, v[i])),
+            _ => None,
+        }
+    }
+
     /// Rows: the first dimension (1 for a scalar).
     pub fn rows(&self) -> usize {
         self.shape.first().map_or(1, |&r| r as usize)

@@ -487,6 +487,19 @@ pub enum Error {
         /// The data's shape of one row.
         found: Vec<u64>,
     },
+    /// A value of a data set that no training step can take (NaN or infinite), found before
+    /// any cluster is contacted.
+    #[error("data {file}: input `{input}`, row {row}: {reason}")]
+    DataValue {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input.
+        input: String,
+        /// The row (0-based).
+        row: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The arrays of a data set hold different numbers of rows.
     #[error("data {file}: `{input}` has {rows} rows but `{other}` has {other_rows}")]
     DataRows {

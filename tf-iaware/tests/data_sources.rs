@@ -522,3 +522,50 @@ fn npz_arrays_no_input_names_are_left_unread() {
         "{e}"
     );
 }
+
+/// An `.npz` for the MLP fixture (`x`: 8 rows of 32 floats, `y`: 8 int64 classes) whose `x`
+/// holds `bad` at row `row`.
+fn mlp_rows(path: &Path, row: usize, bad: f32) {
+    let mut x = vec![0.5f32; 8 * 32];
+    x[row * 32 + 7] = bad;
+    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let yb: Vec<u8> = (0..8i64).flat_map(|v| (v % 4).to_le_bytes()).collect();
+    npz(
+        path,
+        &[
+            ("x", npy("<f4", &[8, 32], &xb)),
+            ("y", npy("<i8", &[8], &yb)),
+        ],
+    );
+}
+
+#[test]
+fn nan_and_infinite_rows_are_refused_before_a_cluster_naming_file_input_and_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = fixtures().join("tf1_mlp_sparse.pb");
+    let (good, nan, inf) = (
+        dir.path().join("good.npz"),
+        dir.path().join("nan.npz"),
+        dir.path().join("inf.npz"),
+    );
+    mlp_rows(&good, 0, 0.25);
+    mlp_rows(&nan, 3, f32::NAN);
+    mlp_rows(&inf, 6, f32::INFINITY);
+    match tf_iaware::Job::load(&graph, None, &nan) {
+        Err(Error::DataValue {
+            file, input, row, ..
+        }) => {
+            assert!(file.contains("nan.npz"), "{file}");
+            assert_eq!((input.as_str(), row), ("x", 3));
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // The held-out set too: its accuracy would be read, not trained on.
+    let job = tf_iaware::Job::load(&graph, None, &good).unwrap();
+    let e = job.with_held_out_file(&inf).map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::DataValue { row: 6, .. }), "{e}");
+    assert!(
+        e.to_string().contains("inf.npz") && e.to_string().contains("row 6"),
+        "{e}"
+    );
+}
