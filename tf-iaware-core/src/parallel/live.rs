@@ -89,21 +89,27 @@ pub fn live_capacities(
             let then = c.availability.unwrap_or(1.0).max(MIN_AVAILABILITY);
             let now = d.availability.max(MIN_AVAILABILITY);
             let f = now / then;
-            let free = d.live.free_memory_bytes.or(d.memory_bytes);
             WorkerCapacity {
                 device: c.device.clone(),
                 samples_per_sec: c.samples_per_sec * f,
                 fixed_ms: c.fixed_ms / f,
                 availability: Some(now),
-                max_batch: match (memory, free) {
-                    (Some(m), Some(free)) => Some(m.max_batch(free)),
-                    _ => c.max_batch,
-                },
+                max_batch: memory_cap(d, memory).or(c.max_batch),
                 step_rel_se: c.step_rel_se,
                 probed_batches: c.probed_batches.clone(),
             }
         })
         .collect()
+}
+
+/// Most samples a replica of `memory` holds in device `d`'s free memory (its live reading, else
+/// its total), `None` without both figures.
+pub(crate) fn memory_cap(
+    d: &crate::cluster::Device,
+    memory: Option<&ReplicaMemory>,
+) -> Option<usize> {
+    let free = d.live.free_memory_bytes.or(d.memory_bytes)?;
+    Some(memory?.max_batch(free))
 }
 
 /// Parameter servers with their relative capacity for [`infra_aware`](super::infra_aware):

@@ -81,6 +81,21 @@ pub(crate) fn median_rel_se(spread: f64, n: usize) -> f64 {
     }
 }
 
+/// The relative change of a median step that the noise of `step_ms` (repeated step times, ms)
+/// cannot account for: [`Z_GAIN`] relative standard errors of their median (`log_spread` over
+/// them, `median_rel_se`) — the least predicted gain a change of plans decided from these steps
+/// must show. 0 with fewer than three finite steps.
+pub fn median_step_noise(step_ms: &[f64]) -> f64 {
+    let n = step_ms
+        .iter()
+        .filter(|x| x.is_finite() && **x > 0.0)
+        .count();
+    if n < 3 {
+        return 0.0;
+    }
+    log_spread([step_ms]).map_or(0.0, |s| Z_GAIN * median_rel_se(s, n))
+}
+
 /// Workers whose throughputs cannot be told apart at [`Z_TELL_APART`] get their group's
 /// figures: the geometric mean of their samples/s and the mean of their fixed costs (devices,
 /// availability and memory caps are kept). `rel_se[i]` is worker `i`'s relative standard

@@ -15,7 +15,7 @@
 //! the workers' real throughput from its own traced training steps ([`Feedback`], as LB-BSP
 //! does), so planning never stops a job that has no calibration yet.
 
-use super::live::{live_capacities, ps_capacities, ReplicaMemory};
+use super::live::{live_capacities, memory_cap, ps_capacities, ReplicaMemory};
 use super::network::VarInfo;
 use super::plan::{infra_aware, replica_setter, DataParallelPlan, Replica, WorkerCapacity};
 use super::DataParallelStrategy;
@@ -342,10 +342,9 @@ pub fn nominal_capacities(
     workers
         .iter()
         .map(|w| {
-            let (flops, availability, free) = match cluster.index_of(w) {
+            let (flops, availability, max_batch) = match cluster.index_of(w) {
                 Some(i) => {
                     let d = &cluster.devices[i];
-                    let free = d.live.free_memory_bytes.or(d.memory_bytes);
                     let cores = match d.device_type {
                         crate::graph::DeviceType::Cpu => d
                             .live
@@ -354,17 +353,14 @@ pub fn nominal_capacities(
                             .unwrap_or(1.0),
                         _ => 1.0,
                     };
-                    (d.peak_flops * cores, d.availability, free)
+                    (d.peak_flops * cores, d.availability, memory_cap(d, memory))
                 }
                 None => (crate::cluster::device::NOMINAL_CPU_FLOPS, 1.0, None),
             };
             let availability = availability.max(MIN_AVAILABILITY);
             WorkerCapacity {
                 availability: Some(availability),
-                max_batch: match (memory, free) {
-                    (Some(m), Some(free)) => Some(m.max_batch(free)),
-                    _ => None,
-                },
+                max_batch,
                 ..WorkerCapacity::rate(w, flops * availability * NOMINAL_SAMPLES_PER_FLOP)
             }
         })

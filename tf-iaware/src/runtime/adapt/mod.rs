@@ -200,27 +200,15 @@ impl std::fmt::Debug for Adapter {
 
 /// The least gain a re-plan must show to clear the noise of the step times `recent` (update,
 /// ms) before `first_signal_step`, the first `grace` of them left out (a new session's first
-/// steps are slow): 1.96 standard errors of their median, relative to it — the relative
-/// spread (1.4826 × the median absolute deviation) × 1.253 ÷ √n. 0 with fewer than three steps.
+/// steps are slow): [`median_step_noise`](crate::parallel::noise::median_step_noise).
 fn gain_noise(recent: &[(usize, f64)], grace: usize, first_signal_step: usize) -> f64 {
-    let mut quiet: Vec<f64> = recent
+    let quiet: Vec<f64> = recent
         .iter()
         .skip(grace)
-        .filter(|(s, ms)| *s < first_signal_step && ms.is_finite())
+        .filter(|(s, _)| *s < first_signal_step)
         .map(|(_, ms)| *ms)
         .collect();
-    if quiet.len() < 3 {
-        return 0.0;
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let m = median(&mut quiet);
-    let mut deviations: Vec<f64> = quiet.iter().map(|x| (x - m).abs()).collect();
-    let mad = median(&mut deviations);
-    let rel_sd = 1.4826 * mad / m.max(1e-9);
-    1.96 * 1.253 * rel_sd / (quiet.len() as f64).sqrt()
+    crate::parallel::noise::median_step_noise(&quiet)
 }
 
 /// Availability of every worker of the planner that has a live reading — all of them, not only
