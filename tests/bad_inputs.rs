@@ -110,3 +110,143 @@ fn absurd_numbers_and_files_are_clean_errors() {
     let e = fails_usage(&["monitor", "--once", "--pid", "0"]);
     assert!(e.contains("pid"), "{e}");
 }
+
+/// A memory cgroup of `limit` bytes (v1 `memory` controller or the v2 tree), removed on drop.
+struct MemoryCgroup {
+    dir: std::path::PathBuf,
+    version: u8,
+}
+
+impl MemoryCgroup {
+    /// `Err(reason)` where this machine does not let the test make one.
+    fn new(limit: u64) -> Result<MemoryCgroup, String> {
+        let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
+        let v2 = std::path::Path::new("/sys/fs/cgroup");
+        let (root, version) = if v1.join("memory.limit_in_bytes").exists() {
+            (v1, 1)
+        } else if std::fs::read_to_string(v2.join("cgroup.controllers"))
+            .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"))
+        {
+            let _ = std::fs::write(v2.join("cgroup.subtree_control"), "+memory");
+            (v2, 2)
+        } else {
+            return Err("no cgroup memory controller is mounted".into());
+        };
+        let dir = root.join(format!("tf-iaware-test-mem-{}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let group = MemoryCgroup { dir, version };
+        let file = if version == 1 {
+            "memory.limit_in_bytes"
+        } else {
+            "memory.max"
+        };
+        std::fs::write(group.dir.join(file), limit.to_string())
+            .map_err(|e| format!("{file}: {e}"))?;
+        Ok(group)
+    }
+
+    /// The most memory the group's processes held at once, bytes (`None` where the kernel
+    /// does not say).
+    fn peak(&self) -> Option<u64> {
+        let file = if self.version == 1 {
+            "memory.max_usage_in_bytes"
+        } else {
+            "memory.peak"
+        };
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// The Python MLP's `.npz` whose `x` header claims `rows` rows of 32 float32 values but holds
+/// one: a decompression bomb's header without its gigabytes.
+fn lying_npz(path: &std::path::Path, rows: u64) {
+    use std::io::Write;
+    let npy = |descr: &str, shape: &str, body: &[u8]| {
+        let mut dict =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + dict.len() + 1) % 64 != 0 {
+            dict.push(' ');
+        }
+        dict.push('\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend((dict.len() as u16).to_le_bytes());
+        out.extend(dict.as_bytes());
+        out.extend(body);
+        out
+    };
+    let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let opts = zip::write::SimpleFileOptions::default();
+    w.start_file("x.npy", opts).unwrap();
+    w.write_all(&npy("<f4", &format!("({rows}, 32)"), &[0; 128]))
+        .unwrap();
+    w.start_file("y.npy", opts).unwrap();
+    w.write_all(&npy("<i8", "(1,)", &[0; 8])).unwrap();
+    w.finish().unwrap();
+}
+
+#[test]
+fn data_memory_is_bounded_by_the_cgroup_limit_not_the_host() {
+    // 5 M rows × 128 bytes: 640 MB claimed, beyond half of a 512 MiB cgroup but far within
+    // any host this suite runs on.
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = dir.path().join("bomb.npz");
+    lying_npz(&bomb, 5_000_000);
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    let args = [
+        "train".to_string(),
+        "--graph".into(),
+        format!("{fixtures}/tf1_mlp_sparse.pb"),
+        "--data".into(),
+        bomb.display().to_string(),
+        "--cluster".into(),
+        "emulated:workers=1".into(),
+        "--steps".into(),
+        "1".into(),
+    ];
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Outside a limit the claim fits in memory: the file is found short.
+    let e = fails(&words);
+    assert!(e.contains("bomb.npz") && e.contains("truncated"), "{e}");
+    let group = match MemoryCgroup::new(512 << 20) {
+        Ok(g) => g,
+        Err(reason) => {
+            eprintln!("SKIPPED the cgroup half: {reason}");
+            return;
+        }
+    };
+    // Inside it, the claim is refused before a byte of it is allocated.
+    let procs = group.dir.join("cgroup.procs");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$0" && exec "$@""#)
+        .arg(&procs)
+        .arg(common::exe())
+        .args(&words)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("bomb.npz") && e.contains("640000000 bytes") && e.contains("cgroup"),
+        "{e}"
+    );
+    if let Some(peak) = group.peak() {
+        assert!(peak < 512 << 20, "peak {peak} bytes");
+    }
+}

@@ -156,6 +156,20 @@ impl Values {
         self.len() == 0
     }
 
+    /// The memory the elements take, bytes (a string's bytes plus its vector's header).
+    pub fn byte_len(&self) -> u64 {
+        let n = self.len() as u64;
+        match self {
+            Values::Str(v) => v
+                .iter()
+                .map(|s| (s.len() + std::mem::size_of::<Vec<u8>>()) as u64)
+                .sum(),
+            Values::F64(_) | Values::I64(_) => n * 8,
+            Values::F32(_) | Values::I32(_) => n * 4,
+            Values::U8(_) | Values::Bool(_) => n,
+        }
+    }
+
     /// Appends elements `range` of `other`; `false` (and nothing appended) when `other` is of
     /// another element type or the range is out of bounds.
     pub fn extend_from(&mut self, other: &Values, range: std::ops::Range<usize>) -> bool {

@@ -232,12 +232,50 @@ pub(crate) fn read_capped(path: &Path, max: u64, what: &str) -> Result<String> {
     })
 }
 
-/// `MemAvailable` of `/proc/meminfo`, bytes (`None` where it cannot be read).
+/// The memory this process may still allocate, bytes: the least of `/proc/meminfo`'s
+/// `MemAvailable` and the headroom under every memory limit on its cgroup and the cgroups
+/// enclosing it (v1 `memory.limit_in_bytes`, v2 `memory.max`, less each level's working set:
+/// [`ControllerDir::memory_headroom`](crate::monitor::cgroup::ControllerDir::memory_headroom)).
+/// A container or a `systemd-run -p MemoryMax=` scope is bounded by its limit, not by the
+/// host's free memory. `None` where neither can be read.
 pub fn available_memory_bytes() -> Option<u64> {
+    let host = meminfo_available_bytes();
+    match (host, cgroup_memory_headroom_bytes()) {
+        (Some(h), Some(c)) => Some(h.min(c)),
+        (h, c) => h.or(c),
+    }
+}
+
+/// `MemAvailable` of `/proc/meminfo`, bytes.
+fn meminfo_available_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+/// The headroom under the memory limits of this process's cgroup and its ancestors, bytes;
+/// `None` without a memory controller or a limit.
+fn cgroup_memory_headroom_bytes() -> Option<u64> {
+    let (cgroup, mountinfo) = (
+        Path::new("/proc/self/cgroup"),
+        Path::new("/proc/self/mountinfo"),
+    );
+    let layout = crate::monitor::cgroup::locate(
+        &std::fs::read_to_string(cgroup).ok()?,
+        cgroup,
+        &std::fs::read_to_string(mountinfo).ok()?,
+        mountinfo,
+        Path::new("/"),
+    )
+    .ok()?;
+    layout
+        .memory?
+        .memory_headroom(&mut |p| match std::fs::read_to_string(p) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", p.display())),
+        })
 }
 
 #[cfg(test)]
@@ -341,8 +379,11 @@ mod tests {
     }
 
     #[test]
-    fn available_memory_is_read_from_proc() {
+    fn available_memory_is_read_from_proc_and_bounded_by_meminfo() {
         let bytes = available_memory_bytes().expect("/proc/meminfo has MemAvailable");
         assert!(bytes > 1 << 20, "{bytes}");
+        // Never more than the host has; the cgroup can only lower it.
+        let host = meminfo_available_bytes().unwrap();
+        assert!(bytes <= host.saturating_add(64 << 20), "{bytes} > {host}");
     }
 }

@@ -311,7 +311,7 @@ fn controller_dir(
 
 /// Reads one cgroup file for [`CgroupLayout::read`]: its text, `Ok(None)` when it does not
 /// exist, `Err(reason)` (naming the file) when it cannot be read.
-type FileReader<'a> = dyn FnMut(&Path) -> std::result::Result<Option<String>, String> + 'a;
+pub type FileReader<'a> = dyn FnMut(&Path) -> std::result::Result<Option<String>, String> + 'a;
 
 impl CgroupLayout {
     /// Reads every file of the located cgroup through `read` (a file's text, `Ok(None)` when it
@@ -431,8 +431,35 @@ impl CgroupLayout {
     }
 }
 
-fn read_memory(mem: &ControllerDir, read: &mut FileReader<'_>, r: &mut CgroupReading) {
-    let (limit_file, usage_file, inactive_key) = if mem.version == 1 {
+impl ControllerDir {
+    /// What the processes of this memory cgroup may still allocate before a limit on it or on an
+    /// enclosing cgroup stops them: the least, over the levels with a limit, of the limit less
+    /// that level's working set (usage less inactive file cache, which the kernel reclaims
+    /// first), bytes; `None` when no level has a limit. Files are read through `read` (see
+    /// [`CgroupLayout::read`]); a level whose usage cannot be read counts its whole limit.
+    pub fn memory_headroom(&self, read: &mut FileReader<'_>) -> Option<u64> {
+        let (limit_file, usage_file, inactive_key) = memory_files(self.version);
+        let value = |read: &mut FileReader<'_>, p: PathBuf| read(&p).ok().flatten();
+        self.levels()
+            .into_iter()
+            .filter_map(|level| {
+                let text = value(read, level.join(limit_file))?;
+                let limit = parse_memory_limit(&text, &level).ok()??;
+                let usage = value(read, level.join(usage_file))
+                    .and_then(|t| parse_u64(&t, &level).ok())
+                    .unwrap_or(0);
+                let inactive = value(read, level.join("memory.stat"))
+                    .and_then(|t| parse_keyed(&t).get(inactive_key).copied())
+                    .unwrap_or(0);
+                Some(limit.saturating_sub(usage.saturating_sub(inactive)))
+            })
+            .min()
+    }
+}
+
+/// The limit file, the usage file and `memory.stat`'s inactive-file key of cgroup `version`.
+fn memory_files(version: u8) -> (&'static str, &'static str, &'static str) {
+    if version == 1 {
         (
             "memory.limit_in_bytes",
             "memory.usage_in_bytes",
@@ -440,7 +467,11 @@ fn read_memory(mem: &ControllerDir, read: &mut FileReader<'_>, r: &mut CgroupRea
         )
     } else {
         ("memory.max", "memory.current", "inactive_file")
-    };
+    }
+}
+
+fn read_memory(mem: &ControllerDir, read: &mut FileReader<'_>, r: &mut CgroupReading) {
+    let (limit_file, usage_file, inactive_key) = memory_files(mem.version);
     for level in mem.levels() {
         let p = level.join(limit_file);
         match read(&p) {
@@ -577,6 +608,50 @@ mod tests {
         assert_eq!(r.memory_working_set_bytes(), Some(900));
         // The root's unparsable cpu.max is not the leaf's: no note, no quota from it.
         assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn memory_headroom_is_the_tightest_level_less_its_working_set() {
+        let leaf = |version, mount: &str, rel: &str| ControllerDir {
+            version,
+            path: format!("/{rel}"),
+            mount: PathBuf::from(mount),
+            dir: PathBuf::from(format!("{mount}/{rel}")),
+        };
+        let headroom = |dir: &ControllerDir, files: &[(&str, &str)]| {
+            let files: BTreeMap<&str, &str> = files.iter().copied().collect();
+            dir.memory_headroom(&mut |path: &Path| {
+                Ok(files.get(path.to_str().unwrap()).map(|t| t.to_string()))
+            })
+        };
+        // v1: the parent's 1 GiB with 600 MiB working set is tighter than the leaf's 2 GiB.
+        let v1 = leaf(1, "/m", "a/b");
+        let got = headroom(
+            &v1,
+            &[
+                ("/m/a/b/memory.limit_in_bytes", "2147483648\n"),
+                ("/m/a/b/memory.usage_in_bytes", "104857600\n"),
+                ("/m/a/memory.limit_in_bytes", "1073741824\n"),
+                ("/m/a/memory.usage_in_bytes", "734003200\n"),
+                (
+                    "/m/a/memory.stat",
+                    "total_inactive_file 104857600\ncache 5\n",
+                ),
+                ("/m/memory.limit_in_bytes", "9223372036854771712\n"),
+            ],
+        );
+        assert_eq!(got, Some((1024 - 600) << 20));
+        // v2: `max` everywhere is no limit; usage above the limit is no headroom, not a wrap.
+        let v2 = leaf(2, "/u", "job");
+        assert_eq!(headroom(&v2, &[("/u/job/memory.max", "max\n")]), None);
+        let over = [
+            ("/u/job/memory.max", "1000\n"),
+            ("/u/job/memory.current", "5000\n"),
+        ];
+        assert_eq!(headroom(&v2, &over), Some(0));
+        // A limit whose usage cannot be read counts whole; garbage limits are no limit.
+        assert_eq!(headroom(&v2, &[("/u/job/memory.max", "4096")]), Some(4096));
+        assert_eq!(headroom(&v2, &[("/u/job/memory.max", "lots")]), None);
     }
 
     fn p() -> &'static Path {

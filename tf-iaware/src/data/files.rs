@@ -9,19 +9,23 @@
 //! error rather than a hang.
 
 use std::collections::BTreeMap;
-use std::io::{Cursor, Read};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use npyz::{NpyFile, TypeChar};
-
 use super::dataset::InMemory;
+use super::npy::read_npy;
 use crate::error::{Error, Result};
-use tf_iaware_core::data::{Columns, ExampleRows, HostTensor, InputSpec, Values};
+use tf_iaware_core::data::{Columns, ExampleRows, HostTensor, InputSpec};
 use tf_iaware_core::record::RecordReader;
 
-/// The most bytes of data read from files for one data set (16 GiB), and never more than half
-/// the memory available.
+/// The most bytes of values read from files for one data set (16 GiB), and never more than half
+/// of what this process may still allocate (the least of `MemAvailable` and the headroom under
+/// its cgroups' memory limits: [`io::available_memory_bytes`](crate::data::io::available_memory_bytes)).
 pub const MAX_DATA_BYTES: u64 = 16 << 30;
+
+/// The most bytes a `.npy` header takes beyond its values (its length field is 32 bits in
+/// format version 2; real headers are under 1 KiB).
+const NPY_HEADER_MAX_BYTES: u64 = 1 << 20;
 
 /// Extensions of TFRecord files ([`open`] reads a directory of them).
 pub const TFRECORD_EXTENSIONS: &[&str] = &["tfrecord", "tfrecords"];
@@ -49,10 +53,22 @@ fn regular_file(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The bytes of the regular file `path`, within the memory budget.
-fn read_file(path: &Path) -> Result<Vec<u8>> {
+/// The regular file `path`, opened for a buffered read (a FIFO or device is refused before it
+/// is opened).
+fn open_file(path: &Path) -> Result<BufReader<std::fs::File>> {
     regular_file(path)?;
-    crate::data::io::read_bytes_capped(path, budget(), "data file")
+    Ok(BufReader::new(crate::data::io::open_regular(
+        path,
+        "data file",
+    )?))
+}
+
+/// The array of the `.npy` file `path`, its values taking at most `left` bytes (which it
+/// lowers by what they take).
+fn read_npy_file(path: &Path, left: &mut u64) -> Result<HostTensor> {
+    let tensor = read_npy(open_file(path)?, *left, &label(path))?;
+    *left = left.saturating_sub(tensor.values.byte_len());
+    Ok(tensor)
 }
 
 /// Opens the data set at `path` for the graph inputs `specs`, by its extension: `.npy` (the
@@ -122,13 +138,14 @@ fn open_dir(dir: &Path, specs: &[InputSpec]) -> Result<InMemory> {
         (false, true) => open_tfrecords(&records, specs),
         (true, false) => {
             let mut columns = BTreeMap::new();
+            let mut left = budget();
             for path in &arrays {
                 let name = path
                     .file_stem()
                     .and_then(|s| s.to_str())
                     .unwrap_or("")
                     .to_string();
-                columns.insert(name, read_npy(&read_file(path)?, &label(path))?);
+                columns.insert(name, read_npy_file(path, &mut left)?);
             }
             checked(Columns::new(label(dir), columns)?, specs)
         }
@@ -151,7 +168,7 @@ fn checked(columns: Columns, specs: &[InputSpec]) -> Result<InMemory> {
 /// # Errors
 /// As [`open`].
 pub fn open_npy(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
-    let tensor = read_npy(&read_file(path)?, &label(path))?;
+    let tensor = read_npy_file(path, &mut budget())?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
     let name = match specs.iter().find(|s| s.name == stem).or(specs.first()) {
         Some(s) => s.name.clone(),
@@ -171,18 +188,19 @@ pub fn open_npy(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
 /// As [`open`].
 pub fn open_npz(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
     let file = label(path);
-    let bytes = read_file(path)?;
     let bad = |reason: String| Error::DataFormat {
         file: file.clone(),
         reason,
     };
-    let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
+    // Read from the file, not from its bytes in memory: `np.savez` stores arrays uncompressed,
+    // and a copy of the archive would hold every value twice.
+    let mut archive = zip::ZipArchive::new(open_file(path)?)
         .map_err(|e| bad(format!("not a .npz (zip) archive: {e}")))?;
     let mut left = budget();
     let mut columns = BTreeMap::new();
     let mut unused = Vec::new();
     for index in 0..archive.len() {
-        let mut entry = archive
+        let entry = archive
             .by_index(index)
             .map_err(|e| bad(format!("member {index}: {e}")))?;
         // `np.savez` stores array NAME as NAME.npy.
@@ -194,20 +212,22 @@ pub fn open_npz(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
             unused.push(name);
             continue;
         }
-        let mut data = Vec::new();
-        // `take`: a decompression bomb stops at the budget.
-        (&mut entry)
-            .take(left.saturating_add(1))
-            .read_to_end(&mut data)
-            .map_err(|e| bad(format!("array `{name}`: {e}")))?;
-        if data.len() as u64 > left {
+        // The size the archive declares, before anything is inflated; the array's own header
+        // is checked again (a member may lie about its size).
+        if entry.size() > left.saturating_add(NPY_HEADER_MAX_BYTES) {
             return Err(bad(format!(
-                "array `{name}` takes more than the {} bytes of memory data may use",
-                budget()
+                "array `{name}` declares {} bytes uncompressed, more than the {left} bytes of \
+                 memory data may still use (half of what this process may allocate: the least \
+                 of MemAvailable and its cgroup's memory limit)",
+                entry.size()
             )));
         }
-        left -= data.len() as u64;
-        let tensor = read_npy(&data, &format!("{file} (array `{name}`)"))?;
+        let tensor = read_npy(
+            BufReader::new(entry),
+            left,
+            &format!("{file} (array `{name}`)"),
+        )?;
+        left = left.saturating_sub(tensor.values.byte_len());
         columns.insert(name, tensor);
     }
     // A misspelt input name is easier to see with every array listed.
@@ -221,63 +241,6 @@ pub fn open_npz(path: &Path, specs: &[InputSpec]) -> Result<InMemory> {
         });
     }
     checked(Columns::new(file, columns)?, specs)
-}
-
-/// The array of one `.npy` file's bytes; `file` names it in errors. C order, little-endian or
-/// single-byte `float32`, `float64`, `int32`, `int64`, `uint8` or `bool`.
-fn read_npy(bytes: &[u8], file: &str) -> Result<HostTensor> {
-    let bad = |reason: String| Error::DataFormat {
-        file: file.into(),
-        reason,
-    };
-    let npy = NpyFile::new(bytes).map_err(|e| bad(format!("not a .npy array: {e}")))?;
-    let header = npy.header().clone();
-    let data = npy.into_inner();
-    if header.order() == npyz::Order::Fortran {
-        return Err(bad(
-            "is in Fortran order; save np.ascontiguousarray(a) instead".into(),
-        ));
-    }
-    let npyz::DType::Plain(ty) = header.dtype() else {
-        return Err(bad(format!(
-            "has a structured dtype ({}); save one plain array per input",
-            header.dtype().descr()
-        )));
-    };
-    let size = ty.size_field();
-    let supported = matches!(
-        (ty.type_char(), size),
-        (TypeChar::Float, 4 | 8)
-            | (TypeChar::Int, 4 | 8)
-            | (TypeChar::Uint, 1)
-            | (TypeChar::Bool, 1)
-    );
-    if !supported || ty.endianness() == npyz::Endianness::Big && size > 1 {
-        return Err(bad(format!(
-            "has dtype `{ty}`; data sets hold little-endian float32 (<f4), float64 (<f8), int32 \
-             (<i4), int64 (<i8), uint8 (|u1) or bool (|b1)"
-        )));
-    }
-    let need = header.len().checked_mul(size);
-    if need.is_none_or(|n| n > data.len() as u64) {
-        return Err(bad(format!(
-            "is truncated: its shape {:?} needs {} bytes of {ty} but {} follow the header",
-            header.shape(),
-            need.map_or("more than 2^64".into(), |n| n.to_string()),
-            data.len()
-        )));
-    }
-    let npy = NpyFile::with_header(header.clone(), data);
-    let io = |e: std::io::Error| bad(format!("reading its values: {e}"));
-    let values = match (ty.type_char(), size) {
-        (TypeChar::Float, 4) => Values::F32(npy.into_vec().map_err(io)?),
-        (TypeChar::Float, _) => Values::F64(npy.into_vec().map_err(io)?),
-        (TypeChar::Int, 4) => Values::I32(npy.into_vec().map_err(io)?),
-        (TypeChar::Int, _) => Values::I64(npy.into_vec().map_err(io)?),
-        (TypeChar::Uint, _) => Values::U8(npy.into_vec().map_err(io)?),
-        _ => Values::Bool(npy.into_vec().map_err(io)?),
-    };
-    HostTensor::new(header.shape().to_vec(), values)
 }
 
 /// TFRecord files of `tf.train.Example` records, read in the order given, as one data set for

@@ -30,6 +30,7 @@ mod digits;
 mod feed;
 mod files;
 mod images;
+mod npy;
 mod sampler;
 mod split;
 

@@ -72,7 +72,8 @@ pub(crate) fn batch_bytes(what: &str, dims: &[u64]) -> Result<u64> {
         if bytes > available / 2 {
             return Err(bad(format!(
                 "a synthetic batch of {bytes} bytes is more than half the {available} bytes of \
-                 memory available (MemAvailable); use a smaller batch"
+                 memory this process may allocate (the least of MemAvailable and its cgroup's \
+                 memory limit); use a smaller batch"
             )));
         }
     }
