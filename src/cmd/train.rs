@@ -201,6 +201,7 @@ pub fn run(args: &Args) -> Result<()> {
         trace_last: false,
     };
     options.validate()?;
+    options.check_outputs()?;
     // What is left to check is the target against the job's metric.
     options.validate_for(&job).context("--target-accuracy")?;
     if let (false, Some(t)) = (bounded, options.target) {

@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 fn kind_of(kind: std::fs::FileType) -> &'static str {
     if kind.is_dir() {
         "a folder"
+    } else if kind.is_file() {
+        "a regular file"
     } else if kind.is_fifo() {
         "a FIFO (named pipe)"
     } else if kind.is_char_device() {
@@ -191,6 +193,66 @@ fn temp_beside(target: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
 pub fn check_output_path(path: &Path, what: &str) -> Result<()> {
     let target = output_target(path, what)?;
     let (tmp, file) = temp_beside(&target).map_err(|e| Error::io(folder_of(&target), e))?;
+    drop(file);
+    std::fs::remove_file(&tmp).map_err(|e| Error::io(&tmp, e))
+}
+
+/// Checks, before long work starts, that `path` can serve as an output folder (a checkpoint or
+/// log folder, created later if missing): an existing `path` must be a folder (or a symbolic
+/// link to one) that takes new files; a missing one needs its nearest existing ancestor to be a
+/// folder that takes new files. A temporary file is created in that folder and removed; nothing
+/// else is created or touched.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming `what` and the path for a regular file, device, FIFO or
+/// socket at `path` or on the way to it, or a folder that takes no new files (read-only, no
+/// permission, a pseudo file system).
+pub fn check_output_dir(path: &Path, what: &str) -> Result<()> {
+    let named = || format!("{what} {}", path.display());
+    let mut at = path;
+    let folder = loop {
+        match std::fs::metadata(at) {
+            Ok(m) if m.is_dir() => break at,
+            Ok(m) => {
+                let reason = if at == path {
+                    format!(
+                        "is {}, not a folder; it is left as it is",
+                        kind_of(m.file_type())
+                    )
+                } else {
+                    format!(
+                        "{} on its way is {}, not a folder",
+                        at.display(),
+                        kind_of(m.file_type())
+                    )
+                };
+                return Err(Error::InvalidArgument {
+                    what: named(),
+                    reason,
+                });
+            }
+            // Missing, or under a file (ENOTDIR): the ancestor says which.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ENOTDIR) =>
+            {
+                match at.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => at = p,
+                    _ => break Path::new("."),
+                }
+            }
+            Err(e) => {
+                return Err(Error::InvalidArgument {
+                    what: named(),
+                    reason: format!("{} cannot be used: {e}", at.display()),
+                })
+            }
+        }
+    };
+    let (tmp, file) = temp_beside(&folder.join("probe")).map_err(|e| Error::InvalidArgument {
+        what: named(),
+        reason: format!("{} takes no new files: {e}", folder.display()),
+    })?;
     drop(file);
     std::fs::remove_file(&tmp).map_err(|e| Error::io(&tmp, e))
 }
@@ -376,6 +438,37 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["link.json", "null", "out.fifo", "out.json"]);
+    }
+
+    #[test]
+    fn output_folders_are_checked_without_creating_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("file"), "x").unwrap();
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        check_output_dir(d, "--logdir").unwrap();
+        check_output_dir(&d.join("new/deeper"), "--logdir").unwrap();
+        for (bad, says) in [
+            (d.join("file"), "a regular file"),
+            (fifo, "FIFO"),
+            (d.join("file/under"), "on its way"),
+            (PathBuf::from("/dev/full"), "character device"),
+        ] {
+            let e = check_output_dir(&bad, "--checkpoint-dir")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--checkpoint-dir") && e.contains(says), "{e}");
+        }
+        assert!(check_output_dir(Path::new("/proc/none/x"), "--logdir").is_err());
+        let mut left: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["fifo", "file"]);
     }
 
     #[test]

@@ -146,6 +146,23 @@ impl TrainingOptions {
         Ok(())
     }
 
+    /// Checks that the checkpoint folder and the log folder can be used, before any work starts
+    /// (a training run that ends on a file where its folder should be loses its work): each is
+    /// an existing folder that takes new files, or can be created under one. Nothing is created.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the folder and what is in its place (a regular file, a
+    /// FIFO, a device), or the folder that takes no new files.
+    pub fn check_outputs(&self) -> Result<()> {
+        if let Some(c) = &self.checkpoints {
+            crate::data::io::check_output_dir(&c.dir, "checkpoint folder")?;
+        }
+        if let Some(dir) = &self.logdir {
+            crate::data::io::check_output_dir(dir, "log folder")?;
+        }
+        Ok(())
+    }
+
     /// The epochs that bound the run: `epochs`, or [`TARGET_EPOCHS_CAP`] when the target
     /// alone bounds it (no steps, epochs or time limit), else `None`.
     pub fn epoch_bound(&self) -> Option<f64> {
@@ -154,7 +171,8 @@ impl TrainingOptions {
         self.epochs.or(target_alone.then_some(TARGET_EPOCHS_CAP))
     }
 
-    /// [`TrainingOptions::validate`], and the target against what `job` measures: a held-out
+    /// [`TrainingOptions::validate`], [`TrainingOptions::check_outputs`], and the target against
+    /// what `job` measures: a held-out
     /// accuracy target must be in (0, 1], a loss target (reached from above) above 0, and a
     /// target needs a held-out set to be measured on — else it could never be reached.
     ///
@@ -162,6 +180,7 @@ impl TrainingOptions {
     /// [`Error::InvalidArgument`] naming the option.
     pub fn validate_for(&self, job: &Job) -> Result<()> {
         self.validate()?;
+        self.check_outputs()?;
         let Some(t) = self.target else {
             return Ok(());
         };
