@@ -3,7 +3,7 @@
 //!
 //! - Data-parallel strategies ([`DataParallelStrategy`]) over
 //!   synthetic clusters of each worker count: time to plan, the simulated step in the
-//!   planner's [`DpMode`](crate::sim::data_parallel::DpMode) (synchronous, backup workers, or asynchronous — there the time to
+//!   planner's [`crate::sim::data_parallel::DpMode`] (synchronous, backup workers, or asynchronous — there the time to
 //!   process one global batch of samples), its lower bound under that mode, the images per
 //!   second applied and the share of workers given a replica.
 //! - Per-op strategies (HEFT, ETF, …) over layered DAGs of each op count on a fixed number of

@@ -10,9 +10,9 @@ use crate::error::{Error, Result};
 use crate::graph::{DeviceName, DeviceType};
 
 crate::index::index_type!(
-    /// Index of a device in [`Cluster::devices`]; serialised as its number. Made by
-    /// [`Cluster::device_id`] (which checks a user's number), [`Cluster::device_ids`],
-    /// [`Cluster::index_of`] and [`Cluster::resolve`].
+    /// Index of a device in [`Cluster::devices`](crate::cluster::Cluster::devices); serialised as its number. Made by
+    /// [`Cluster::device_id`](crate::cluster::Cluster::device_id) (which checks a user's number), [`Cluster::device_ids`](crate::cluster::Cluster::device_ids),
+    /// [`Cluster::index_of`](crate::cluster::Cluster::index_of) and [`Cluster::resolve`](crate::cluster::Cluster::resolve).
     DeviceId
 );
 
@@ -50,7 +50,7 @@ pub struct Device {
     /// Memory the device can use for tensors, bytes (`None`: unknown, treated as unlimited).
     pub memory_bytes: Option<u64>,
     /// Machine this device lives on: a host name or address; a `:port` suffix is ignored when
-    /// deciding whether two devices share a machine (see [`LinkDefaults`]).
+    /// deciding whether two devices share a machine (see `LinkDefaults`).
     pub host: String,
     /// Capability: sustained compute rate with the device's whole allotment, FLOP/s (from a
     /// calibration normalised by the availability seen while calibrating, or a nominal default).
@@ -79,7 +79,7 @@ pub struct Device {
     #[serde(default)]
     pub live: LiveStatus,
     /// Rack of the machine (`None`: unknown); two machines in different racks use the
-    /// [`LinkDefaults::cross_rack`] link.
+    /// `LinkDefaults::cross_rack` link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
 }

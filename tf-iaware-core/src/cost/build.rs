@@ -22,8 +22,8 @@ impl CostModel {
     /// calibrated cost on a device type ([`Cluster::op_costs`]).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming a device or link whose figures are unusable (see
-    /// `Cluster::validate`); [`Error::InvalidGraph`] for a cycle.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming a device or link whose figures are unusable (see
+    /// `Cluster::validate`); [`Error::InvalidGraph`](crate::Error::InvalidGraph) for a cycle.
     pub fn new(graph: &OpGraph, cluster: &Cluster) -> Result<Self> {
         let mut model = CostModel::analytic(graph, cluster)?;
         if !cluster.op_costs.is_empty() {

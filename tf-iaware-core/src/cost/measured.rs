@@ -36,7 +36,7 @@ pub struct OpSample {
     /// Which traced step the sample came from (0, 1, … in the order the steps were added), and
     /// when in it the op started, seconds after the step's first op: with the graph, the time
     /// the executor took between an op's inputs being ready and the op starting
-    /// ([`super::gaps`]). `None` (files of older versions, [`Measurements::add`]): unknown.
+    /// (the `cost::gaps` module). `None` (files of older versions, [`Measurements::add`]): unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
     /// See [`OpSample::step`].

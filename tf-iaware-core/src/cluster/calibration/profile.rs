@@ -31,7 +31,7 @@ pub struct DeviceCalibration {
     #[serde(default)]
     pub free_fraction: Option<f64>,
     /// Hardware fingerprint of the device when calibrated (see
-    /// [`LiveStatus::hardware`]); the profile is not reused where it differs.
+    /// [`LiveStatus::hardware`](crate::cluster::LiveStatus::hardware)); the profile is not reused where it differs.
     #[serde(default)]
     pub hardware: Option<String>,
 }

@@ -33,7 +33,7 @@ pub struct ProbeFit {
 /// A data-parallel calibration that survives noise: each worker is fitted
 /// ([`WorkerCapacity::fit`], within physical bounds) to its median step time at each probe
 /// batch, and workers whose step times at the largest probe batch they share cannot be told
-/// apart at [`Z_TELL_APART`] (the medians' standard errors from the pooled `log_spread` of
+/// apart at `Z_TELL_APART` (the medians' standard errors from the pooled `log_spread` of
 /// every (worker, batch) group) get one fit over all their probes, so the planner gives equal
 /// workers equal shares however the noise fell.
 ///

@@ -13,10 +13,10 @@
 //! data parallelism; the replicated step then differs from the global one by exactly that.
 
 //!
-//! The transform in steps, one module each: [`select`] finds the tower, [`baked`] the constants
-//! that hold a fixed batch, [`tower`] writes the replicas' copies and the shared ops,
-//! [`aggregate`] the combinations of gradients and loss, [`checkpoint`] the ops that save and
-//! restore the variables, [`batch`] where each replica's share comes from.
+//! The transform in steps, one private module each: `select` finds the tower, `baked` the
+//! constants that hold a fixed batch, `tower` writes the replicas' copies and the shared ops,
+//! `aggregate` the combinations of gradients and loss, `checkpoint` the ops that save and
+//! restore the variables, `batch` where each replica's share comes from.
 
 mod aggregate;
 mod baked;
@@ -81,7 +81,7 @@ pub struct Replication {
     /// Stateful ops in the tower other than the optimizer's, run once from replica 0.
     pub once: Vec<String>,
     /// The float variables (weights and optimizer slots) a checkpoint holds, with the ops added
-    /// to read, restore ([`RESTORE_OP`]) and probe them; devices unset.
+    /// to read, restore ([`RESTORE_OP`](crate::parallel::checkpoint::RESTORE_OP)) and probe them; devices unset.
     pub state: Vec<StateVar>,
 }
 
