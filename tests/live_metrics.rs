@@ -91,7 +91,10 @@ fn a_cotenant_in_one_workers_cgroup_lowers_its_availability_and_its_share() {
     let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
     let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
     if cluster.cgroup_paths().is_empty() {
-        eprintln!("skipped: no writable cgroup cpu controller, co-tenants cannot be confined");
+        common::skip_without_cgroups(
+            "co-tenants in a worker's cgroup",
+            "no writable cgroup cpu controller, co-tenants cannot be confined",
+        );
         return;
     }
     let tf_path = cluster.dir().join("tf_config.json");
@@ -331,7 +334,10 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
     let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
     let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
     if cluster.cgroup_paths().is_empty() {
-        eprintln!("skipped: no writable cgroup cpu controller, co-tenants cannot be confined");
+        common::skip_without_cgroups(
+            "co-tenants in a worker's cgroup",
+            "no writable cgroup cpu controller, co-tenants cannot be confined",
+        );
         return;
     }
     let c = cluster::connect_tf_config_live(

@@ -1,6 +1,8 @@
 //! End-to-end tests of the live monitor: real readings respond to real load, a CPU quota set on
 //! a real cgroup comes out in cores, agents serve what scrapers read back, NVML where present.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -213,7 +215,7 @@ fn quota_cgroup(name: &str, quota_us: u64, period_us: u64) -> Result<(CgroupGuar
 /// cgroup the test may create on this machine).
 fn quota_cgroup_or_skip(test: &str, name: &str, quota_us: u64) -> Option<(CgroupGuard, u8)> {
     quota_cgroup(name, quota_us, 100_000)
-        .map_err(|reason| eprintln!("SKIPPED {test}: {reason}"))
+        .map_err(|reason| common::skip_without_cgroups(test, &reason))
         .ok()
 }
 
@@ -236,8 +238,9 @@ fn cgroup_quota_is_reported_in_cores() {
     let child = busy_process();
     let pid = child.0.id();
     if let Err(e) = std::fs::write(cgroup.dir.join("cgroup.procs"), pid.to_string()) {
-        eprintln!(
-            "SKIPPED cgroup_quota_is_reported_in_cores: cannot move {pid} into the cgroup: {e}"
+        common::skip_without_cgroups(
+            "cgroup_quota_is_reported_in_cores",
+            &format!("cannot move {pid} into the cgroup: {e}"),
         );
         return;
     }
@@ -304,8 +307,9 @@ fn the_runnable_cotenants_in_a_quota_are_counted_and_ours_are_not() {
     for c in &children {
         let pid = c.0.id();
         if let Err(e) = std::fs::write(cgroup.dir.join("cgroup.procs"), pid.to_string()) {
-            eprintln!(
-                "SKIPPED the_runnable_cotenants_in_a_quota_are_counted: cannot move {pid}: {e}"
+            common::skip_without_cgroups(
+                "the_runnable_cotenants_in_a_quota_are_counted",
+                &format!("cannot move {pid}: {e}"),
             );
             return;
         }

@@ -6,6 +6,20 @@ pub mod cluster;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The environment variable that turns a test's skip for want of cgroups into a failure: CI sets
+/// it to `1` (`.ci/run`), so that a test that needs a writable cgroup controller cannot pass there
+/// by skipping.
+pub const REQUIRE_CGROUPS: &str = "TF_IAWARE_TEST_REQUIRE_CGROUPS";
+
+/// Says that `test` is skipped because this machine gives it no cgroup to work in (`reason`),
+/// or fails it where [`REQUIRE_CGROUPS`] is `1`.
+pub fn skip_without_cgroups(test: &str, reason: &str) {
+    if std::env::var(REQUIRE_CGROUPS).is_ok_and(|v| v == "1") {
+        panic!("{test} needs cgroups ({REQUIRE_CGROUPS}=1): {reason}");
+    }
+    eprintln!("SKIPPED {test}: {reason}");
+}
+
 /// The `tf-iaware` binary built for these tests, with a calibration cache of this test process
 /// (tests must neither read nor fill the user's cache; a test may set its own).
 pub fn bin() -> Command {
