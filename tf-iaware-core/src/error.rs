@@ -500,6 +500,21 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A label input of one-hot rows (or class probabilities) whose width is not the number
+    /// of classes of the logits it is compared with.
+    #[error("data {file}: input `{input}` holds label rows of {width} values, but `{logits}` scores {classes} classes (one-hot rows need one value per class)")]
+    LabelWidth {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input.
+        input: String,
+        /// Values per row of the data.
+        width: u64,
+        /// The logits' classes (their last dimension).
+        classes: u64,
+        /// The op holding the logits.
+        logits: String,
+    },
     /// The arrays of a data set hold different numbers of rows.
     #[error("data {file}: `{input}` has {rows} rows but `{other}` has {other_rows}")]
     DataRows {
