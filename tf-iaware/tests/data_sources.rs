@@ -623,3 +623,28 @@ fn labels_outside_the_logits_classes_are_refused_before_a_cluster_naming_file_in
     let job = tf_iaware::Job::load(&graph, None, &good).unwrap();
     assert!(job.with_held_out_file(&good).is_ok());
 }
+
+#[test]
+fn metric_logits_that_cannot_be_logits_are_refused_naming_the_op() {
+    let graph = fixtures().join("tf1_mlp_sparse.pb");
+    let train = fixtures().join("tf1_mlp_sparse_train.npz");
+    for (logits, says) in [
+        ("x", "`x` is a Placeholder op, a graph input"),
+        ("loss", "rank 0"),
+    ] {
+        let job = tf_iaware::Job::load(&graph, None, &train).unwrap();
+        let metric = tf_iaware::Metric::Accuracy {
+            logits: logits.into(),
+            label: "y".into(),
+        };
+        let e = job.with_metric(metric).map(|_| ()).unwrap_err();
+        assert!(matches!(e, Error::Sidecar { .. }), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+    let job = tf_iaware::Job::load(&graph, None, &train).unwrap();
+    let metric = tf_iaware::Metric::Accuracy {
+        logits: "scores".into(),
+        label: "y".into(),
+    };
+    assert!(job.with_metric(metric).is_ok());
+}

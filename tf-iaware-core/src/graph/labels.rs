@@ -1,13 +1,15 @@
 //! Class labels as the graph reads them, found without TensorFlow: which graph inputs a
 //! classification op takes as its labels and how many classes their values may name
-//! ([`graph_labels`], [`metric_labels`]), checked row by row ([`LabelRange::check`]). A label
-//! outside the logits' classes otherwise fails inside TensorFlow at the first step (naming
-//! neither the file nor the input), or silently counts as wrong in a held-out accuracy.
+//! ([`graph_labels`], [`metric_labels`]), checked row by row ([`LabelRange::check`]); and
+//! whether an op can be what a sidecar calls the logits or the loss ([`check_logits`],
+//! [`check_loss`]). A label outside the logits' classes otherwise fails inside TensorFlow at the
+//! first step (naming neither the file nor the input), or silently counts as wrong in a
+//! held-out accuracy; logits that are a placeholder fail only when training is over.
 
 use std::collections::BTreeMap;
 
 use super::sidecar::FEEDABLE_OPS;
-use super::{Input, NodeId, OpGraph};
+use super::{DType, Input, NodeId, OpGraph};
 use crate::data::HostTensor;
 use crate::error::{Error, Result};
 
@@ -196,11 +198,106 @@ pub fn metric_labels(graph: &OpGraph, logits: &str, integer: bool) -> Option<Lab
     })
 }
 
+/// What keeps op `name` from being a tensor the model computes (its loss or its logits): a
+/// graph input or a constant, directly or through pass-through ops; or no output at all.
+fn not_computed(graph: &OpGraph, id: NodeId) -> Option<String> {
+    let node = graph.node(id);
+    if node.outputs.is_empty() {
+        return Some(format!(
+            "`{}` is a {} op with no output",
+            node.name, node.op
+        ));
+    }
+    let (src, _) = pass_through_source(graph, id, 0);
+    let source = graph.node(src);
+    let what = if FEEDABLE_OPS.contains(&source.op.as_str()) {
+        "a graph input"
+    } else if source.op == "Const" {
+        "a constant"
+    } else {
+        return None;
+    };
+    Some(if src == id {
+        format!("`{}` is a {} op, {what}", node.name, node.op)
+    } else {
+        format!(
+            "`{}` only passes on `{}`, a {} op, {what}",
+            node.name, source.name, source.op
+        )
+    })
+}
+
+/// Why op `name` of `graph` cannot be the logits of a held-out accuracy (output 0, float
+/// `[batch, classes]`, computed by the model), or `Ok` — also for a name the graph lacks,
+/// which the caller reports.
+///
+/// # Errors
+/// The reason, in words naming the op.
+pub fn check_logits(graph: &OpGraph, name: &str) -> std::result::Result<(), String> {
+    let Some(id) = graph.id(name) else {
+        return Ok(());
+    };
+    if let Some(why) = not_computed(graph, id) {
+        return Err(format!(
+            "{why}: logits are what the model computes from its inputs"
+        ));
+    }
+    let out = &graph.node(id).outputs[0];
+    if out.dtype.base() != DType::FLOAT {
+        return Err(format!(
+            "`{name}` outputs {}: logits are float (accuracy reads them as float32)",
+            out.dtype.name()
+        ));
+    }
+    match &out.shape {
+        Some(dims) if dims.len() != 2 => Err(format!(
+            "`{name}` outputs a tensor of rank {} (shape {dims:?}): logits are [batch, classes]",
+            dims.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Why op `name` of `graph` cannot be the training loss (output 0, a float32 scalar the model
+/// computes), or `Ok` — also for a name the graph lacks, which the caller reports. A shape that
+/// may hold one element passes (`[]`, `[1]`, `[-1]`: TensorFlow's answer at the first step says
+/// the rest); one with a known dimension of 0 or above 1 does not.
+///
+/// # Errors
+/// The reason, in words naming the op.
+pub fn check_loss(graph: &OpGraph, name: &str) -> std::result::Result<(), String> {
+    let Some(id) = graph.id(name) else {
+        return Ok(());
+    };
+    if let Some(why) = not_computed(graph, id) {
+        return Err(format!(
+            "{why}: the loss is what the model computes from its inputs"
+        ));
+    }
+    let out = &graph.node(id).outputs[0];
+    if out.dtype.base() != DType::FLOAT {
+        return Err(format!(
+            "`{name}` outputs {}: the loss must be a float scalar (it is read as float32)",
+            out.dtype.name()
+        ));
+    }
+    match &out.shape {
+        Some(dims) if dims.iter().any(|&d| d == 0 || d > 1) => Err(format!(
+            "`{name}` outputs shape {dims:?}{}: the loss must be a scalar",
+            if dims.contains(&-1) {
+                " (-1: unknown)"
+            } else {
+                ""
+            }
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::data::Values;
-    use crate::graph::DType;
     use crate::graph::OpGraphBuilder;
 
     /// A graph: placeholders `x` (float `[-1, 4]`) and `y` (`label_type`, `[-1]`), logits `l`
@@ -353,5 +450,46 @@ mod tests {
             e.to_string().contains("`y`") && e.to_string().contains("`l`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn logits_must_be_a_computed_float_matrix() {
+        let g = graph("SparseSoftmaxCrossEntropyWithLogits", DType(9), 4);
+        check_logits(&g, "l").unwrap();
+        check_logits(&g, "ghost").unwrap();
+        for (name, says) in [
+            ("x", "`x` is a Placeholder op, a graph input"),
+            ("k", "`k` is a Const op, a constant"),
+            (
+                "shaped",
+                "`shaped` only passes on `y`, a Placeholder op, a graph input",
+            ),
+            ("ints", "outputs int64"),
+            ("wide", "rank 3"),
+            ("loss", "rank 0"),
+            ("noop", "no output"),
+        ] {
+            let e = check_logits(&g, name).unwrap_err();
+            assert!(e.contains(says), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_loss_must_be_a_computed_float_scalar() {
+        let g = graph("SparseSoftmaxCrossEntropyWithLogits", DType(9), 4);
+        check_loss(&g, "loss").unwrap();
+        // A batch of losses of unknown size may be one element: TensorFlow says at run time.
+        check_loss(&g, "xent").unwrap();
+        for (name, says) in [
+            ("x", "graph input"),
+            ("k", "constant"),
+            ("ints", "outputs int64"),
+            ("l", "scalar"),
+            ("fixed", "[8, 4]"),
+            ("noop", "no output"),
+        ] {
+            let e = check_loss(&g, name).unwrap_err();
+            assert!(e.contains(says), "{name}: {e}");
+        }
     }
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crate::data::{input_specs, Dataset, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_graph, Analyzed};
-use crate::graph::labels::{add_label_range, graph_labels, metric_labels, LabelRange};
+use crate::graph::labels::{
+    add_label_range, check_logits, graph_labels, metric_labels, LabelRange,
+};
 use crate::graph::{DType, Sidecar};
 use crate::parallel::replicate::{replicate, BatchData};
 use crate::parallel::updates::{add_async_updates, add_backup_accumulators};
@@ -250,12 +252,16 @@ impl Job {
     ///
     /// # Errors
     /// [`Error::UnknownOp`] for a tensor or label input the graph lacks; [`Error::Sidecar`] for
-    /// a label that is not an input; as [`Job::with_held_out`] for the held-out rows.
+    /// a label that is not an input, or logits that cannot be logits (a graph input, a
+    /// constant, not float, a known rank other than 2: [`check_logits`]); as
+    /// [`Job::with_held_out`] for the held-out rows.
     pub fn with_metric(mut self, metric: Metric) -> Result<Job> {
         let g = &self.workload.analyzed.op_graph;
         match &metric {
             Metric::Accuracy { logits, label } => {
                 g.require(logits, "metric logits")?;
+                check_logits(g, logits)
+                    .map_err(|r| self.sidecar_error(format!("metric logits: {r}")))?;
                 if !self.specs.iter().any(|s| &s.name == label) {
                     return Err(self.sidecar_error(format!(
                         "the label `{label}` is not one of the inputs ({})",
