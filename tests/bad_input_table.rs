@@ -13,7 +13,10 @@
 //!    `@mlp`, `@mlp.json` (the valid zoo mlp, batch 4, and its sidecar), `@mlp:trunc=N`,
 //!    `@mlp:xor=N` (byte N flipped), `@zeros:N`, `@random:N`, `@repeat:N:TEXT`,
 //!    `@graph:SPEC` (a GraphDef of NodeDefs `name=Op(input,…)@device[attr=type,…];…`, type
-//!    attributes only, e.g. `[T=uint16]`), `@funcs:SPEC` (a one-node GraphDef whose function
+//!    attributes only, e.g. `[T=uint16]`), `@npy:DESCR:SHAPE:VALUES` (a `.npy` array of
+//!    `<f4`, `<f8`, `<i4`, `<i8` or `|u1` elements, SHAPE like `8x32`, filled with the
+//!    comma-separated VALUES over and over: `@npy:<i8:8:0,1,2,3,10,1,2,3`; a folder of them is
+//!    a data set of one array per input), `@funcs:SPEC` (a one-node GraphDef whose function
 //!    library is `f>g,*h;g>f;…`: function `f` holds a node calling `g` as its op and a
 //!    `PartitionedCall` whose attribute `f` names `h`), `@tfconfig:N` (a TF_CONFIG of N distinct
 //!    worker addresses), `@ckpt:FILE` (a file of the valid checkpoint folder this test writes
@@ -223,6 +226,55 @@ fn funcs(spec: &str) -> Vec<u8> {
     g
 }
 
+/// `v` as a `T`, for a generator.
+fn parsed<T: std::str::FromStr>(v: &str) -> T
+where
+    T::Err: std::fmt::Display,
+{
+    v.parse()
+        .unwrap_or_else(|e| panic!("`{v}` in a generator: {e}"))
+}
+
+/// `DESCR:SHAPE:VALUES` as `.npy` bytes (format 1.0): an array of `DESCR` elements and
+/// `SHAPE` (`8x32`) holding VALUES (comma-separated) repeated until it is full.
+fn npy(spec: &str) -> Vec<u8> {
+    let mut parts = spec.splitn(3, ':');
+    let (descr, shape, values) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(d), Some(s), Some(v)) => (d, s, v),
+        _ => panic!("@npy:DESCR:SHAPE:VALUES, got {spec}"),
+    };
+    let dims: Vec<usize> = shape
+        .split('x')
+        .map(|d| d.parse().expect("a dimension"))
+        .collect();
+    let values: Vec<&str> = values.split(',').collect();
+    let mut data = Vec::new();
+    for v in values.iter().cycle().take(dims.iter().product()) {
+        match descr {
+            "<f4" => data.extend(parsed::<f32>(v).to_le_bytes()),
+            "<f8" => data.extend(parsed::<f64>(v).to_le_bytes()),
+            "<i4" => data.extend(parsed::<i32>(v).to_le_bytes()),
+            "<i8" => data.extend(parsed::<i64>(v).to_le_bytes()),
+            "|u1" => data.push(parsed::<u8>(v)),
+            other => panic!("@npy: unknown descr {other}"),
+        }
+    }
+    let shape: Vec<String> = dims.iter().map(|d| format!("{d},")).collect();
+    let mut header = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}), }}",
+        shape.join(" ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&data);
+    out
+}
+
 /// `name=Op(in1,in2)@device[attr=type,…];…` as GraphDef bytes (NodeDef name 1, op 2, input 3,
 /// device 4, attr 5 with AttrValue.type 6).
 fn graph(spec: &str) -> Vec<u8> {
@@ -361,6 +413,7 @@ fn content(spec: &str, fx: &Fixtures, subst: &dyn Fn(&str) -> String) -> Vec<u8>
             unescape(text).repeat(num(n))
         }
         "graph" => graph(arg),
+        "npy" => npy(arg),
         "funcs" => funcs(arg),
         "tfconfig" => {
             let n = num(arg);

@@ -239,6 +239,27 @@ impl HostTensor {
         }
     }
 
+    /// The first value that is no class of `classes` (an integer below 0, or `classes` or
+    /// above) and its row: `None` for float, boolean and string tensors, and where every value
+    /// is a class.
+    pub fn first_outside_classes(&self, classes: u64) -> Option<(usize, i64)> {
+        let per_row = self.row_len().max(1);
+        let outside = |v: i64| v < 0 || v as u64 >= classes;
+        let found = match &self.values {
+            Values::I64(v) => v.iter().position(|&x| outside(x)).map(|i| (i, v[i])),
+            Values::I32(v) => v
+                .iter()
+                .position(|&x| outside(x.into()))
+                .map(|i| (i, i64::from(v[i]))),
+            Values::U8(v) => v
+                .iter()
+                .position(|&x| outside(x.into()))
+                .map(|i| (i, i64::from(v[i]))),
+            _ => None,
+        };
+        found.map(|(i, v)| (i / per_row, v))
+    }
+
     /// Rows: the first dimension (1 for a scalar).
     pub fn rows(&self) -> usize {
         self.shape.first().map_or(1, |&r| r as usize)

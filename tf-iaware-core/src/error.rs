@@ -131,6 +131,15 @@ pub enum Error {
         /// Device types that do have a kernel for the op, comma-separated.
         available: String,
     },
+    /// An op type TensorFlow registers but for which this TensorFlow build has no kernel on
+    /// any device type (`CudnnRNN` in a CPU-only build): no placement can run it.
+    #[error("op `{op}` (type {op_type}): this TensorFlow build has no kernel for {op_type} on any device type, so no device can run it (an op of another build, such as a GPU-only op in a CPU-only build?)")]
+    NoKernelAnywhere {
+        /// Name of the op.
+        op: String,
+        /// Type of the op (`CudnnRNN`, …).
+        op_type: String,
+    },
     /// Ops that TensorFlow must colocate were given different devices; `other` is the
     /// (op, device) it conflicts with (boxed to keep the error small).
     #[error("colocation group of `{group}` is split: `{op}` is on `{device}` but `{}` is on `{}`", .other.0, .other.1)]
@@ -499,6 +508,21 @@ pub enum Error {
         row: usize,
         /// What is wrong with it.
         reason: String,
+    },
+    /// A label input of one-hot rows (or class probabilities) whose width is not the number
+    /// of classes of the logits it is compared with.
+    #[error("data {file}: input `{input}` holds label rows of {width} values, but `{logits}` scores {classes} classes (one-hot rows need one value per class)")]
+    LabelWidth {
+        /// The data set (a file, a directory, "in memory").
+        file: String,
+        /// The graph input.
+        input: String,
+        /// Values per row of the data.
+        width: u64,
+        /// The logits' classes (their last dimension).
+        classes: u64,
+        /// The op holding the logits.
+        logits: String,
     },
     /// The arrays of a data set hold different numbers of rows.
     #[error("data {file}: `{input}` has {rows} rows but `{other}` has {other_rows}")]

@@ -569,3 +569,82 @@ fn nan_and_infinite_rows_are_refused_before_a_cluster_naming_file_input_and_row(
         "{e}"
     );
 }
+
+/// An `.npz` for the MLP fixture (`x`: 8 rows of 32 floats) whose int64 classes `y` are
+/// `labels`.
+fn mlp_labels(path: &Path, labels: [i64; 8]) {
+    let xb: Vec<u8> = (0..8 * 32)
+        .flat_map(|i| (i as f32 / 256.0).to_le_bytes())
+        .collect();
+    let yb: Vec<u8> = labels.iter().flat_map(|v| v.to_le_bytes()).collect();
+    npz(
+        path,
+        &[
+            ("x", npy("<f4", &[8, 32], &xb)),
+            ("y", npy("<i8", &[8], &yb)),
+        ],
+    );
+}
+
+#[test]
+fn labels_outside_the_logits_classes_are_refused_before_a_cluster_naming_file_input_and_row() {
+    // The fixture's sparse cross-entropy takes `y` with logits `scores` of 10 classes.
+    let dir = tempfile::tempdir().unwrap();
+    let graph = fixtures().join("tf1_mlp_sparse.pb");
+    let (good, high, low) = (
+        dir.path().join("good.npz"),
+        dir.path().join("high.npz"),
+        dir.path().join("low.npz"),
+    );
+    mlp_labels(&good, [0, 9, 1, 8, 2, 7, 3, 6]);
+    mlp_labels(&high, [0, 9, 1, 8, 2, 10, 3, 6]);
+    mlp_labels(&low, [0, 9, -1, 8, 2, 7, 3, 6]);
+    for (path, row, value) in [(&high, 5, 10), (&low, 2, -1)] {
+        let e = tf_iaware::Job::load(&graph, None, path)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::DataValue { input, row: r, .. } if input == "y" && *r == row),
+            "{e}"
+        );
+        let text = e.to_string();
+        for piece in [
+            path.file_name().unwrap().to_str().unwrap(),
+            &format!("label {value} is outside the 10 classes [0, 10) of `scores`"),
+        ] {
+            assert!(text.contains(piece), "{text} lacks {piece}");
+        }
+    }
+    // The held-out set too, where a label no logits can score would only lower the accuracy.
+    let job = tf_iaware::Job::load(&graph, None, &good).unwrap();
+    let e = job.with_held_out_file(&high).map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::DataValue { row: 5, .. }), "{e}");
+    assert!(e.to_string().contains("high.npz"), "{e}");
+    let job = tf_iaware::Job::load(&graph, None, &good).unwrap();
+    assert!(job.with_held_out_file(&good).is_ok());
+}
+
+#[test]
+fn metric_logits_that_cannot_be_logits_are_refused_naming_the_op() {
+    let graph = fixtures().join("tf1_mlp_sparse.pb");
+    let train = fixtures().join("tf1_mlp_sparse_train.npz");
+    for (logits, says) in [
+        ("x", "`x` is a Placeholder op, a graph input"),
+        ("loss", "rank 0"),
+    ] {
+        let job = tf_iaware::Job::load(&graph, None, &train).unwrap();
+        let metric = tf_iaware::Metric::Accuracy {
+            logits: logits.into(),
+            label: "y".into(),
+        };
+        let e = job.with_metric(metric).map(|_| ()).unwrap_err();
+        assert!(matches!(e, Error::Sidecar { .. }), "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+    let job = tf_iaware::Job::load(&graph, None, &train).unwrap();
+    let metric = tf_iaware::Metric::Accuracy {
+        logits: "scores".into(),
+        label: "y".into(),
+    };
+    assert!(job.with_metric(metric).is_ok());
+}

@@ -170,6 +170,23 @@ pub fn check_function_library(library: &[u8], what: &str) -> Result<()> {
     Ok(())
 }
 
+/// The names of the functions the serialized `FunctionDefLibrary` defines: a node whose op
+/// type is one of them calls that function (and needs no kernel of its own).
+///
+/// # Errors
+/// [`Error::FunctionLibrary`] naming `what` if the bytes do not decode.
+pub fn function_names(library: &[u8], what: &str) -> Result<BTreeSet<String>> {
+    let lib = Library::decode(library).map_err(|e| Error::FunctionLibrary {
+        what: what.into(),
+        reason: format!("does not decode: {e}"),
+    })?;
+    Ok(lib
+        .function
+        .iter()
+        .filter_map(|f| f.signature.as_ref().map(|s| s.name.clone()))
+        .collect())
+}
+
 fn children<'a>(calls: &'a BTreeMap<String, BTreeSet<String>>, node: &str) -> Vec<&'a str> {
     calls
         .get(node)
@@ -270,5 +287,14 @@ mod tests {
         assert!(e.to_string().contains("nested"), "{e}");
         let e = check_function_library(b"\x0a\xff", "g.pb").unwrap_err();
         assert!(e.to_string().contains("does not decode"), "{e}");
+    }
+
+    #[test]
+    fn function_names_are_the_signatures_names() {
+        let lib = library_bytes(&[("outer", &[("inner", &[])]), ("inner", &[("Relu", &[])])]);
+        let names = function_names(&lib, "g.pb").unwrap();
+        assert_eq!(names, BTreeSet::from(["inner".into(), "outer".into()]));
+        assert!(function_names(&[], "g.pb").unwrap().is_empty());
+        assert!(function_names(b"\x0a\xff", "g.pb").is_err());
     }
 }

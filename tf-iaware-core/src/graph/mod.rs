@@ -9,6 +9,7 @@ pub(crate) mod device_name;
 mod device_type;
 mod dtype;
 pub mod graph_def;
+pub mod labels;
 pub mod library;
 mod model;
 pub mod ref_reads;

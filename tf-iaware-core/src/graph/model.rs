@@ -99,7 +99,8 @@ pub struct OpNode {
     pub outputs: Vec<TensorInfo>,
     /// The attributes it reads, by name.
     pub attrs: BTreeMap<String, Attr>,
-    /// Device types with a registered kernel (`[Cpu, Gpu]`); empty when unknown (no restriction).
+    /// Device types with a registered kernel (`[Cpu, Gpu]`); empty when unknown or for a
+    /// function call (no restriction: analysis refuses a registered op with no kernel at all).
     pub kernel_device_types: Vec<DeviceType>,
     /// Colocation group (filled by the builder).
     pub group: GroupId,

@@ -101,13 +101,18 @@ impl Sidecar {
         crate::io::write_atomic(path, (text + "\n").as_bytes(), "sidecar")
     }
 
-    /// Checks that every op the sidecar names exists in `graph`, and that every input's shape
+    /// Checks that every op the sidecar names exists in `graph`, that every input's shape
     /// agrees with the rank and the known non-leading dimensions of its op's first output (the
-    /// leading dimension is the batch, which replication and `--batch` may change).
+    /// leading dimension is the batch, which replication and `--batch` may change), and that
+    /// `loss` and `logits` are what the model computes: not a graph input or a constant, float,
+    /// the loss a scalar and the logits of rank 2 where the shapes are known
+    /// ([`check_loss`](super::labels::check_loss),
+    /// [`check_logits`](super::labels::check_logits)).
     ///
     /// # Errors
     /// [`Error::UnknownOp`] naming the sidecar key and the op; [`Error::Sidecar`] naming the
-    /// input whose shape disagrees with the graph.
+    /// input whose shape disagrees with the graph, or the key (`loss`, `logits`) and the op
+    /// that cannot be one.
     pub fn check_against(&self, graph: &OpGraph, path: &Path) -> Result<()> {
         let ctx = |key: &str| format!("sidecar {} `{key}`", path.display());
         for (name, shape) in &self.inputs {
@@ -155,8 +160,14 @@ impl Sidecar {
         graph.require(&self.init, &ctx("init"))?;
         graph.require(&self.train, &ctx("train"))?;
         graph.require(&self.loss, &ctx("loss"))?;
+        let refuse = |key: &str, reason: String| Error::Sidecar {
+            path: path.into(),
+            reason: format!("`{key}`: {reason}"),
+        };
+        super::labels::check_loss(graph, &self.loss).map_err(|r| refuse("loss", r))?;
         if let Some(logits) = &self.logits {
             graph.require(logits, &ctx("logits"))?;
+            super::labels::check_logits(graph, logits).map_err(|r| refuse("logits", r))?;
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! inputs, output dtypes and shapes (TensorFlow's shape inference), decoded attributes, registered
 //! kernels and colocation groups.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tensorflow::{Graph, ImportGraphDefOptions, Operation};
 
@@ -15,6 +15,7 @@ use crate::tf;
 use tf_iaware_core::graph::graph_def::{
     decode_attr, decode_graph_def, parse_input, requested_device,
 };
+use tf_iaware_core::graph::library::function_names;
 
 /// A graph as TensorFlow analysed it, in plain data: its decoded GraphDef, its [`OpGraph`] and
 /// the signatures of its op types. No TensorFlow graph is kept: what needs one (a session, a
@@ -92,7 +93,10 @@ fn import_bytes(bytes: &[u8], what: &str) -> Result<Graph> {
 ///
 /// # Errors
 /// [`Error::GraphDecode`] for bytes that are not a GraphDef; [`Error::TensorFlow`] if TensorFlow
-/// rejects the graph (unknown op, bad input reference, failed shape inference).
+/// rejects the graph (unknown op, bad input reference, failed shape inference);
+/// [`Error::NoKernelForTypes`] for an op whose kernels all take other types than the node's;
+/// [`Error::NoKernelAnywhere`] for an op this TensorFlow build has no kernel for on any device
+/// type (a function call of the graph's library needs none).
 pub fn analyze_bytes(bytes: &[u8], what: &str) -> Result<Analyzed> {
     tf::ensure_supported_version()?;
     let graph_def = decode_graph_def(bytes, what)?;
@@ -128,6 +132,11 @@ fn analyze_def(graph: &Graph, graph_def: GraphDef) -> Result<Analyzed> {
 /// Builds the [`OpGraph`] of `def`, reading dtypes, shapes and input types from `graph`
 /// (which must hold `def`'s nodes).
 fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
+    // Op types that call a function of the library: run by the function runtime, no kernel.
+    let functions = match &def.library {
+        Some(library) => function_names(library, "the GraphDef's function library")?,
+        None => BTreeSet::new(),
+    };
     let mut b = OpGraphBuilder::new();
     let mut ops: Vec<Operation> = Vec::with_capacity(def.node.len());
     let mut ids: Vec<NodeId> = Vec::with_capacity(def.node.len());
@@ -159,35 +168,40 @@ fn build(graph: &Graph, def: &GraphDef) -> Result<OpGraph> {
                 .insert(name.clone(), decode_attr(&node.name, name, raw)?);
         }
         // Kernels for the node's own types: every placer then keeps it off devices that cannot
-        // run it, and an op that no device can run (MatMul on uint16) is an error here.
+        // run it, and an op that no device can run (MatMul on uint16; CudnnRNN, registered in
+        // a CPU-only build without any kernel) is an error here. A function call has none.
         let type_of = |a: &str| match n.attrs.get(a) {
             Some(Attr::Type(t)) => Some(t.0),
             _ => None,
         };
         let matching = tf::kernel_device_types_for(&node.op, type_of)?;
-        if matching.is_empty() {
+        if matching.is_empty() && !functions.contains(&node.op) {
             let any = tf::kernel_device_types(&node.op)?;
-            if !any.is_empty() {
-                let mut types: Vec<String> = n
-                    .attrs
-                    .iter()
-                    .filter_map(|(k, v)| match v {
-                        Attr::Type(t) => Some(format!("{k}={}", t.name())),
-                        _ => None,
-                    })
-                    .collect();
-                types.sort();
-                return Err(Error::NoKernelForTypes {
+            if any.is_empty() {
+                return Err(Error::NoKernelAnywhere {
                     op: node.name.clone(),
                     op_type: node.op.clone(),
-                    types: types.join(", "),
-                    available: any
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", "),
                 });
             }
+            let mut types: Vec<String> = n
+                .attrs
+                .iter()
+                .filter_map(|(k, v)| match v {
+                    Attr::Type(t) => Some(format!("{k}={}", t.name())),
+                    _ => None,
+                })
+                .collect();
+            types.sort();
+            return Err(Error::NoKernelForTypes {
+                op: node.name.clone(),
+                op_type: node.op.clone(),
+                types: types.join(", "),
+                available: any
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
         }
         n.kernel_device_types = matching;
         ops.push(op);
@@ -259,4 +273,61 @@ fn dtype_of(t: tensorflow::DataType) -> DType {
         T::UInt64 => 23,
         T::UnrecognizedEnumValue(c) => c as i32,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::proto::NodeDef;
+    use tf_iaware_core::graph::library::library_bytes;
+
+    /// A NodeDef of `op` with `inputs` and type attributes `types` (`AttrValue.type`, field 6).
+    fn node(name: &str, op: &str, inputs: &[&str], types: &[(&str, u8)]) -> NodeDef {
+        NodeDef {
+            name: name.into(),
+            op: op.into(),
+            input: inputs.iter().map(|i| i.to_string()).collect(),
+            attr: types
+                .iter()
+                .map(|(k, t)| (k.to_string(), vec![6 << 3, *t]))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn analyze(def: &GraphDef) -> Result<Analyzed> {
+        analyze_bytes(&prost::Message::encode_to_vec(def), "g.pb")
+    }
+
+    #[test]
+    fn an_op_with_no_kernel_on_any_device_is_refused_naming_node_and_type() {
+        // CudnnRNN is registered in every build; its kernels are GPU-only, and the pinned
+        // libtensorflow is CPU-only.
+        if !tf::kernel_device_types("CudnnRNN").unwrap().is_empty() {
+            eprintln!("skipped: this TensorFlow build has CudnnRNN kernels");
+            return;
+        }
+        let mut def = GraphDef::default();
+        for p in ["i", "h", "c", "p"] {
+            def.node.push(node(p, "Placeholder", &[], &[("dtype", 1)]));
+        }
+        def.node
+            .push(node("rnn", "CudnnRNN", &["i", "h", "c", "p"], &[("T", 1)]));
+        let e = analyze(&def).unwrap_err();
+        assert!(
+            matches!(&e, Error::NoKernelAnywhere { op, op_type } if op == "rnn" && op_type == "CudnnRNN"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("no kernel"), "{e}");
+    }
+
+    #[test]
+    fn a_function_call_needs_no_kernel() {
+        let mut def = GraphDef::default();
+        def.node.push(node("call", "f", &[], &[]));
+        def.library = Some(library_bytes(&[("f", &[])]));
+        let a = analyze(&def).unwrap();
+        let id = a.op_graph.id("call").unwrap();
+        assert!(a.op_graph.node(id).kernel_device_types.is_empty());
+    }
 }

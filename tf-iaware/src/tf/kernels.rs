@@ -13,7 +13,9 @@ use crate::graph::proto::{KernelDef, KernelList};
 use tf_iaware_core::graph::DeviceType;
 
 /// Device types (`"CPU"`, `"GPU"`, …, sorted, deduplicated) with a kernel registered for op
-/// type `op`. Empty for ops that need no kernel (e.g. function calls resolved at run time).
+/// type `op`. Empty for ops that need no kernel (function calls, resolved at run time), for op
+/// types TensorFlow does not know, and for ops this build registers without any kernel
+/// (`CudnnRNN` in a CPU-only build), which analysis refuses.
 ///
 /// # Errors
 /// [`Error::TensorFlow`] if the registry cannot be queried; [`Error::GraphDecode`] if its answer

@@ -8,6 +8,9 @@ use std::sync::Arc;
 use crate::data::{input_specs, Dataset, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_graph, Analyzed};
+use crate::graph::labels::{
+    add_label_range, check_logits, graph_labels, metric_labels, LabelRange,
+};
 use crate::graph::{DType, Sidecar};
 use crate::parallel::replicate::{replicate, BatchData};
 use crate::parallel::updates::{add_async_updates, add_backup_accumulators};
@@ -62,6 +65,9 @@ impl Metric {
 pub struct Job {
     pub(crate) workload: Arc<GraphWorkload>,
     pub(crate) specs: Vec<InputSpec>,
+    /// The label inputs of the graph's classification ops and their classes
+    /// ([`graph_labels`]): every row of the data sets is checked against them.
+    labels: BTreeMap<String, LabelRange>,
     pub(crate) train: Box<dyn Dataset + Sync>,
     pub(crate) held_out: Option<Box<dyn Dataset + Sync>>,
     pub(crate) metric: Option<Metric>,
@@ -81,12 +87,16 @@ impl std::fmt::Debug for Job {
 impl Job {
     /// A job training graph `name` (`analyzed`, with `sidecar`) on `train`. The data set is
     /// checked against the graph's inputs (names, element types, row shapes) here, before
-    /// TensorFlow sees a batch.
+    /// TensorFlow sees a batch, and every row is read once: no NaN or infinite value, and every
+    /// label a classification op takes (`SparseSoftmaxCrossEntropyWithLogits`, `InTopK`) within
+    /// the classes of its logits ([`graph_labels`]).
     ///
     /// # Errors
     /// [`Error::UnknownOp`] for a sidecar input the graph lacks; [`Error::DataEmpty`],
     /// [`Error::DataMissing`], [`Error::DataType`], [`Error::DataShape`] naming the input and
-    /// the data set.
+    /// the data set; [`Error::DataValue`] naming the file, the input and the row of a NaN,
+    /// infinite or out-of-range label value; [`Error::LabelWidth`] for one-hot label rows that
+    /// are not as wide as the logits.
     pub fn new(
         name: &str,
         analyzed: Analyzed,
@@ -107,7 +117,8 @@ impl Job {
         sidecar.check_against(&analyzed.op_graph, Path::new(name))?;
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         let specs = input_specs(&analyzed.op_graph, &sidecar)?;
-        check_data(train.as_ref(), &specs)?;
+        let labels = graph_labels(&analyzed.op_graph);
+        check_data(train.as_ref(), &specs, &labels)?;
         Ok(Job {
             workload: Arc::new(GraphWorkload {
                 name: name.into(),
@@ -116,6 +127,7 @@ impl Job {
                 data: batches,
             }),
             specs,
+            labels,
             train,
             held_out: None,
             metric: None,
@@ -152,7 +164,16 @@ impl Job {
         };
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         let specs = input_specs(&analyzed.op_graph, &sidecar)?;
-        let data = Synthetic::new(&specs, &sidecar.one_hot, rows, seed)?;
+        // Integer labels within the fewest classes any op takes (10 by default).
+        let classes = graph_labels(&analyzed.op_graph)
+            .values()
+            .filter(|r| !r.one_hot)
+            .map(|r| u32::try_from(r.classes).unwrap_or(u32::MAX))
+            .min();
+        let mut data = Synthetic::new(&specs, &sidecar.one_hot, rows, seed)?;
+        if let Some(classes) = classes {
+            data = data.with_classes(classes);
+        }
         let batches = BatchData::Synthetic { seed: seed as i64 };
         Job::with_batches(&name, analyzed, sidecar, Box::new(data), batches)
     }
@@ -191,29 +212,56 @@ impl Job {
 
     /// Adds a held-out set, checked like the training set. Unless [`Job::with_metric`] says
     /// otherwise, evaluations measure accuracy when the sidecar names `logits` and one input
-    /// is the label (listed in `one_hot`, or the one integer input), else the mean `loss`.
+    /// is the label (listed in `one_hot`, or the one integer input), else the mean `loss`. An
+    /// accuracy's labels are checked against the logits' width too: integer classes in
+    /// `[0, classes)`, one-hot rows `classes` wide.
     ///
     /// # Errors
     /// As [`Job::new`]; [`Error::Sidecar`] if the default metric cannot be found.
     pub fn with_held_out(mut self, held_out: Box<dyn Dataset + Sync>) -> Result<Job> {
-        check_data(held_out.as_ref(), &self.specs)?;
-        if self.metric.is_none() {
-            self.metric = Some(self.default_metric()?);
-        }
+        let metric = match self.metric.take() {
+            Some(m) => m,
+            None => self.default_metric()?,
+        };
+        check_data(
+            held_out.as_ref(),
+            &self.specs,
+            &self.held_out_labels(&metric),
+        )?;
+        self.metric = Some(metric);
         self.held_out = Some(held_out);
         Ok(self)
     }
 
-    /// Sets the metric evaluations measure.
+    /// The label ranges held-out rows are checked against under `metric`: the graph's, and an
+    /// accuracy's label input against the width of its logits ([`metric_labels`]).
+    fn held_out_labels(&self, metric: &Metric) -> BTreeMap<String, LabelRange> {
+        let mut labels = self.labels.clone();
+        if let Metric::Accuracy { logits, label } = metric {
+            let spec = self.specs.iter().find(|s| &s.name == label);
+            let g = &self.workload.analyzed.op_graph;
+            if let Some(range) = spec.and_then(|s| metric_labels(g, logits, is_integer(s.dtype))) {
+                add_label_range(&mut labels, label, range);
+            }
+        }
+        labels
+    }
+
+    /// Sets the metric evaluations measure. With a held-out set already added, an accuracy's
+    /// labels that the set was not checked against are checked now ([`Job::with_held_out`]).
     ///
     /// # Errors
     /// [`Error::UnknownOp`] for a tensor or label input the graph lacks; [`Error::Sidecar`] for
-    /// a label that is not an input.
+    /// a label that is not an input, or logits that cannot be logits (a graph input, a
+    /// constant, not float, a known rank other than 2: [`check_logits`]); as
+    /// [`Job::with_held_out`] for the held-out rows.
     pub fn with_metric(mut self, metric: Metric) -> Result<Job> {
         let g = &self.workload.analyzed.op_graph;
         match &metric {
             Metric::Accuracy { logits, label } => {
                 g.require(logits, "metric logits")?;
+                check_logits(g, logits)
+                    .map_err(|r| self.sidecar_error(format!("metric logits: {r}")))?;
                 if !self.specs.iter().any(|s| &s.name == label) {
                     return Err(self.sidecar_error(format!(
                         "the label `{label}` is not one of the inputs ({})",
@@ -223,6 +271,16 @@ impl Job {
             }
             Metric::Scalar { tensor, .. } => {
                 g.require(tensor, "metric tensor")?;
+            }
+        }
+        if let Some(held_out) = &self.held_out {
+            let labels = self.held_out_labels(&metric);
+            let checked = match &self.metric {
+                Some(m) => self.held_out_labels(m),
+                None => self.labels.clone(),
+            };
+            if labels != checked {
+                check_values(held_out.as_ref(), &self.specs, &labels)?;
             }
         }
         self.metric = Some(metric);
@@ -314,26 +372,36 @@ impl Job {
     }
 }
 
-fn check_data(data: &dyn Dataset, specs: &[InputSpec]) -> Result<()> {
+fn check_data(
+    data: &dyn Dataset,
+    specs: &[InputSpec],
+    labels: &BTreeMap<String, LabelRange>,
+) -> Result<()> {
     if data.is_empty() {
         return Err(Error::DataEmpty {
             file: data.name().into(),
         });
     }
     data.check(specs)?;
-    check_values(data, specs)
+    check_values(data, specs, labels)
 }
 
 /// Rows read at a time by [`check_values`].
 const CHECK_ROWS: usize = 4096;
 
-/// Every row of every input of `data`, read once in chunks: a NaN or infinite value is an
-/// error naming the file, the input and the row — found before any cluster is contacted,
-/// rather than as a NaN loss (training rows) or an accuracy no one notices (held-out rows).
+/// Every row of every input of `data`, read once in chunks: a NaN or infinite value, or a
+/// label outside its range in `labels` (input name → range), is an error naming the file, the
+/// input and the row — found before any cluster is contacted, rather than as a NaN loss or
+/// TensorFlow's own label error at the first step (training rows) or an accuracy no one
+/// notices (held-out rows).
 ///
 /// # Errors
-/// [`Error::DataValue`]; as [`Dataset::rows`].
-fn check_values(data: &dyn Dataset, specs: &[InputSpec]) -> Result<()> {
+/// [`Error::DataValue`]; [`Error::LabelWidth`]; as [`Dataset::rows`].
+fn check_values(
+    data: &dyn Dataset,
+    specs: &[InputSpec],
+    labels: &BTreeMap<String, LabelRange>,
+) -> Result<()> {
     let n = data.len();
     for start in (0..n).step_by(CHECK_ROWS) {
         let indices: Vec<usize> = (start..(start + CHECK_ROWS).min(n)).collect();
@@ -346,6 +414,9 @@ fn check_values(data: &dyn Dataset, specs: &[InputSpec]) -> Result<()> {
                     row: start + row,
                     reason: format!("{value} is not a finite number"),
                 });
+            }
+            if let Some(range) = labels.get(input) {
+                range.check(data.name(), input, t, start)?;
             }
         }
     }

@@ -1,0 +1,495 @@
+//! Class labels as the graph reads them, found without TensorFlow: which graph inputs a
+//! classification op takes as its labels and how many classes their values may name
+//! ([`graph_labels`], [`metric_labels`]), checked row by row ([`LabelRange::check`]); and
+//! whether an op can be what a sidecar calls the logits or the loss ([`check_logits`],
+//! [`check_loss`]). A label outside the logits' classes otherwise fails inside TensorFlow at the
+//! first step (naming neither the file nor the input), or silently counts as wrong in a
+//! held-out accuracy; logits that are a placeholder fail only when training is over.
+
+use std::collections::BTreeMap;
+
+use super::sidecar::FEEDABLE_OPS;
+use super::{DType, Input, NodeId, OpGraph};
+use crate::data::HostTensor;
+use crate::error::{Error, Result};
+
+/// Op types whose output 0 holds the values of their input 0 (in another shape or type, or
+/// with another gradient): a label traced back through them is still the input's values.
+pub const PASS_THROUGH_OPS: [&str; 10] = [
+    "Identity",
+    "Snapshot",
+    "StopGradient",
+    "PreventGradient",
+    "CheckNumerics",
+    "EnsureShape",
+    "Cast",
+    "Reshape",
+    "Squeeze",
+    "ExpandDims",
+];
+
+/// The ops that take class labels: op type, index of its logits input, index of its labels
+/// input, and whether the labels are rows of one value per class (one-hot or probabilities)
+/// rather than integer classes. The indices are TensorFlow's op definitions (`features` or
+/// `predictions` first, `labels` or `targets` second).
+const LABEL_OPS: [(&str, usize, usize, bool); 4] = [
+    ("SparseSoftmaxCrossEntropyWithLogits", 0, 1, false),
+    ("InTopK", 0, 1, false),
+    ("InTopKV2", 0, 1, false),
+    ("SoftmaxCrossEntropyWithLogits", 0, 1, true),
+];
+
+/// What the values of a label input must be: integer classes in `[0, classes)`, or rows of
+/// `classes` elements (one-hot).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelRange {
+    /// The number of classes: the last dimension of the logits.
+    pub classes: u64,
+    /// Whether a row holds one value per class (one-hot or class probabilities) rather than
+    /// integer classes.
+    pub one_hot: bool,
+    /// The op whose output holds the logits the classes come from (for messages).
+    pub logits: String,
+}
+
+impl LabelRange {
+    /// Checks `tensor`, rows `first_row..` of input `input` of the data set `file`: every
+    /// integer value is a class in `[0, classes)` (float, boolean and string values are not
+    /// integer classes and pass), or, for one-hot labels, every row has `classes` elements.
+    ///
+    /// # Errors
+    /// [`Error::DataValue`] naming the file, the input, the row, the value and the classes;
+    /// [`Error::LabelWidth`] for one-hot rows of another width.
+    pub fn check(
+        &self,
+        file: &str,
+        input: &str,
+        tensor: &HostTensor,
+        first_row: usize,
+    ) -> Result<()> {
+        if self.one_hot {
+            let width = tensor.row_len() as u64;
+            if width != self.classes {
+                return Err(Error::LabelWidth {
+                    file: file.into(),
+                    input: input.into(),
+                    width,
+                    classes: self.classes,
+                    logits: self.logits.clone(),
+                });
+            }
+            return Ok(());
+        }
+        match tensor.first_outside_classes(self.classes) {
+            Some((row, value)) => Err(Error::DataValue {
+                file: file.into(),
+                input: input.into(),
+                row: first_row + row,
+                reason: format!(
+                    "label {value} is outside the {c} classes [0, {c}) of `{}`",
+                    self.logits,
+                    c = self.classes
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `self` and `other` as one range: the fewer classes, where both are of one kind (two ops
+    /// that disagree on a one-hot width would fail at TensorFlow's shape inference already).
+    fn merge(self, other: LabelRange) -> LabelRange {
+        if self.one_hot == other.one_hot && other.classes < self.classes {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// Inserts `range` for `input` into `ranges`, merged with what is there.
+pub fn add_label_range(ranges: &mut BTreeMap<String, LabelRange>, input: &str, range: LabelRange) {
+    let merged = match ranges.remove(input) {
+        Some(old) => old.merge(range),
+        None => range,
+    };
+    ranges.insert(input.into(), merged);
+}
+
+/// The tensor whose values reach tensor `(node, output)` through [`PASS_THROUGH_OPS`] only:
+/// `(node, output)` itself when it is no pass-through op's output 0.
+pub fn pass_through_source(
+    graph: &OpGraph,
+    mut node: NodeId,
+    mut output: usize,
+) -> (NodeId, usize) {
+    // At most one step per node: a cycle of pass-through ops is no valid graph, but must not hang.
+    for _ in 0..graph.len() {
+        let n = graph.node(node);
+        match n.inputs.first() {
+            Some(src) if output == 0 && PASS_THROUGH_OPS.contains(&n.op.as_str()) => {
+                (node, output) = (src.node, src.output);
+            }
+            _ => break,
+        }
+    }
+    (node, output)
+}
+
+/// The graph input (a placeholder) whose values `input` takes through pass-through ops only.
+fn traced_input(graph: &OpGraph, input: &Input) -> Option<NodeId> {
+    let (src, _) = pass_through_source(graph, input.node, input.output);
+    FEEDABLE_OPS
+        .contains(&graph.node(src).op.as_str())
+        .then_some(src)
+}
+
+/// The static last dimension of output `output` of `node`, when known and positive.
+fn last_dim(graph: &OpGraph, node: NodeId, output: usize) -> Option<u64> {
+    let shape = graph.node(node).outputs.get(output)?.shape.as_ref()?;
+    shape
+        .last()
+        .and_then(|&d| u64::try_from(d).ok())
+        .filter(|&d| d > 0)
+}
+
+/// Every graph input that a classification op takes as its labels, directly or through
+/// [`PASS_THROUGH_OPS`], with the classes of that op's logits (their static last dimension):
+/// `SparseSoftmaxCrossEntropyWithLogits` and `InTopK`/`InTopKV2` take integer classes,
+/// `SoftmaxCrossEntropyWithLogits` one-hot rows. Ops whose logits' width is unknown, or whose
+/// labels are computed (`y - 1`) rather than fed, are left out. An input several ops take gets
+/// the fewest classes.
+pub fn graph_labels(graph: &OpGraph) -> BTreeMap<String, LabelRange> {
+    let mut ranges = BTreeMap::new();
+    for node in graph.nodes() {
+        let Some(&(_, at_logits, at_labels, one_hot)) =
+            LABEL_OPS.iter().find(|(op, ..)| *op == node.op)
+        else {
+            continue;
+        };
+        let (Some(logits), Some(labels)) = (node.inputs.get(at_logits), node.inputs.get(at_labels))
+        else {
+            continue;
+        };
+        let Some(classes) = last_dim(graph, logits.node, logits.output) else {
+            continue;
+        };
+        let Some(input) = traced_input(graph, labels) else {
+            continue;
+        };
+        let range = LabelRange {
+            classes,
+            one_hot,
+            logits: graph.node(logits.node).name.clone(),
+        };
+        add_label_range(&mut ranges, &graph.node(input).name, range);
+    }
+    ranges
+}
+
+/// The range of the label input of a held-out accuracy measured on op `logits` (output 0,
+/// `[batch, classes]`): integer classes when `integer`, else one-hot rows. `None` when the
+/// graph has no such op or its width is unknown.
+pub fn metric_labels(graph: &OpGraph, logits: &str, integer: bool) -> Option<LabelRange> {
+    let id = graph.id(logits)?;
+    Some(LabelRange {
+        classes: last_dim(graph, id, 0)?,
+        one_hot: !integer,
+        logits: logits.into(),
+    })
+}
+
+/// What keeps op `name` from being a tensor the model computes (its loss or its logits): a
+/// graph input or a constant, directly or through pass-through ops; or no output at all.
+fn not_computed(graph: &OpGraph, id: NodeId) -> Option<String> {
+    let node = graph.node(id);
+    if node.outputs.is_empty() {
+        return Some(format!(
+            "`{}` is a {} op with no output",
+            node.name, node.op
+        ));
+    }
+    let (src, _) = pass_through_source(graph, id, 0);
+    let source = graph.node(src);
+    let what = if FEEDABLE_OPS.contains(&source.op.as_str()) {
+        "a graph input"
+    } else if source.op == "Const" {
+        "a constant"
+    } else {
+        return None;
+    };
+    Some(if src == id {
+        format!("`{}` is a {} op, {what}", node.name, node.op)
+    } else {
+        format!(
+            "`{}` only passes on `{}`, a {} op, {what}",
+            node.name, source.name, source.op
+        )
+    })
+}
+
+/// Why op `name` of `graph` cannot be the logits of a held-out accuracy (output 0, float
+/// `[batch, classes]`, computed by the model), or `Ok` — also for a name the graph lacks,
+/// which the caller reports.
+///
+/// # Errors
+/// The reason, in words naming the op.
+pub fn check_logits(graph: &OpGraph, name: &str) -> std::result::Result<(), String> {
+    let Some(id) = graph.id(name) else {
+        return Ok(());
+    };
+    if let Some(why) = not_computed(graph, id) {
+        return Err(format!(
+            "{why}: logits are what the model computes from its inputs"
+        ));
+    }
+    let out = &graph.node(id).outputs[0];
+    if out.dtype.base() != DType::FLOAT {
+        return Err(format!(
+            "`{name}` outputs {}: logits are float (accuracy reads them as float32)",
+            out.dtype.name()
+        ));
+    }
+    match &out.shape {
+        Some(dims) if dims.len() != 2 => Err(format!(
+            "`{name}` outputs a tensor of rank {} (shape {dims:?}): logits are [batch, classes]",
+            dims.len()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Why op `name` of `graph` cannot be the training loss (output 0, a float32 scalar the model
+/// computes), or `Ok` — also for a name the graph lacks, which the caller reports. A shape that
+/// may hold one element passes (`[]`, `[1]`, `[-1]`: TensorFlow's answer at the first step says
+/// the rest); one with a known dimension of 0 or above 1 does not.
+///
+/// # Errors
+/// The reason, in words naming the op.
+pub fn check_loss(graph: &OpGraph, name: &str) -> std::result::Result<(), String> {
+    let Some(id) = graph.id(name) else {
+        return Ok(());
+    };
+    if let Some(why) = not_computed(graph, id) {
+        return Err(format!(
+            "{why}: the loss is what the model computes from its inputs"
+        ));
+    }
+    let out = &graph.node(id).outputs[0];
+    if out.dtype.base() != DType::FLOAT {
+        return Err(format!(
+            "`{name}` outputs {}: the loss must be a float scalar (it is read as float32)",
+            out.dtype.name()
+        ));
+    }
+    match &out.shape {
+        Some(dims) if dims.iter().any(|&d| d == 0 || d > 1) => Err(format!(
+            "`{name}` outputs shape {dims:?}{}: the loss must be a scalar",
+            if dims.contains(&-1) {
+                " (-1: unknown)"
+            } else {
+                ""
+            }
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Values;
+    use crate::graph::OpGraphBuilder;
+
+    /// A graph: placeholders `x` (float `[-1, 4]`) and `y` (`label_type`, `[-1]`), logits `l`
+    /// (`MatMul`, float `[-1, width]`), `y` passed through `Cast` and `Reshape` into a
+    /// `loss_op` taking (`l`, the labels), and `loss` a `Mean` of it.
+    fn graph(loss_op: &str, label_type: DType, width: i64) -> OpGraph {
+        let mut b = OpGraphBuilder::new();
+        let x = b.add("x", "Placeholder").unwrap();
+        b.output(x, DType::FLOAT, Some(vec![-1, 4]));
+        let y = b.add("y", "Placeholder").unwrap();
+        b.output(y, label_type, Some(vec![-1]));
+        let l = b.add("l", "MatMul").unwrap();
+        b.output(l, DType::FLOAT, Some(vec![-1, width]));
+        b.connect(x, 0, l);
+        let cast = b.add("cast", "Cast").unwrap();
+        b.output(cast, DType(9), Some(vec![-1]));
+        b.connect(y, 0, cast);
+        let shaped = b.add("shaped", "Reshape").unwrap();
+        b.output(shaped, DType(9), Some(vec![-1]));
+        b.connect(cast, 0, shaped);
+        let xent = b.add("xent", loss_op).unwrap();
+        b.output(xent, DType::FLOAT, Some(vec![-1]));
+        b.connect(l, 0, xent);
+        b.connect(shaped, 0, xent);
+        let loss = b.add("loss", "Mean").unwrap();
+        b.output(loss, DType::FLOAT, Some(vec![]));
+        b.connect(xent, 0, loss);
+        let k = b.add("k", "Const").unwrap();
+        b.output(k, DType::FLOAT, Some(vec![2, 3]));
+        let ints = b.add("ints", "ArgMax").unwrap();
+        b.output(ints, DType(9), Some(vec![-1]));
+        let fixed = b.add("fixed", "Relu").unwrap();
+        b.output(fixed, DType::FLOAT, Some(vec![8, 4]));
+        let wide = b.add("wide", "Identity").unwrap();
+        b.output(wide, DType::FLOAT, Some(vec![-1, 3, 4]));
+        let noop = b.add("noop", "NoOp").unwrap();
+        let _ = noop;
+        b.build().unwrap()
+    }
+
+    fn range(classes: u64, one_hot: bool) -> LabelRange {
+        LabelRange {
+            classes,
+            one_hot,
+            logits: "l".into(),
+        }
+    }
+
+    #[test]
+    fn sparse_labels_are_traced_to_their_input_through_casts_and_reshapes() {
+        for op in ["SparseSoftmaxCrossEntropyWithLogits", "InTopKV2", "InTopK"] {
+            let g = graph(op, DType(3), 4);
+            assert_eq!(
+                graph_labels(&g),
+                BTreeMap::from([("y".to_string(), range(4, false))]),
+                "{op}"
+            );
+        }
+        let g = graph("SoftmaxCrossEntropyWithLogits", DType::FLOAT, 6);
+        assert_eq!(graph_labels(&g)["y"], range(6, true));
+        // Unknown width, or an op that takes no labels: nothing to check.
+        assert!(
+            graph_labels(&graph("SparseSoftmaxCrossEntropyWithLogits", DType(3), -1)).is_empty()
+        );
+        assert!(graph_labels(&graph("Sub", DType(3), 4)).is_empty());
+    }
+
+    #[test]
+    fn labels_computed_from_the_input_are_not_traced() {
+        let mut b = OpGraphBuilder::new();
+        let y = b.add("y", "Placeholder").unwrap();
+        b.output(y, DType(9), Some(vec![-1]));
+        let l = b.add("l", "Placeholder").unwrap();
+        b.output(l, DType::FLOAT, Some(vec![-1, 4]));
+        let minus = b.add("minus", "Sub").unwrap();
+        b.output(minus, DType(9), Some(vec![-1]));
+        b.connect(y, 0, minus);
+        let x = b
+            .add("xent", "SparseSoftmaxCrossEntropyWithLogits")
+            .unwrap();
+        b.connect(l, 0, x);
+        b.connect(minus, 0, x);
+        assert!(graph_labels(&b.build().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn an_input_taken_by_two_ops_gets_the_fewer_classes() {
+        let mut ranges = BTreeMap::new();
+        add_label_range(&mut ranges, "y", range(10, false));
+        add_label_range(&mut ranges, "y", range(4, false));
+        add_label_range(&mut ranges, "y", range(7, false));
+        assert_eq!(ranges["y"].classes, 4);
+    }
+
+    #[test]
+    fn the_metric_label_range_is_the_logits_width() {
+        let g = graph("SparseSoftmaxCrossEntropyWithLogits", DType(9), 5);
+        assert_eq!(metric_labels(&g, "l", true), Some(range(5, false)));
+        assert_eq!(metric_labels(&g, "l", false), Some(range(5, true)));
+        assert_eq!(metric_labels(&g, "ghost", true), None);
+        let g = graph("SparseSoftmaxCrossEntropyWithLogits", DType(9), -1);
+        assert_eq!(metric_labels(&g, "l", true), None);
+    }
+
+    #[test]
+    fn labels_outside_the_classes_name_row_value_and_range() {
+        let ok = HostTensor::new(vec![4], Values::I64(vec![0, 3, 1, 2])).unwrap();
+        range(4, false).check("d.npz", "y", &ok, 0).unwrap();
+        let high = HostTensor::new(vec![4], Values::I64(vec![0, 3, 4, 2])).unwrap();
+        let e = range(4, false).check("d.npz", "y", &high, 100).unwrap_err();
+        assert!(
+            matches!(&e, Error::DataValue { row: 102, input, .. } if input == "y"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("label 4 is outside the 4 classes [0, 4) of `l`"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("d.npz"), "{e}");
+        let low = HostTensor::new(vec![2], Values::I32(vec![1, -1])).unwrap();
+        let e = range(4, false).check("d.npz", "y", &low, 0).unwrap_err();
+        assert!(e.to_string().contains("row 1: label -1 is outside"), "{e}");
+        // Rows of several labels (a sequence): the row of the bad element.
+        let seq = HostTensor::new(vec![3, 2], Values::U8(vec![0, 1, 2, 3, 9, 0])).unwrap();
+        let e = range(4, false).check("d.npz", "y", &seq, 0).unwrap_err();
+        assert!(matches!(e, Error::DataValue { row: 2, .. }), "{e}");
+        // Floats are no integer classes: not this check's business.
+        let floats = HostTensor::new(vec![2], Values::F32(vec![7.0, -3.0])).unwrap();
+        range(4, false).check("d.npz", "y", &floats, 0).unwrap();
+    }
+
+    #[test]
+    fn one_hot_rows_must_be_as_wide_as_the_logits() {
+        let rows = HostTensor::new(vec![2, 3], Values::F32(vec![0.0; 6])).unwrap();
+        range(3, true).check("d.npz", "y", &rows, 0).unwrap();
+        let e = range(5, true).check("d.npz", "y", &rows, 0).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::LabelWidth {
+                    width: 3,
+                    classes: 5,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("`y`") && e.to_string().contains("`l`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn logits_must_be_a_computed_float_matrix() {
+        let g = graph("SparseSoftmaxCrossEntropyWithLogits", DType(9), 4);
+        check_logits(&g, "l").unwrap();
+        check_logits(&g, "ghost").unwrap();
+        for (name, says) in [
+            ("x", "`x` is a Placeholder op, a graph input"),
+            ("k", "`k` is a Const op, a constant"),
+            (
+                "shaped",
+                "`shaped` only passes on `y`, a Placeholder op, a graph input",
+            ),
+            ("ints", "outputs int64"),
+            ("wide", "rank 3"),
+            ("loss", "rank 0"),
+            ("noop", "no output"),
+        ] {
+            let e = check_logits(&g, name).unwrap_err();
+            assert!(e.contains(says), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_loss_must_be_a_computed_float_scalar() {
+        let g = graph("SparseSoftmaxCrossEntropyWithLogits", DType(9), 4);
+        check_loss(&g, "loss").unwrap();
+        // A batch of losses of unknown size may be one element: TensorFlow says at run time.
+        check_loss(&g, "xent").unwrap();
+        for (name, says) in [
+            ("x", "graph input"),
+            ("k", "constant"),
+            ("ints", "outputs int64"),
+            ("l", "scalar"),
+            ("fixed", "[8, 4]"),
+            ("noop", "no output"),
+        ] {
+            let e = check_loss(&g, name).unwrap_err();
+            assert!(e.contains(says), "{name}: {e}");
+        }
+    }
+}
