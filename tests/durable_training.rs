@@ -264,3 +264,50 @@ fn a_log_that_cannot_be_written_warns_and_training_goes_on_to_its_report_and_che
     assert!(!points.is_empty());
     assert!(points.iter().all(|p| p.step as u64 <= filled), "{points:?}");
 }
+
+#[test]
+fn held_out_accuracy_reads_the_logits_the_metric_names() {
+    // A sidecar without `logits`: the default metric would be the loss; the user names the
+    // logits in `with_metric`, and evaluations must fetch those (they fetched the sidecar's,
+    // an empty name, and failed).
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let dir = tempfile::tempdir().unwrap();
+    let meta = dir.path().join("no_logits.json");
+    std::fs::write(
+        &meta,
+        r#"{"inputs": {"x": [-1, 32], "y": [-1]}, "init": "init", "train": "train", "loss": "loss"}"#,
+    )
+    .unwrap();
+    let job = tf_iaware::Job::load(
+        &fixtures.join("tf1_mlp_sparse.pb"),
+        Some(&meta),
+        &fixtures.join("tf1_mlp_sparse_train.npz"),
+    )
+    .unwrap()
+    .with_held_out_file(&fixtures.join("tf1_mlp_sparse_held_out.npz"))
+    .unwrap();
+    assert_eq!(job.metric().map(|m| m.name()), Some("loss"));
+    let job = job
+        .with_metric(tf_iaware::Metric::Accuracy {
+            logits: "scores".into(),
+            label: "y".into(),
+        })
+        .unwrap();
+    let exe = Path::new(env!("CARGO_BIN_EXE_tf-iaware"));
+    let cluster = EmulatedCluster::start(&Scenario::parse("workers=1").unwrap(), exe).unwrap();
+    let connection = cluster.into_connection().unwrap();
+    let report = connection
+        .plan_data_parallel(job.workload(), DataParallelStrategy::ReplicaSetter, Some(8))
+        .unwrap()
+        .fit(
+            &job,
+            &TrainingOptions {
+                steps: Some(4),
+                ..TrainingOptions::default()
+            },
+        )
+        .unwrap();
+    let last = report.evaluations.last().expect("a final evaluation");
+    assert!((0.0..=1.0).contains(&last.metric), "{last:?}");
+    assert_eq!(report.metric.as_deref(), Some("accuracy"));
+}

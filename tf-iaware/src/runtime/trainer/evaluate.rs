@@ -73,10 +73,15 @@ impl Evaluator {
             })
             .collect::<Result<Vec<_>>>()?;
         let fetch = match metric {
-            Metric::Accuracy { .. } => {
-                let logits = rep.sidecar.logits.as_deref().unwrap_or_default();
-                session.op(logits, "sidecar `logits`")?
+            // The metric's own logits: the sidecar's (as replicated), or another op a library
+            // user named in `Job::with_metric`, in replica 0's tower or outside the towers.
+            Metric::Accuracy { logits, .. } if sidecar.logits.as_ref() == Some(logits) => {
+                let replicated = rep.sidecar.logits.as_deref().unwrap_or(logits);
+                session.op(replicated, "sidecar `logits`")?
             }
+            Metric::Accuracy { logits, .. } => session
+                .op(&replica_name(0, logits), "metric logits")
+                .or_else(|_| session.op(logits, "metric logits"))?,
             Metric::Scalar { tensor, .. } if *tensor == sidecar.loss => {
                 session.op(&rep.sidecar.loss, "sidecar `loss`")?
             }
