@@ -80,6 +80,9 @@ pub(crate) struct DriftWatch {
     steps_seen: usize,
     window_base: BTreeMap<String, Vec<f64>>,
     step_strikes: BTreeMap<String, Strikes>,
+    /// Consecutive windows faster than the baseline, per replica: once there are a baseline's
+    /// worth, they become its baseline.
+    faster: BTreeMap<String, Vec<f64>>,
 }
 
 impl DriftWatch {
@@ -95,6 +98,7 @@ impl DriftWatch {
             steps_seen: 0,
             window_base: BTreeMap::new(),
             step_strikes: BTreeMap::new(),
+            faster: BTreeMap::new(),
         }
     }
 
@@ -138,14 +142,16 @@ impl DriftWatch {
         self.called(
             Trigger::Metrics,
             &self.metric_strikes,
-            patience,
+            (patience, 0),
             now_unix_ms,
         )
     }
 
     /// Feeds the replicas' busy windows `(worker, ms)` of step `step`; returns a
-    /// [`Trigger::StepTime`] detection once a replica's window has been beyond its threshold
-    /// of its baseline, the same way, for its patience of steps (factor = baseline ÷ window).
+    /// [`Trigger::StepTime`] detection once a replica's window has been slower than its
+    /// threshold of its baseline for its patience of steps (factor = baseline ÷ window).
+    /// Windows *faster* than the threshold are no move: a baseline's worth of them in a row
+    /// replaces the baseline.
     pub(crate) fn observe_step(
         &mut self,
         step: usize,
@@ -175,28 +181,50 @@ impl DriftWatch {
             let t = o.step_threshold.max(2.0 * spread);
             let ratio = ms / base.median.max(1e-9);
             let s = self.step_strikes.entry(d.clone()).or_default();
-            if ratio.is_finite() && !(1.0 / (1.0 + t)..=1.0 + t).contains(&ratio) {
+            let faster = self.faster.entry(d.clone()).or_default();
+            if ratio.is_finite() && ratio > 1.0 + t {
                 s.strike(1.0 / ratio, step, now_unix_ms);
+                faster.clear();
+            } else if ratio.is_finite() && ratio < 1.0 / (1.0 + t) {
+                // Faster than the baseline: a session still warming up when the baseline was
+                // taken, far more often than a worker that sped up — and a worker whose
+                // co-tenant left shows in its availability and in LB-BSP's re-sizing. So a
+                // speed-up is no move: its windows become the baseline once there are enough.
+                *s = Strikes::default();
+                faster.push(*ms);
+                if faster.len() >= o.baseline_steps.max(1) {
+                    let windows = std::mem::take(faster);
+                    self.window_base.insert(d.clone(), windows);
+                }
             } else {
                 *s = Strikes::default();
+                faster.clear();
             }
         }
         let patience = self.options.step_patience;
-        self.called(Trigger::StepTime, &self.step_strikes, patience, now_unix_ms)
+        let persistence = self.options.step_persistence.as_millis() as u64;
+        self.called(
+            Trigger::StepTime,
+            &self.step_strikes,
+            (patience, persistence),
+            now_unix_ms,
+        )
     }
 
-    /// A detection of `trigger` once some worker of `strikes` has reached its patience: every
+    /// A detection of `trigger` once some worker of `strikes` has reached its patience —
+    /// `(strikes, ms)`: that many strikes in a row, the first at least that long ago: every
     /// worker with strikes moves with it (one re-plan), each by its median factor.
     fn called(
         &self,
         trigger: Trigger,
         strikes: &BTreeMap<String, Strikes>,
-        patience: usize,
+        (patience, persistence_ms): (usize, u64),
         now_unix_ms: u64,
     ) -> Option<Detection> {
-        let ready = strikes
-            .iter()
-            .any(|(w, s)| s.factors.len() >= self.patience(w, s.factor(), patience));
+        let ready = strikes.iter().any(|(w, s)| {
+            s.factors.len() >= self.patience(w, s.factor(), patience)
+                && now_unix_ms.saturating_sub(s.first_ms) >= persistence_ms
+        });
         if !ready {
             return None;
         }
@@ -220,6 +248,7 @@ fn quick() -> AdaptOptions {
         grace_steps: 1,
         baseline_steps: 3,
         step_patience: 2,
+        step_persistence: std::time::Duration::ZERO,
         ..AdaptOptions::default()
     }
 }
@@ -322,6 +351,55 @@ mod hysteresis {
                 "{step}"
             );
         }
+    }
+
+    #[test]
+    fn a_slow_burst_shorter_than_the_persistence_is_no_move() {
+        let o = AdaptOptions {
+            step_persistence: std::time::Duration::from_millis(1000),
+            ..quick()
+        };
+        let mut w = DriftWatch::new(&o, &[], &[]);
+        for step in 0..4 {
+            assert!(w
+                .observe_step(step, &spans(100.0, 100.0), step as u64 * 10)
+                .is_none());
+        }
+        // 3 slow 10 ms steps in a row (a CFS period's throttling), then back: nothing.
+        for (i, step) in (4..7).enumerate() {
+            let t = 1_000 + i as u64 * 10;
+            assert!(w.observe_step(step, &spans(100.0, 500.0), t).is_none());
+        }
+        assert!(w.observe_step(7, &spans(100.0, 100.0), 1_040).is_none());
+        // Slow for longer than a second: called, dated from its first slow window.
+        let called = (8..400).find_map(|step| {
+            let t = 2_000 + (step as u64 - 8) * 10;
+            w.observe_step(step, &spans(100.0, 500.0), t)
+        });
+        let d = called.expect("a persistent slowdown is called");
+        assert_eq!(d.decided_unix_ms - d.first_signal_unix_ms, 1_000);
+    }
+
+    #[test]
+    fn a_speed_up_rebaselines_instead_of_replanning() {
+        let mut w = DriftWatch::new(&quick(), &[], &[]);
+        assert!(w.observe_step(0, &spans(100.0, 100.0), 0).is_none()); // grace
+                                                                       // A baseline taken while the session warmed up, then steps 3× faster: no move.
+        for step in 1..4 {
+            assert!(w.observe_step(step, &spans(300.0, 300.0), 0).is_none());
+        }
+        for step in 4..20 {
+            assert!(
+                w.observe_step(step, &spans(100.0, 100.0), 0).is_none(),
+                "{step}"
+            );
+        }
+        // Against the new baseline, b 3× slower is called at the usual patience (2).
+        assert!(w.observe_step(20, &spans(100.0, 300.0), 0).is_none());
+        let d = w.observe_step(21, &spans(100.0, 300.0), 0).expect("slower");
+        assert_eq!(d.moved.len(), 1);
+        assert_eq!(d.moved[0].0, "b");
+        assert!((d.moved[0].1 - 1.0 / 3.0).abs() < 1e-9);
     }
 
     #[test]

@@ -48,7 +48,7 @@ impl Run<'_> {
             let last = self.trace_at == Some(update + 1);
             let traced = last
                 || feedback.is_some()
-                || self.adapter.as_ref().is_some_and(Adapter::traces_steps);
+                || self.adapter.as_mut().is_some_and(Adapter::wants_trace);
             let session = &self.built.session;
             let timeout_ms = self
                 .step_deadline_ms(progress)
