@@ -259,20 +259,8 @@ fn npy(spec: &str) -> Vec<u8> {
             other => panic!("@npy: unknown descr {other}"),
         }
     }
-    let shape: Vec<String> = dims.iter().map(|d| format!("{d},")).collect();
-    let mut header = format!(
-        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}), }}",
-        shape.join(" ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&data);
-    out
+    let dims: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
+    tf_iaware::data::encode_npy(descr, &dims, &data)
 }
 
 /// `name=Op(in1,in2)@device[attr=type,…];…` as GraphDef bytes (NodeDef name 1, op 2, input 3,

@@ -176,26 +176,14 @@ impl Drop for MemoryCgroup {
 /// one: a decompression bomb's header without its gigabytes.
 fn lying_npz(path: &std::path::Path, rows: u64) {
     use std::io::Write;
-    let npy = |descr: &str, shape: &str, body: &[u8]| {
-        let mut dict =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + dict.len() + 1) % 64 != 0 {
-            dict.push(' ');
-        }
-        dict.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend((dict.len() as u16).to_le_bytes());
-        out.extend(dict.as_bytes());
-        out.extend(body);
-        out
-    };
     let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
     let opts = zip::write::SimpleFileOptions::default();
     w.start_file("x.npy", opts).unwrap();
-    w.write_all(&npy("<f4", &format!("({rows}, 32)"), &[0; 128]))
+    w.write_all(&tf_iaware::data::encode_npy("<f4", &[rows, 32], &[0; 128]))
         .unwrap();
     w.start_file("y.npy", opts).unwrap();
-    w.write_all(&npy("<i8", "(1,)", &[0; 8])).unwrap();
+    w.write_all(&tf_iaware::data::encode_npy("<i8", &[1], &[0; 8]))
+        .unwrap();
     w.finish().unwrap();
 }
 

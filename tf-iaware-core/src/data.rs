@@ -8,8 +8,10 @@
 //! counts, no rows at all. Errors name the input and the data set's file.
 
 mod example;
+mod npy;
 
 pub use example::{encode_example, ExampleRows};
+pub use npy::encode_npy;
 
 use std::collections::BTreeMap;
 

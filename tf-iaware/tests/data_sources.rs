@@ -229,20 +229,8 @@ fn digits_and_synthetic_sources_fit_the_graph() {
 
 /// The bytes of a `.npy` file: version 1.0 header for `descr` and `shape`, then `data`.
 fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| format!("{d},")).collect();
-    let mut header = format!(
-        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({}), }}",
-        dims.join(" ")
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    out
+    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    data::encode_npy(descr, &shape, data)
 }
 
 /// A `.npz` of `arrays`, stored uncompressed as `np.savez` writes it.

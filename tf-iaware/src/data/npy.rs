@@ -178,19 +178,14 @@ fn decode<T, const N: usize>(
 mod tests {
     use super::*;
 
-    /// A version-1 `.npy` header for `descr` and `shape`, padded to 64 bytes, then `body`.
+    /// A `.npy` file of `descr` values of `shape` (a Python tuple), then `body`.
     fn npy(descr: &str, shape: &str, body: &[u8]) -> Vec<u8> {
-        let mut dict =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + dict.len() + 1) % 64 != 0 {
-            dict.push(' ');
-        }
-        dict.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend((dict.len() as u16).to_le_bytes());
-        out.extend(dict.as_bytes());
-        out.extend(body);
-        out
+        let dims: Vec<u64> = shape
+            .trim_matches(|c| c == '(' || c == ')')
+            .split(',')
+            .filter_map(|d| d.trim().parse().ok())
+            .collect();
+        tf_iaware_core::data::encode_npy(descr, &dims, body)
     }
 
     #[test]
