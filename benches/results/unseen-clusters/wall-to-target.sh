@@ -6,6 +6,9 @@
 # reversed every other round. One JSON line per run on stdout.
 #
 #   SCENARIO=paper ROUNDS=3 TARGET=0.8 benches/results/unseen-clusters/wall-to-target.sh target/debug/tf-iaware
+#
+# CONFIGS="replica-setter learn cold;infra-aware learn cold" runs only those contenders
+# ("STRATEGY POLICY CACHE", `;` between them).
 set -euo pipefail
 BIN=${1:-target/debug/tf-iaware}
 SCENARIO=${SCENARIO:-paper}
@@ -23,12 +26,15 @@ train() { # strategy policy cache-dir
         --calibrate "$2" --epochs 200 --target-accuracy "$TARGET" --eval-every 0.5 --json
 }
 
-# The warm cache: one calibration of this cluster's workers, not counted.
-train infra-aware measure "$warm" >/dev/null 2>"$work/prime.err" || { cat "$work/prime.err" >&2; exit 1; }
-
 configs=("replica-setter learn cold" "async-ps learn cold" "sync-backup learn cold"
          "infra-aware learn cold" "infra-aware measure cold" "infra-aware learn warm"
          "infra-aware-async learn cold")
+if [[ -n ${CONFIGS:-} ]]; then IFS=';' read -r -a configs <<<"$CONFIGS"; fi
+
+# The warm cache: one calibration of this cluster's workers, not counted.
+if [[ " ${configs[*]} " == *" warm "* ]]; then
+    train infra-aware measure "$warm" >/dev/null 2>"$work/prime.err" || { cat "$work/prime.err" >&2; exit 1; }
+fi
 for round in $(seq 1 "$ROUNDS"); do
     order=("${configs[@]}")
     if (( round % 2 == 0 )); then
