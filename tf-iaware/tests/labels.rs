@@ -10,6 +10,7 @@ use tf_iaware::cluster::tf_config::{TaskId, TfConfig};
 use tf_iaware::data::{HostTensor, InMemory, Values};
 use tf_iaware::graph::analyze::{analyze_graph, Analyzed};
 use tf_iaware::graph::Sidecar;
+use tf_iaware::runtime::replicated::Workload;
 use tf_iaware::runtime::tf::Server;
 use tf_iaware::tensorflow::train::{GradientDescentOptimizer, MinimizeOptions, Optimizer};
 use tf_iaware::tensorflow::{ops, DataType, Operation, Output, Scope, Shape, Status, Variable};
@@ -292,4 +293,25 @@ fn the_named_label_is_checked_against_the_classes_and_token_ids_are_not() {
         ),
         "{e}"
     );
+}
+
+#[test]
+fn synthetic_token_ids_stay_below_the_tables_rows_and_labels_within_the_classes() {
+    let (analyzed, sidecar) = text_model(Some("y"));
+    let workload = Workload::graph("text", analyzed, sidecar).unwrap();
+    let job = Job::synthetic(&workload, 256, 1).unwrap();
+    let rows = job
+        .train_data()
+        .rows(&(0..256).collect::<Vec<_>>(), job.inputs())
+        .unwrap();
+    let Values::I32(tokens) = &rows.tensors["tokens"].values else {
+        panic!("tokens are int32")
+    };
+    let Values::I64(y) = &rows.tensors["y"].values else {
+        panic!("labels are int64")
+    };
+    // Ids span the embedding's 12 rows (the GatherV2 of `embedding`), not the 3 classes.
+    assert!(tokens.iter().all(|&t| (0..VOCAB as i32).contains(&t)));
+    assert!(tokens.iter().any(|&t| t >= CLASSES as i32), "{tokens:?}");
+    assert!(y.iter().all(|&c| (0..CLASSES as i64).contains(&c)), "{y:?}");
 }

@@ -9,7 +9,7 @@ use crate::data::{input_specs, Dataset, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_graph, Analyzed};
 use crate::graph::labels::{
-    add_label_range, check_logits, graph_labels, metric_labels, LabelRange,
+    add_label_range, check_logits, graph_labels, lookup_rows, metric_labels, LabelRange,
 };
 use crate::graph::Sidecar;
 use crate::parallel::replicate::{replicate, BatchData};
@@ -168,15 +168,28 @@ impl Job {
         };
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         let specs = input_specs(&analyzed.op_graph, &sidecar)?;
-        // Integer labels within the fewest classes any op takes (10 by default).
-        let classes = graph_labels(&analyzed.op_graph)
+        let g = &analyzed.op_graph;
+        let labels = job_labels(g, &sidecar, &specs);
+        let lookups = lookup_rows(g);
+        let high = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        // Integer inputs that are neither a label nor an embedding's ids: within the fewest
+        // classes any label takes (10 by default), as before.
+        let classes = labels
             .values()
             .filter(|r| !r.one_hot)
-            .map(|r| u32::try_from(r.classes).unwrap_or(u32::MAX))
+            .map(|r| high(r.classes))
             .min();
         let mut data = Synthetic::new(&specs, &sidecar.one_hot, rows, seed)?;
         if let Some(classes) = classes {
             data = data.with_classes(classes);
+        }
+        // A label within its classes, token ids below the rows of the table they index.
+        for spec in specs.iter().filter(|s| s.dtype.is_integer()) {
+            let label = labels.get(&spec.name).filter(|r| !r.one_hot);
+            let bounds = label.map(|r| r.classes).into_iter();
+            if let Some(n) = bounds.chain(lookups.get(&spec.name).copied()).min() {
+                data = data.with_int_range(&spec.name, high(n));
+            }
         }
         let batches = BatchData::Synthetic { seed: seed as i64 };
         Job::with_batches(&name, analyzed, sidecar, Box::new(data), batches)
