@@ -170,8 +170,9 @@ fn python_workload(name: &str) -> tf_iaware::runtime::replicated::Workload {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let analyzed = tf_iaware::load_graph(&dir.join(format!("{name}.pb"))).unwrap();
     let mut sidecar = tf_iaware::graph::Sidecar::load(&dir.join(format!("{name}.json"))).unwrap();
-    // No `one_hot` key: the labels are found from the cross-entropy.
+    // No `one_hot` or `label` key: the labels are found from the cross-entropy.
     sidecar.one_hot.clear();
+    sidecar.label = None;
     tf_iaware::runtime::replicated::Workload::graph(name, analyzed, sidecar).unwrap()
 }
 

@@ -77,6 +77,7 @@ pub fn graph() -> (tf_iaware::graph::analyze::Analyzed, Sidecar) {
         one_hot: Vec::new(),
         batch: None,
         logits: Some("logits/Add".into()),
+        label: None,
     };
     (analyzed, sidecar)
 }

@@ -283,6 +283,7 @@ pub fn graph() -> (
         one_hot: Vec::new(),
         batch: None,
         logits: Some("logits".into()),
+        label: None,
     };
     (analyzed, sidecar)
 }

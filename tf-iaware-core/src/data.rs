@@ -697,6 +697,7 @@ mod tests {
             one_hot: vec![],
             batch: None,
             logits: None,
+            label: None,
         };
         let specs = input_specs(&g, &sidecar).unwrap();
         assert_eq!(specs[0], spec("x", DType::FLOAT, &[-1, 4]));

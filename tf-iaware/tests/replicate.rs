@@ -430,7 +430,9 @@ fn what_cannot_be_replicated_is_refused_naming_the_op() {
 fn labels_of_a_cross_entropy_are_found_without_a_sidecar_key() {
     for name in ["tf1_mlp_momentum", "tf1_cnn_adam"] {
         let (bytes, mut sidecar) = fixture(name);
+        // Neither `one_hot` nor a float `label` (which is marked for being named).
         sidecar.one_hot.clear();
+        sidecar.label = None;
         let analyzed = analyze_bytes(&bytes, name).unwrap();
         let marked = sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         assert_eq!(marked, vec!["y".to_string()], "{name}");

@@ -34,6 +34,12 @@ impl DType {
         }
     }
 
+    /// Whether the base type is an integer type (`int8` … `int64`, `uint8` … `uint64`; not the
+    /// quantised types): what integer class labels and token ids are.
+    pub fn is_integer(self) -> bool {
+        matches!(self.base().0, 3 | 4 | 5 | 6 | 9 | 17 | 22 | 23)
+    }
+
     /// Bytes per element, or `None` where elements have no fixed size (strings, resources, variants).
     pub fn size_bytes(self) -> Option<u64> {
         Some(match self.base().0 {

@@ -4,12 +4,14 @@
 //! whether an op can be what a sidecar calls the logits or the loss ([`check_logits`],
 //! [`check_loss`]). A label outside the logits' classes otherwise fails inside TensorFlow at the
 //! first step (naming neither the file nor the input), or silently counts as wrong in a
-//! held-out accuracy; logits that are a placeholder fail only when training is over.
+//! held-out accuracy; logits that are a placeholder fail only when training is over. And the
+//! other integer inputs, features rather than labels: the token ids an embedding lookup takes
+//! and the rows of its table ([`lookup_rows`]), so synthetic ids stay within it.
 
 use std::collections::BTreeMap;
 
 use super::sidecar::FEEDABLE_OPS;
-use super::{DType, Input, NodeId, OpGraph};
+use super::{Attr, DType, Input, NodeId, OpGraph, OpNode};
 use crate::data::HostTensor;
 use crate::error::{Error, Result};
 
@@ -184,6 +186,114 @@ pub fn graph_labels(graph: &OpGraph) -> BTreeMap<String, LabelRange> {
         add_label_range(&mut ranges, &graph.node(input).name, range);
     }
     ranges
+}
+
+/// The ops that look rows of a table up by index (embedding lookups): op type, index of the
+/// table input, index of the indices input. `GatherV2` counts only along axis 0, and none with
+/// `batch_dims` other than 0.
+const LOOKUP_OPS: [(&str, usize, usize); 3] = [
+    ("Gather", 0, 1),
+    ("GatherV2", 0, 1),
+    ("ResourceGather", 0, 1),
+];
+
+/// Variable ops whose `shape` attribute is the variable's shape.
+const VARIABLE_OPS: [&str; 3] = ["VariableV2", "Variable", "VarHandleOp"];
+
+/// Ops through which a tensor is a variable's value, unchanged in shape.
+const READ_OPS: [&str; 4] = ["Identity", "Snapshot", "StopGradient", "ReadVariableOp"];
+
+/// Every graph input that an embedding lookup (`Gather`, `GatherV2` along axis 0,
+/// `ResourceGather`) takes as its indices, directly or through [`PASS_THROUGH_OPS`], with the
+/// rows of the table it indexes (its static first dimension, or the `shape` of the variable it
+/// reads): the ids it may hold are `[0, rows)`. Lookups whose table's rows are unknown, whose
+/// axis cannot be told to be 0 from the shapes, or whose ids are computed (`ids + 1`) are left
+/// out; an input several lookups take gets the fewest rows.
+pub fn lookup_rows(graph: &OpGraph) -> BTreeMap<String, u64> {
+    let mut rows = BTreeMap::new();
+    for node in graph.nodes() {
+        let Some(&(_, at_table, at_ids)) = LOOKUP_OPS.iter().find(|(op, ..)| *op == node.op) else {
+            continue;
+        };
+        let (Some(table), Some(ids)) = (node.inputs.get(at_table), node.inputs.get(at_ids)) else {
+            continue;
+        };
+        let Some(input) = traced_input(graph, ids) else {
+            continue;
+        };
+        let Some(n) = table_rows(graph, node, table, ids) else {
+            continue;
+        };
+        rows.entry(graph.node(input).name.clone())
+            .and_modify(|r: &mut u64| *r = (*r).min(n))
+            .or_insert(n);
+    }
+    rows
+}
+
+/// The rows of the table lookup `node` indexes along axis 0, when the graph says.
+fn table_rows(graph: &OpGraph, node: &OpNode, table: &Input, ids: &Input) -> Option<u64> {
+    if node
+        .attrs
+        .get("batch_dims")
+        .is_some_and(|a| *a != Attr::Int(0))
+    {
+        return None;
+    }
+    let rows = match node.op.as_str() {
+        // A resource handle is a scalar: the shape is the variable's.
+        "ResourceGather" => *variable_shape(graph, table.node)?.first()?,
+        "Gather" => *tensor_shape(graph, table)?.first()?,
+        _ => {
+            // Along axis 0 the output is the ids' shape followed by a table row's shape; along
+            // another axis it is not, unless the dimensions happen to agree.
+            let t = tensor_shape(graph, table)?;
+            let i = graph
+                .node(ids.node)
+                .outputs
+                .get(ids.output)?
+                .shape
+                .as_ref()?;
+            let out = node.outputs.first()?.shape.as_ref()?;
+            let along_0: Vec<i64> = i.iter().chain(t.get(1..)?).copied().collect();
+            if *out != along_0 {
+                return None;
+            }
+            *t.first()?
+        }
+    };
+    u64::try_from(rows).ok().filter(|&r| r > 0)
+}
+
+/// The shape of tensor `input`: its static shape when its first dimension is known, else the
+/// `shape` of the variable it reads.
+fn tensor_shape(graph: &OpGraph, input: &Input) -> Option<Vec<i64>> {
+    let known = graph
+        .node(input.node)
+        .outputs
+        .get(input.output)
+        .and_then(|o| o.shape.clone())
+        .filter(|s| s.first().is_some_and(|&d| d > 0));
+    known.or_else(|| variable_shape(graph, input.node))
+}
+
+/// The `shape` attribute of the variable whose value `node` is, through [`READ_OPS`].
+fn variable_shape(graph: &OpGraph, mut node: NodeId) -> Option<Vec<i64>> {
+    // At most one step per node: a cycle is no valid graph, but must not hang.
+    for _ in 0..graph.len() {
+        let n = graph.node(node);
+        if VARIABLE_OPS.contains(&n.op.as_str()) {
+            return match n.attrs.get("shape") {
+                Some(Attr::Shape(Some(dims))) => Some(dims.clone()),
+                _ => None,
+            };
+        }
+        if !READ_OPS.contains(&n.op.as_str()) {
+            return None;
+        }
+        node = n.inputs.first()?.node;
+    }
+    None
 }
 
 /// The range of the label input of a held-out accuracy measured on op `logits` (output 0,
@@ -450,6 +560,113 @@ mod tests {
             e.to_string().contains("`y`") && e.to_string().contains("`l`"),
             "{e}"
         );
+    }
+
+    /// A table `table` (`table_op`, `[12, 8]` by its `shape` attribute, output shape
+    /// `table_shape`) read through `read`, token ids `tokens` (int32 `[-1, 4]`, cast to int64)
+    /// looked up by `lookup` with output shape `out`.
+    fn lookup_graph(
+        table_op: &str,
+        table_shape: Option<Vec<i64>>,
+        lookup: &str,
+        out: Option<Vec<i64>>,
+    ) -> OpGraph {
+        let mut b = OpGraphBuilder::new();
+        let table = b.add("table", table_op).unwrap();
+        b.node_mut(table)
+            .attrs
+            .insert("shape".into(), Attr::Shape(Some(vec![12, 8])));
+        b.output(table, DType::FLOAT, table_shape);
+        let read = b.add("read", "ReadVariableOp").unwrap();
+        b.output(read, DType::FLOAT, None);
+        b.connect(table, 0, read);
+        let tokens = b.add("tokens", "Placeholder").unwrap();
+        b.output(tokens, DType(3), Some(vec![-1, 4]));
+        let cast = b.add("cast", "Cast").unwrap();
+        b.output(cast, DType(9), Some(vec![-1, 4]));
+        b.connect(tokens, 0, cast);
+        let axis = b.add("axis", "Const").unwrap();
+        b.output(axis, DType(3), Some(vec![]));
+        let l = b.add("lookup", lookup).unwrap();
+        b.output(l, DType::FLOAT, out);
+        b.connect(
+            if lookup == "ResourceGather" {
+                table
+            } else {
+                read
+            },
+            0,
+            l,
+        );
+        b.connect(cast, 0, l);
+        b.connect(axis, 0, l);
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn embedding_lookups_give_their_ids_the_tables_rows() {
+        let rows = |g: &OpGraph| lookup_rows(g).get("tokens").copied();
+        let along_0 = Some(vec![-1, 4, 8]);
+        // The table's rows from its static shape, or the variable's `shape` through the read.
+        assert_eq!(
+            rows(&lookup_graph(
+                "VariableV2",
+                Some(vec![12, 8]),
+                "GatherV2",
+                along_0.clone()
+            )),
+            Some(12)
+        );
+        assert_eq!(
+            rows(&lookup_graph(
+                "VarHandleOp",
+                Some(vec![]),
+                "GatherV2",
+                along_0.clone()
+            )),
+            Some(12)
+        );
+        assert_eq!(
+            rows(&lookup_graph(
+                "VarHandleOp",
+                Some(vec![]),
+                "ResourceGather",
+                None
+            )),
+            Some(12)
+        );
+        assert_eq!(
+            rows(&lookup_graph(
+                "VariableV2",
+                Some(vec![12, 8]),
+                "Gather",
+                None
+            )),
+            Some(12)
+        );
+        // GatherV2 along axis 1 (`[12, batch, 4]`), or of unknown output: the rows are not
+        // the ids' range.
+        let along_1 = Some(vec![12, -1, 4]);
+        assert_eq!(
+            rows(&lookup_graph(
+                "VariableV2",
+                Some(vec![12, 8]),
+                "GatherV2",
+                along_1
+            )),
+            None
+        );
+        assert_eq!(
+            rows(&lookup_graph(
+                "VariableV2",
+                Some(vec![12, 8]),
+                "GatherV2",
+                None
+            )),
+            None
+        );
+        // No lookup at all.
+        assert!(lookup_rows(&graph("SparseSoftmaxCrossEntropyWithLogits", DType(3), 4)).is_empty());
     }
 
     #[test]

@@ -106,9 +106,11 @@ impl Dataset for InMemory {
 }
 
 /// Synthetic rows for any graph: uniform noise in [-1, 1) for float inputs, one-hot rows over
-/// the last dimension for the inputs named `one_hot`, a class in `0..classes` for integer inputs
-/// (10 unless [`Synthetic::with_classes`]), random `bool`s and bytes. Row `i` is the same every
-/// time (drawn from the seed and `i`), so an epoch is a fixed data set of `len` rows.
+/// the last dimension for the inputs named `one_hot`, values in `0..classes` for integer inputs
+/// (10 unless [`Synthetic::with_classes`]; an input's own range with
+/// [`Synthetic::with_int_range`]), random `bool`s and bytes (below an input's own range, where
+/// it has one). Row `i` is the same every time (drawn from the seed and `i`), so an epoch is a
+/// fixed data set of `len` rows.
 #[derive(Clone, Debug)]
 pub struct Synthetic {
     specs: Vec<InputSpec>,
@@ -116,6 +118,8 @@ pub struct Synthetic {
     len: usize,
     seed: u64,
     classes: u32,
+    /// Integer inputs drawn from `0..high` rather than `0..classes`: input name → `high`.
+    ranges: std::collections::BTreeMap<String, u32>,
 }
 
 impl Synthetic {
@@ -160,12 +164,21 @@ impl Synthetic {
             len,
             seed,
             classes: 10,
+            ranges: std::collections::BTreeMap::new(),
         })
     }
 
-    /// Integer inputs take classes `0..classes` (at least 1).
+    /// Integer inputs take classes `0..classes` (at least 1), unless
+    /// [`Synthetic::with_int_range`] gives them their own.
     pub fn with_classes(mut self, classes: u32) -> Synthetic {
         self.classes = classes.max(1);
+        self
+    }
+
+    /// Integer input `input` takes values `0..high` (at least 1; `uint8` ones at most 256): a
+    /// label its classes, token ids the rows of the embedding table they index.
+    pub fn with_int_range(mut self, input: &str, high: u32) -> Synthetic {
+        self.ranges.insert(input.into(), high.max(1));
         self
     }
 
@@ -232,6 +245,8 @@ impl Dataset for Synthetic {
             let spec = self.spec(&want.name)?;
             let n = spec.row_len().unwrap_or(0);
             let one_hot = self.one_hot.contains(&spec.name);
+            let range = self.ranges.get(&spec.name).copied();
+            let high = range.unwrap_or(self.classes);
             let mut values = Values::with_capacity(spec.dtype, indices.len() * n)
                 .unwrap_or(Values::F32(Vec::new()));
             for &i in indices {
@@ -249,13 +264,13 @@ impl Dataset for Synthetic {
                     }
                     Values::F32(v) => v.extend((0..n).map(|_| rng.gen_range(-1.0f32..1.0))),
                     Values::F64(v) => v.extend((0..n).map(|_| rng.gen_range(-1.0f64..1.0))),
-                    Values::I32(v) => {
-                        v.extend((0..n).map(|_| rng.gen_range(0..self.classes) as i32))
-                    }
-                    Values::I64(v) => {
-                        v.extend((0..n).map(|_| i64::from(rng.gen_range(0..self.classes))))
-                    }
-                    Values::U8(v) => v.extend((0..n).map(|_| rng.gen::<u8>())),
+                    Values::I32(v) => v.extend((0..n).map(|_| rng.gen_range(0..high) as i32)),
+                    Values::I64(v) => v.extend((0..n).map(|_| i64::from(rng.gen_range(0..high)))),
+                    // Bytes (pixels) span 0..=255 unless the input has a range of its own.
+                    Values::U8(v) => match range {
+                        Some(h) => v.extend((0..n).map(|_| rng.gen_range(0..h.min(256)) as u8)),
+                        None => v.extend((0..n).map(|_| rng.gen::<u8>())),
+                    },
                     Values::Bool(v) => v.extend((0..n).map(|_| rng.gen::<bool>())),
                     Values::Str(_) => {}
                 }
@@ -645,6 +660,35 @@ mod tests {
             s.rows(&[100], &specs),
             Err(Error::DataShare { .. })
         ));
+        // An input's own range: token ids below a table's 1000 rows, labels of 3 classes.
+        let ids = [
+            spec("tokens", DType(3), &[-1, 50]),
+            spec("label", DType(9), &[-1]),
+            spec("small", DType::UINT8, &[-1, 50]),
+            spec("pixels", DType::UINT8, &[-1, 50]),
+        ];
+        let ranged = Synthetic::new(&ids, &[], 40, 7)
+            .unwrap()
+            .with_classes(3)
+            .with_int_range("tokens", 1000)
+            .with_int_range("small", 5);
+        let b = ranged.rows(&(0..40).collect::<Vec<_>>(), &ids).unwrap();
+        let Values::I32(t) = &b.tensors["tokens"].values else {
+            panic!()
+        };
+        assert!(t.iter().all(|&i| (0..1000).contains(&i)));
+        assert!(t.iter().any(|&i| i >= 3), "ids are not drawn as classes");
+        let Values::I64(l) = &b.tensors["label"].values else {
+            panic!()
+        };
+        assert!(l.iter().all(|&c| (0..3).contains(&c)));
+        let (Values::U8(small), Values::U8(pixels)) =
+            (&b.tensors["small"].values, &b.tensors["pixels"].values)
+        else {
+            panic!()
+        };
+        assert!(small.iter().all(|&c| c < 5));
+        assert!(pixels.iter().any(|&p| p >= 5), "bytes span 0..=255");
         assert!(Synthetic::new(&[spec("s", DType(7), &[-1])], &[], 4, 1).is_err());
         assert!(Synthetic::new(&specs, &[], 0, 1).is_err());
         let e = s.check(&[spec("x", DType(3), &[-1, 3])]).unwrap_err();

@@ -123,6 +123,7 @@ pub(crate) fn assemble(
         one_hot: vec!["y".into()],
         batch: Some(batch),
         logits: Some(LOGITS.into()),
+        label: Some("y".into()),
     };
     Ok(Model {
         name: name.into(),

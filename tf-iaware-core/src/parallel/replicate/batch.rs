@@ -305,8 +305,9 @@ impl SyntheticInput {
 }
 
 /// The sidecar of the replicated graph: every fed replica's placeholders with their shares
-/// (one-hot ones marked), the original `init`, `train` and `loss`, the global batch, and the
-/// logits as replica 0 computes them where they are replicated.
+/// (one-hot ones marked), the original `init`, `train` and `loss`, the global batch, the
+/// logits as replica 0 computes them where they are replicated, and replica 0's `label`
+/// placeholder where the batches are fed (none where they live on the workers).
 pub(super) fn replicated_sidecar(
     sidecar: &Sidecar,
     replicas: &[Replica],
@@ -327,12 +328,16 @@ pub(super) fn replicated_sidecar(
                 l.clone()
             }
         }),
+        label: None,
     };
     let fed = if data == BatchData::Feed {
         replicas
     } else {
         &[]
     };
+    if !fed.is_empty() {
+        out.label = sidecar.label.as_ref().map(|l| replica_name(0, l));
+    }
     for (k, r) in fed.iter().enumerate() {
         for (name, shape) in &sidecar.inputs {
             let mut dims = shape.clone();

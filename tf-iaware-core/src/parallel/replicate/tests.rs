@@ -161,6 +161,7 @@ fn sidecar() -> Sidecar {
         one_hot: Vec::new(),
         batch: None,
         logits: Some("pred".into()),
+        label: Some("y".into()),
     }
 }
 
@@ -249,6 +250,8 @@ fn placeholders_and_the_sidecar_take_each_share() {
         ("init", "train", "loss")
     );
     assert_eq!(s.logits.as_deref(), Some("replica_0/pred"));
+    // The label that goes with those logits.
+    assert_eq!(s.label.as_deref(), Some("replica_0/y"));
 }
 
 #[test]
@@ -470,6 +473,7 @@ fn synthetic_batches_replace_the_placeholders() {
     assert_eq!(r.roles["tf_iaware_data/r1_b1/y/handle"], Role::Replica(1));
     // Nothing is fed; `init` and `init_data` both draw every batch.
     assert!(r.sidecar.inputs.is_empty());
+    assert_eq!(r.sidecar.label, None, "no input to name");
     let assigns: Vec<&str> = node(&r, "init_data")
         .input
         .iter()

@@ -9,9 +9,9 @@ use crate::data::{input_specs, Dataset, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_graph, Analyzed};
 use crate::graph::labels::{
-    add_label_range, check_logits, graph_labels, metric_labels, LabelRange,
+    add_label_range, check_logits, graph_labels, lookup_rows, metric_labels, LabelRange,
 };
-use crate::graph::{DType, Sidecar};
+use crate::graph::Sidecar;
 use crate::parallel::replicate::{replicate, BatchData};
 use crate::parallel::updates::{add_async_updates, add_backup_accumulators};
 use crate::parallel::{DataParallelPlan, Replica, Updates};
@@ -65,8 +65,8 @@ impl Metric {
 pub struct Job {
     pub(crate) workload: Arc<GraphWorkload>,
     pub(crate) specs: Vec<InputSpec>,
-    /// The label inputs of the graph's classification ops and their classes
-    /// ([`graph_labels`]): every row of the data sets is checked against them.
+    /// The label inputs of the graph's classification ops and of the sidecar's `label`, and
+    /// their classes ([`job_labels`]): every row of the data sets is checked against them.
     labels: BTreeMap<String, LabelRange>,
     pub(crate) train: Box<dyn Dataset + Sync>,
     pub(crate) held_out: Option<Box<dyn Dataset + Sync>>,
@@ -89,10 +89,14 @@ impl Job {
     /// checked against the graph's inputs (names, element types, row shapes) here, before
     /// TensorFlow sees a batch, and every row is read once: no NaN or infinite value, and every
     /// label a classification op takes (`SparseSoftmaxCrossEntropyWithLogits`, `InTopK`) within
-    /// the classes of its logits ([`graph_labels`]).
+    /// the classes of its logits ([`graph_labels`]), and so every label of the input the
+    /// sidecar names `label` within the classes of its `logits`. Other integer inputs (token
+    /// ids) are features, not checked as classes.
     ///
     /// # Errors
-    /// [`Error::UnknownOp`] for a sidecar input the graph lacks; [`Error::DataEmpty`],
+    /// [`Error::UnknownOp`] for a sidecar input the graph lacks; [`Error::Sidecar`] for a
+    /// sidecar `label` that is no input or holds no classes ([`Sidecar::check_against`]);
+    /// [`Error::DataEmpty`],
     /// [`Error::DataMissing`], [`Error::DataType`], [`Error::DataShape`] naming the input and
     /// the data set; [`Error::DataValue`] naming the file, the input and the row of a NaN,
     /// infinite or out-of-range label value; [`Error::LabelWidth`] for one-hot label rows that
@@ -117,7 +121,7 @@ impl Job {
         sidecar.check_against(&analyzed.op_graph, Path::new(name))?;
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         let specs = input_specs(&analyzed.op_graph, &sidecar)?;
-        let labels = graph_labels(&analyzed.op_graph);
+        let labels = job_labels(&analyzed.op_graph, &sidecar, &specs);
         check_data(train.as_ref(), &specs, &labels)?;
         Ok(Job {
             workload: Arc::new(GraphWorkload {
@@ -164,15 +168,28 @@ impl Job {
         };
         sidecar.infer_one_hot(&analyzed.op_graph, &analyzed.signatures);
         let specs = input_specs(&analyzed.op_graph, &sidecar)?;
-        // Integer labels within the fewest classes any op takes (10 by default).
-        let classes = graph_labels(&analyzed.op_graph)
+        let g = &analyzed.op_graph;
+        let labels = job_labels(g, &sidecar, &specs);
+        let lookups = lookup_rows(g);
+        let high = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        // Integer inputs that are neither a label nor an embedding's ids: within the fewest
+        // classes any label takes (10 by default), as before.
+        let classes = labels
             .values()
             .filter(|r| !r.one_hot)
-            .map(|r| u32::try_from(r.classes).unwrap_or(u32::MAX))
+            .map(|r| high(r.classes))
             .min();
         let mut data = Synthetic::new(&specs, &sidecar.one_hot, rows, seed)?;
         if let Some(classes) = classes {
             data = data.with_classes(classes);
+        }
+        // A label within its classes, token ids below the rows of the table they index.
+        for spec in specs.iter().filter(|s| s.dtype.is_integer()) {
+            let label = labels.get(&spec.name).filter(|r| !r.one_hot);
+            let bounds = label.map(|r| r.classes).into_iter();
+            if let Some(n) = bounds.chain(lookups.get(&spec.name).copied()).min() {
+                data = data.with_int_range(&spec.name, high(n));
+            }
         }
         let batches = BatchData::Synthetic { seed: seed as i64 };
         Job::with_batches(&name, analyzed, sidecar, Box::new(data), batches)
@@ -212,7 +229,8 @@ impl Job {
 
     /// Adds a held-out set, checked like the training set. Unless [`Job::with_metric`] says
     /// otherwise, evaluations measure accuracy when the sidecar names `logits` and one input
-    /// is the label (listed in `one_hot`, or the one integer input), else the mean `loss`. An
+    /// is the label (the sidecar's `label`; without it, the first `one_hot` input or the one
+    /// integer input), else the mean `loss`. An
     /// accuracy's labels are checked against the logits' width too: integer classes in
     /// `[0, classes)`, one-hot rows `classes` wide.
     ///
@@ -240,7 +258,7 @@ impl Job {
         if let Metric::Accuracy { logits, label } = metric {
             let spec = self.specs.iter().find(|s| &s.name == label);
             let g = &self.workload.analyzed.op_graph;
-            if let Some(range) = spec.and_then(|s| metric_labels(g, logits, is_integer(s.dtype))) {
+            if let Some(range) = spec.and_then(|s| metric_labels(g, logits, s.dtype.is_integer())) {
                 add_label_range(&mut labels, label, range);
             }
         }
@@ -304,7 +322,8 @@ impl Job {
         }
     }
 
-    /// Accuracy from the sidecar's `logits` and label input, else the mean loss.
+    /// Accuracy from the sidecar's `logits` and label input — its `label`, else the first
+    /// `one_hot` input, else the one integer input — or the mean loss without `logits`.
     fn default_metric(&self) -> Result<Metric> {
         let sidecar = &self.workload.sidecar;
         let Some(logits) = &sidecar.logits else {
@@ -313,17 +332,18 @@ impl Job {
                 higher_is_better: false,
             });
         };
-        let label = match sidecar.one_hot.first() {
-            Some(l) => l.clone(),
-            None => {
+        let label = match (&sidecar.label, sidecar.one_hot.first()) {
+            (Some(l), _) | (None, Some(l)) => l.clone(),
+            (None, None) => {
                 let ints: Vec<&InputSpec> =
-                    self.specs.iter().filter(|s| is_integer(s.dtype)).collect();
+                    self.specs.iter().filter(|s| s.dtype.is_integer()).collect();
                 match ints.as_slice() {
                     [one] => one.name.clone(),
                     _ => {
                         return Err(self.sidecar_error(format!(
-                            "names `logits` but no label input: list it in `one_hot` or give \
-                             exactly one integer input (inputs: {})",
+                            "names `logits` but no label input: name it with `label` (\"label\": \
+                             \"y\"), list it in `one_hot`, or give exactly one integer input \
+                             (inputs: {})",
                             self.input_names()
                         )))
                     }
@@ -423,8 +443,23 @@ fn check_values(
     Ok(())
 }
 
-fn is_integer(dtype: DType) -> bool {
-    matches!(dtype.0, 3 | 4 | 5 | 6 | 9 | 17 | 22 | 23)
+/// The label ranges the rows of a job's data sets are checked against: the graph's
+/// ([`graph_labels`]), and the sidecar's `label` against the classes of its `logits`
+/// ([`metric_labels`]: integer classes in `[0, classes)`, or one-hot rows `classes` wide).
+fn job_labels(
+    graph: &crate::graph::OpGraph,
+    sidecar: &Sidecar,
+    specs: &[InputSpec],
+) -> BTreeMap<String, LabelRange> {
+    let mut labels = graph_labels(graph);
+    let (Some(label), Some(logits)) = (&sidecar.label, &sidecar.logits) else {
+        return labels;
+    };
+    let spec = specs.iter().find(|s| &s.name == label);
+    if let Some(range) = spec.and_then(|s| metric_labels(graph, logits, s.dtype.is_integer())) {
+        add_label_range(&mut labels, label, range);
+    }
+    labels
 }
 
 /// Of the first `real` rows of a batch, those whose arg-max of `logits` (`[rows, classes]`,
