@@ -75,82 +75,8 @@ pub fn build() -> Result<RefModel, Status> {
 /// Builds the model, its labels float one-hot rows with `one_hot_labels`.
 pub fn build_with(one_hot_labels: bool) -> Result<RefModel, Status> {
     let mut scope = Scope::new_root_scope();
-    let x = ops::Placeholder::new()
-        .dtype(DataType::Float)
-        .shape(Shape::from(Some(vec![
-            None,
-            Some(SIDE as i64),
-            Some(SIDE as i64),
-            Some(1),
-        ])))
-        .build(&mut scope.with_op_name("x"))?;
-    let labels = if one_hot_labels {
-        ops::Placeholder::new()
-            .dtype(DataType::Float)
-            .shape(Shape::from(Some(vec![None, Some(CLASSES as i64)])))
-            .build(&mut scope.with_op_name("labels"))?
-    } else {
-        ops::Placeholder::new()
-            .dtype(DataType::Int64)
-            .shape(Shape::from(Some(vec![None])))
-            .build(&mut scope.with_op_name("labels"))?
-    };
-
-    let filter = variable(&[3, 3, 1, FILTERS], 0.3, 1, "conv1/filter", &mut scope)?;
-    let conv_bias = zeros(&[FILTERS], "conv1/bias", &mut scope)?;
-    let conv = ops::Conv2D::new()
-        .strides([1, 1, 1, 1])
-        .padding("SAME")
-        .build(x.clone(), filter.output().clone(), &mut scope)?;
-    let conv = ops::relu(
-        ops::bias_add(conv, conv_bias.output().clone(), &mut scope)?,
-        &mut scope,
-    )?;
-    let filter2 = variable(
-        &[3, 3, FILTERS, FILTERS],
-        0.2,
-        7,
-        "conv2/filter",
-        &mut scope,
-    )?;
-    let conv_bias2 = zeros(&[FILTERS], "conv2/bias", &mut scope)?;
-    let conv = ops::Conv2D::new()
-        .strides([1, 1, 1, 1])
-        .padding("SAME")
-        .build(conv, filter2.output().clone(), &mut scope)?;
-    let conv = ops::relu(
-        ops::bias_add(conv, conv_bias2.output().clone(), &mut scope)?,
-        &mut scope,
-    )?;
-    let flat_size = (SIDE * SIDE * FILTERS) as i64;
-    let flat = ops::reshape(
-        conv,
-        ops::constant(&[-1i64, flat_size][..], &mut scope)?,
-        &mut scope,
-    )?;
-    let w1 = variable(
-        &[SIDE * SIDE * FILTERS, HIDDEN],
-        0.1,
-        3,
-        "dense1/w",
-        &mut scope,
-    )?;
-    let b1 = zeros(&[HIDDEN], "dense1/b", &mut scope)?;
-    let hidden = ops::relu(
-        ops::add(
-            ops::mat_mul(flat, w1.output().clone(), &mut scope)?,
-            b1.output().clone(),
-            &mut scope,
-        )?,
-        &mut scope,
-    )?;
-    let w2 = variable(&[HIDDEN, CLASSES], 0.3, 5, "dense2/w", &mut scope)?;
-    let b2 = zeros(&[CLASSES], "dense2/b", &mut scope)?;
-    let logits = ops::add(
-        ops::mat_mul(hidden, w2.output().clone(), &mut scope)?,
-        b2.output().clone(),
-        &mut scope.with_op_name("logits"),
-    )?;
+    let (x, labels) = inputs(one_hot_labels, &mut scope)?;
+    let (variables, logits) = network(&x, &mut scope)?;
     let one_hot: Output = if one_hot_labels {
         labels.clone().into()
     } else {
@@ -176,46 +102,7 @@ pub fn build_with(one_hot_labels: bool) -> Result<RefModel, Status> {
     )?
     .into();
 
-    let shapes: [&[u64]; 8] = [
-        &[3, 3, 1, FILTERS],
-        &[FILTERS],
-        &[3, 3, FILTERS, FILTERS],
-        &[FILTERS],
-        &[SIDE * SIDE * FILTERS, HIDDEN],
-        &[HIDDEN],
-        &[HIDDEN, CLASSES],
-        &[CLASSES],
-    ];
-    let variables = vec![filter, conv_bias, filter2, conv_bias2, w1, b1, w2, b2];
-    let xs: Vec<Output> = variables.iter().map(|v| v.output().clone()).collect();
-    let grads = scope.graph_mut().add_gradients(
-        Some("gradients"),
-        std::slice::from_ref(&loss),
-        &xs,
-        None,
-    )?;
-    let lr = ops::constant(0.05f32, &mut scope)?;
-    let momentum = ops::constant(0.9f32, &mut scope)?;
-    let mut accumulators = Vec::new();
-    let mut updates = Vec::new();
-    for ((v, g), shape) in variables.iter().zip(grads).zip(shapes) {
-        let Some(g) = g else {
-            return Err(Status::new_set_lossy(
-                tf_iaware::tensorflow::Code::Internal,
-                &format!("no gradient for {}", v.name()),
-            ));
-        };
-        let accum = zeros(shape, &format!("{}/accum", v.name()), &mut scope)?;
-        updates.push(ops::apply_momentum(
-            v.output().clone(),
-            accum.output().clone(),
-            lr.clone(),
-            g,
-            momentum.clone(),
-            &mut scope,
-        )?);
-        accumulators.push(accum);
-    }
+    let (updates, accumulators) = momentum_updates(&variables, &loss, &mut scope)?;
     let train = ops::NoOp::new().build(
         &mut scope
             .with_control_dependencies(&updates)
@@ -238,6 +125,126 @@ pub fn build_with(one_hot_labels: bool) -> Result<RefModel, Status> {
         variables,
         logits: logits.into(),
     })
+}
+
+/// The image and label placeholders (`labels`: one-hot float rows, or int64 classes).
+fn inputs(one_hot_labels: bool, scope: &mut Scope) -> Result<(Operation, Operation), Status> {
+    let x = ops::Placeholder::new()
+        .dtype(DataType::Float)
+        .shape(Shape::from(Some(vec![
+            None,
+            Some(SIDE as i64),
+            Some(SIDE as i64),
+            Some(1),
+        ])))
+        .build(&mut scope.with_op_name("x"))?;
+    let labels = if one_hot_labels {
+        ops::Placeholder::new()
+            .dtype(DataType::Float)
+            .shape(Shape::from(Some(vec![None, Some(CLASSES as i64)])))
+            .build(&mut scope.with_op_name("labels"))?
+    } else {
+        ops::Placeholder::new()
+            .dtype(DataType::Int64)
+            .shape(Shape::from(Some(vec![None])))
+            .build(&mut scope.with_op_name("labels"))?
+    };
+
+    Ok((x, labels))
+}
+
+/// Two convolutions and two dense layers over `x`: the variables (in the order of their
+/// shapes in `build_with`) and the logits.
+fn network(x: &Operation, scope: &mut Scope) -> Result<(Vec<Variable>, Operation), Status> {
+    let filter = variable(&[3, 3, 1, FILTERS], 0.3, 1, "conv1/filter", scope)?;
+    let conv_bias = zeros(&[FILTERS], "conv1/bias", scope)?;
+    let conv = ops::Conv2D::new()
+        .strides([1, 1, 1, 1])
+        .padding("SAME")
+        .build(x.clone(), filter.output().clone(), scope)?;
+    let conv = ops::relu(
+        ops::bias_add(conv, conv_bias.output().clone(), scope)?,
+        scope,
+    )?;
+    let filter2 = variable(&[3, 3, FILTERS, FILTERS], 0.2, 7, "conv2/filter", scope)?;
+    let conv_bias2 = zeros(&[FILTERS], "conv2/bias", scope)?;
+    let conv = ops::Conv2D::new()
+        .strides([1, 1, 1, 1])
+        .padding("SAME")
+        .build(conv, filter2.output().clone(), scope)?;
+    let conv = ops::relu(
+        ops::bias_add(conv, conv_bias2.output().clone(), scope)?,
+        scope,
+    )?;
+    let flat_size = (SIDE * SIDE * FILTERS) as i64;
+    let flat = ops::reshape(conv, ops::constant(&[-1i64, flat_size][..], scope)?, scope)?;
+    let w1 = variable(&[SIDE * SIDE * FILTERS, HIDDEN], 0.1, 3, "dense1/w", scope)?;
+    let b1 = zeros(&[HIDDEN], "dense1/b", scope)?;
+    let hidden = ops::relu(
+        ops::add(
+            ops::mat_mul(flat, w1.output().clone(), scope)?,
+            b1.output().clone(),
+            scope,
+        )?,
+        scope,
+    )?;
+    let w2 = variable(&[HIDDEN, CLASSES], 0.3, 5, "dense2/w", scope)?;
+    let b2 = zeros(&[CLASSES], "dense2/b", scope)?;
+    let logits = ops::add(
+        ops::mat_mul(hidden, w2.output().clone(), scope)?,
+        b2.output().clone(),
+        &mut scope.with_op_name("logits"),
+    )?;
+    let variables = vec![filter, conv_bias, filter2, conv_bias2, w1, b1, w2, b2];
+    Ok((variables, logits))
+}
+
+/// Momentum updates of `variables` down the gradients of `loss`, and their accumulators.
+fn momentum_updates(
+    variables: &[Variable],
+    loss: &Output,
+    scope: &mut Scope,
+) -> Result<(Vec<Operation>, Vec<Variable>), Status> {
+    let shapes: [&[u64]; 8] = [
+        &[3, 3, 1, FILTERS],
+        &[FILTERS],
+        &[3, 3, FILTERS, FILTERS],
+        &[FILTERS],
+        &[SIDE * SIDE * FILTERS, HIDDEN],
+        &[HIDDEN],
+        &[HIDDEN, CLASSES],
+        &[CLASSES],
+    ];
+    let xs: Vec<Output> = variables.iter().map(|v| v.output().clone()).collect();
+    let grads = scope.graph_mut().add_gradients(
+        Some("gradients"),
+        std::slice::from_ref(loss),
+        &xs,
+        None,
+    )?;
+    let lr = ops::constant(0.05f32, scope)?;
+    let momentum = ops::constant(0.9f32, scope)?;
+    let mut accumulators = Vec::new();
+    let mut updates = Vec::new();
+    for ((v, g), shape) in variables.iter().zip(grads).zip(shapes) {
+        let Some(g) = g else {
+            return Err(Status::new_set_lossy(
+                tf_iaware::tensorflow::Code::Internal,
+                &format!("no gradient for {}", v.name()),
+            ));
+        };
+        let accum = zeros(shape, &format!("{}/accum", v.name()), scope)?;
+        updates.push(ops::apply_momentum(
+            v.output().clone(),
+            accum.output().clone(),
+            lr.clone(),
+            g,
+            momentum.clone(),
+            scope,
+        )?);
+        accumulators.push(accum);
+    }
+    Ok((updates, accumulators))
 }
 
 /// `n` learnable samples: the label is the quadrant (0–3) of the image's brightest pixel.

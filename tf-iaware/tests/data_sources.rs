@@ -254,11 +254,9 @@ fn open_err(path: &Path, specs: &[InputSpec]) -> Error {
 }
 
 #[test]
-fn bad_data_is_a_typed_error_naming_input_and_file() {
+fn data_of_another_shape_or_type_or_without_an_input_is_a_typed_error_naming_it() {
     let (_, _, specs) = cnn_specs();
-    let dir = tempfile::tempdir().unwrap();
     let train = fixtures().join("data_cnn_train.npz");
-
     // Shape and element type against the graph.
     let gray = [spec("x", DType::FLOAT, &[-1, 16, 16, 1]), specs[1].clone()];
     let e = open_err(&train, &gray);
@@ -306,7 +304,13 @@ fn bad_data_is_a_typed_error_naming_input_and_file() {
         matches!(&e, Error::DataMissing { input, .. } if input == "y"),
         "{e}"
     );
+}
 
+#[test]
+fn truncated_corrupt_and_empty_files_are_typed_errors_naming_them() {
+    let (_, _, specs) = cnn_specs();
+    let dir = tempfile::tempdir().unwrap();
+    let train = fixtures().join("data_cnn_train.npz");
     // Truncated files.
     let part = std::fs::read(fixtures().join("data_cnn_tfrecords/part-0.tfrecord")).unwrap();
     let cut = dir.path().join("cut.tfrecord");
@@ -351,7 +355,13 @@ fn bad_data_is_a_typed_error_naming_input_and_file() {
         open_err(&empty_dir, &specs),
         Error::DataEmpty { .. }
     ));
+}
 
+#[test]
+fn ragged_big_endian_oversized_and_unknown_data_and_too_large_shares_are_refused() {
+    let (_, _, specs) = cnn_specs();
+    let dir = tempfile::tempdir().unwrap();
+    let flat = [spec("v", DType::FLOAT, &[-1, 4])];
     // Arrays of different row counts.
     let ragged = dir.path().join("ragged.npz");
     npz(
