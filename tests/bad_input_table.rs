@@ -495,75 +495,9 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
         s
     };
     // Locks this test holds for the case (`@flock`), released when it ends.
-    let mut held = Vec::new();
-    for ((_, spec), path) in c.files.iter().zip(&paths) {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        if spec == "@dir" {
-            std::fs::create_dir(path).unwrap();
-        } else if spec == "@flock" {
-            use std::os::fd::AsRawFd;
-            std::fs::write(path, format!("{}\n", std::process::id())).unwrap();
-            let f = std::fs::File::open(path).unwrap();
-            // SAFETY: a live descriptor.
-            assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
-            held.push(f);
-        } else if spec == "@fifo" {
-            let p = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-            // SAFETY: a valid NUL-terminated path.
-            assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o600) }, 0, "mkfifo");
-        } else if let Some(target) = spec.strip_prefix("@symlink:") {
-            std::os::unix::fs::symlink(subst(target), path).unwrap();
-        } else {
-            std::fs::write(path, content(spec, fx, &subst)).unwrap();
-        }
-    }
+    let held = write_inputs(c, &paths, fx, &subst);
     let before: Vec<FileState> = paths.iter().map(|p| FileState::of(p)).collect();
-    let args = c.args.replace("{train}", &train_words().join(" "));
-    let mut words = split(&args, " ");
-    let stdout = match words.last().map(String::as_str) {
-        Some(">/dev/full") => {
-            words.pop();
-            Stdio::from(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .open("/dev/full")
-                    .unwrap(),
-            )
-        }
-        Some(">&-") => {
-            words.pop();
-            Stdio::null()
-        }
-        _ => Stdio::null(),
-    };
-    let close_stdout = c.args.ends_with(">&-");
-    let args: Vec<OsString> = words
-        .iter()
-        .map(|a| OsString::from_vec(unescape(&subst(a))))
-        .collect();
-    let mut cmd: Command = common::bin();
-    cmd.args(&args)
-        .env("RUST_LOG", "warn")
-        .env_remove("TF_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::piped());
-    if close_stdout {
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::close(1);
-                Ok(())
-            });
-        }
-    }
-    for (k, v) in &c.env {
-        if v.is_empty() {
-            cmd.env_remove(k);
-        } else {
-            cmd.env(k, OsString::from_vec(unescape(&subst(v))));
-        }
-    }
+    let mut cmd = command(c, &subst);
     let started = Instant::now();
     let mut child = cmd.spawn().expect("tf-iaware starts");
     let mut stderr = child.stderr.take().unwrap();
@@ -636,6 +570,91 @@ fn run_case(c: &Case, fx: &Fixtures, root: &Path) -> Outcome {
         ),
         secs,
     }
+}
+
+/// Writes case `c`'s input files at `paths` (a folder, a locked file, a FIFO, a symlink or
+/// generated content); returns the files whose locks this test holds.
+fn write_inputs(
+    c: &Case,
+    paths: &[PathBuf],
+    fx: &Fixtures,
+    subst: &dyn Fn(&str) -> String,
+) -> Vec<std::fs::File> {
+    let mut held = Vec::new();
+    for ((_, spec), path) in c.files.iter().zip(paths) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        if spec == "@dir" {
+            std::fs::create_dir(path).unwrap();
+        } else if spec == "@flock" {
+            use std::os::fd::AsRawFd;
+            std::fs::write(path, format!("{}\n", std::process::id())).unwrap();
+            let f = std::fs::File::open(path).unwrap();
+            // SAFETY: a live descriptor.
+            assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+            held.push(f);
+        } else if spec == "@fifo" {
+            let p = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o600) }, 0, "mkfifo");
+        } else if let Some(target) = spec.strip_prefix("@symlink:") {
+            std::os::unix::fs::symlink(subst(target), path).unwrap();
+        } else {
+            std::fs::write(path, content(spec, fx, subst)).unwrap();
+        }
+    }
+    held
+}
+
+/// The `tf-iaware` command of case `c`: its arguments and environment, stdout as the case
+/// redirects it (`>/dev/full`, `>&-`), stderr piped.
+fn command(c: &Case, subst: &dyn Fn(&str) -> String) -> Command {
+    let args = c.args.replace("{train}", &train_words().join(" "));
+    let mut words = split(&args, " ");
+    let stdout = match words.last().map(String::as_str) {
+        Some(">/dev/full") => {
+            words.pop();
+            Stdio::from(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+        }
+        Some(">&-") => {
+            words.pop();
+            Stdio::null()
+        }
+        _ => Stdio::null(),
+    };
+    let close_stdout = c.args.ends_with(">&-");
+    let args: Vec<OsString> = words
+        .iter()
+        .map(|a| OsString::from_vec(unescape(&subst(a))))
+        .collect();
+    let mut cmd: Command = common::bin();
+    cmd.args(&args)
+        .env("RUST_LOG", "warn")
+        .env_remove("TF_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(Stdio::piped());
+    if close_stdout {
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::close(1);
+                Ok(())
+            });
+        }
+    }
+    for (k, v) in &c.env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, OsString::from_vec(unescape(&subst(v))));
+        }
+    }
+    cmd
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Distributed training on TensorFlow's gRPC runtime with real worker processes on 127.0.0.1:
 //! synchronous data parallelism, shares that follow capacity, clean teardown, and clear errors
-//! for bad TF_CONFIG. Training through lost tasks is tests/train_recovery.rs.
+//! for bad TF_CONFIG. Training through lost tasks is tests/train_recovery.rs (workers) and
+//! tests/train_recovery_ps.rs (parameter servers).
 
 mod common;
 

@@ -86,20 +86,8 @@ fn a_run_checkpoints_logs_and_resumes_and_its_model_loads_into_the_users_graph()
     assert_eq!(on_disk, [60, 40], "the last two kept, newest first");
     assert!(calls.load(Ordering::Relaxed) > 0 || first.train_seconds < 0.25);
 
-    // The checkpoint restores into a plain session of the user's own graph, every variable
-    // from the file, under the user's names.
     let prefix = &first.checkpoints[2].prefix;
-    let saved = read_bundle(prefix).unwrap();
-    let mut restored = restore_graph(&graph_def, prefix).unwrap();
-    let names: BTreeSet<String> = saved.iter().map(|t| t.name.clone()).collect();
-    assert_eq!(
-        names,
-        BTreeSet::from(["hidden/b", "hidden/w", "logits/b", "logits/w"].map(String::from))
-    );
-    assert_eq!(
-        read_variables(&mut restored.graph, &restored.session).unwrap(),
-        saved
-    );
+    restores_into_the_users_graph(&graph_def, prefix);
 
     // The same directory again, another strategy, 40 more updates: it carries on from 60.
     let second = fit(
@@ -135,8 +123,29 @@ fn a_run_checkpoints_logs_and_resumes_and_its_model_loads_into_the_users_graph()
     );
     assert_eq!(third.final_metric, second.final_metric);
 
-    // One event file per run, with the trainer's tags at update steps.
-    let files = event_files(&logdir).unwrap();
+    one_event_file_per_run(&logdir);
+}
+
+/// The checkpoint at `prefix` restores into a plain session of the user's own graph, every
+/// variable from the file, under the user's names.
+fn restores_into_the_users_graph(graph_def: &[u8], prefix: &Path) {
+    let saved = read_bundle(prefix).unwrap();
+    let mut restored = restore_graph(graph_def, prefix).unwrap();
+    let names: BTreeSet<String> = saved.iter().map(|t| t.name.clone()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["hidden/b", "hidden/w", "logits/b", "logits/w"].map(String::from))
+    );
+    assert_eq!(
+        read_variables(&mut restored.graph, &restored.session).unwrap(),
+        saved
+    );
+}
+
+/// One event file per run (three), with the trainer's tags at update steps: the first run's at
+/// steps 0 to 60, the resumed run's from 60.
+fn one_event_file_per_run(logdir: &Path) {
+    let files = event_files(logdir).unwrap();
     assert_eq!(files.len(), 3, "{files:?}");
     let points = read_scalars(&files[0]).unwrap();
     let tags: BTreeSet<&str> = points.iter().map(|p| p.tag.as_str()).collect();

@@ -7,15 +7,21 @@
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::cluster::serial;
 use serde_json::Value;
 use tf_iaware::cluster::tf_config::TfConfig;
-use tf_iaware::cluster::{self, DeviceType, LiveOptions, LiveSource};
+use tf_iaware::cluster::{self, DeviceType, LiveConnection, LiveOptions, LiveSource};
 use tf_iaware::models::replicated;
+use tf_iaware::parallel::DataParallelStrategy;
 use tf_iaware::parallel::{self, InfraAwareOptions, WorkerCapacity};
+use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, Replanning, Trigger};
 use tf_iaware::runtime::data_parallel;
+use tf_iaware::runtime::trainer::{self, Contender, OnProgress};
+use tf_iaware::{Job, TrainingOptions, TrainingReport};
 use tf_iaware_emulate::{EmulatedCluster, Scenario};
 
 fn exe() -> &'static Path {
@@ -325,11 +331,6 @@ fn nvml_gpus_map_onto_tensorflow_gpu_devices_where_nvml_exists() {
 
 #[test]
 fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use tf_iaware::runtime::adapt::{AdaptOptions, MetricsSource, Replanning, Trigger};
-    use tf_iaware::runtime::trainer::{self, Contender, OnProgress};
-    use tf_iaware::{parallel::DataParallelStrategy, Job, TrainingOptions};
     let _g = serial();
     let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
     let mut cluster = EmulatedCluster::start(&scenario, exe()).unwrap();
@@ -351,81 +352,8 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
         return;
     }
     let (workers, ps) = data_parallel::worker_and_ps_devices(&c.cluster).unwrap();
-    let vars = replicated::variables("mlp").unwrap();
-    let planner = parallel::DataParallelPlanner::new(
-        DataParallelStrategy::InfraAware,
-        &workers,
-        &ps,
-        &vars,
-        32,
-    )
-    .unwrap()
-    .with_calibration(equal(&workers));
-    let first = planner.plan(&c.cluster).unwrap();
-    let replanning = Replanning {
-        planner,
-        metrics: Some(MetricsSource::TfConfig(cluster.tf_config().clone())),
-        tasks: None,
-    };
-    let contender = Contender {
-        strategy: DataParallelStrategy::InfraAware,
-        plan: first,
-        feedback: None,
-        replanning: Some(replanning),
-    };
-    let adapt = AdaptOptions {
-        // Metrics only: the hog must be seen by the agents, not by step times.
-        step_threshold: f64::INFINITY,
-        trace_steps: false,
-        ..AdaptOptions::default()
-    };
-    // The trainer reports its updates and re-plans after every step; this thread lands the
-    // hog once two steps ran and ends the run once a re-plan came (or 30 s passed).
-    let (updates, replans) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicUsize::new(0)));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (u, r) = (updates.clone(), replans.clone());
-    let options = TrainingOptions {
-        steps: None,
-        epochs: None,
-        max_seconds: Some(60.0),
-        adapt: Some(adapt),
-        stop: Some(stop.clone()),
-        progress: Some(OnProgress::every_step(move |p| {
-            u.store(p.updates, Ordering::SeqCst);
-            r.store(p.replans, Ordering::SeqCst);
-        })),
-        ..TrainingOptions::default()
-    };
-    let job = Job::synthetic(&"mlp".into(), 512, 1).unwrap();
-    let report = std::thread::scope(|scope| {
-        let training =
-            scope.spawn(|| trainer::train(&contender, &job, &c.cluster, &c.config, &options));
-        let wait = |what: &dyn Fn() -> bool, limit: Duration| {
-            let started = std::time::Instant::now();
-            while !what() && started.elapsed() < limit && !training.is_finished() {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        };
-        wait(
-            &|| updates.load(Ordering::SeqCst) >= 2,
-            Duration::from_secs(30),
-        );
-        cluster.set_busy(1, 0.8).unwrap();
-        let landed = updates.load(Ordering::SeqCst);
-        wait(
-            &|| replans.load(Ordering::SeqCst) > 0,
-            Duration::from_secs(30),
-        );
-        // A few more steps on the new plan: training goes on from the same variables.
-        let replanned = updates.load(Ordering::SeqCst);
-        wait(
-            &|| updates.load(Ordering::SeqCst) >= replanned + 2,
-            Duration::from_secs(10),
-        );
-        stop.store(true, Ordering::SeqCst);
-        (training.join().unwrap().unwrap(), landed)
-    });
-    let (report, landed) = report;
+    let contender = replanning_contender(&c, cluster.tf_config(), &workers, &ps);
+    let (report, landed) = train_while_a_hog_lands_in_worker_1(&mut cluster, &c, &contender);
     // Worker 1 moves down by more than the drift threshold. How far depends on what else the
     // host runs: on a quiet host to about its new hard share (0.2); on a busy one less, because
     // other runnable threads already held it below its old quota (`cluster::live`).
@@ -454,4 +382,98 @@ fn adaptive_training_replans_when_a_hog_lands_in_a_workers_cgroup() {
     assert!(r.detection_latency_ms >= 0.0);
     assert!(report.updates > r.before_step as u64, "{}", report.updates);
     assert!(report.loss_last.is_some_and(f32::is_finite));
+}
+
+/// Infra-aware on equal calibrated shares of `workers`, re-planned live from the metrics agents
+/// of `tf_config`.
+fn replanning_contender(
+    c: &LiveConnection,
+    tf_config: &TfConfig,
+    workers: &[String],
+    ps: &[String],
+) -> Contender {
+    let vars = replicated::variables("mlp").unwrap();
+    let planner = parallel::DataParallelPlanner::new(
+        DataParallelStrategy::InfraAware,
+        workers,
+        ps,
+        &vars,
+        32,
+    )
+    .unwrap()
+    .with_calibration(equal(workers));
+    let first = planner.plan(&c.cluster).unwrap();
+    let replanning = Replanning {
+        planner,
+        metrics: Some(MetricsSource::TfConfig(tf_config.clone())),
+        tasks: None,
+    };
+    Contender {
+        strategy: DataParallelStrategy::InfraAware,
+        plan: first,
+        feedback: None,
+        replanning: Some(replanning),
+    }
+}
+
+/// Trains `contender` (adapting on metrics only) while this thread lands a hog in worker 1's
+/// cgroup once two steps ran, and ends the run a few steps after a re-plan came (or 30 s
+/// passed). Returns the report and the update after which the hog landed.
+fn train_while_a_hog_lands_in_worker_1(
+    cluster: &mut EmulatedCluster,
+    c: &LiveConnection,
+    contender: &Contender,
+) -> (TrainingReport, u64) {
+    let adapt = AdaptOptions {
+        // Metrics only: the hog must be seen by the agents, not by step times.
+        step_threshold: f64::INFINITY,
+        trace_steps: false,
+        ..AdaptOptions::default()
+    };
+    // The trainer reports its updates and re-plans after every step; this thread lands the
+    // hog once two steps ran and ends the run once a re-plan came (or 30 s passed).
+    let (updates, replans) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicUsize::new(0)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (u, r) = (updates.clone(), replans.clone());
+    let options = TrainingOptions {
+        steps: None,
+        epochs: None,
+        max_seconds: Some(60.0),
+        adapt: Some(adapt),
+        stop: Some(stop.clone()),
+        progress: Some(OnProgress::every_step(move |p| {
+            u.store(p.updates, Ordering::SeqCst);
+            r.store(p.replans, Ordering::SeqCst);
+        })),
+        ..TrainingOptions::default()
+    };
+    let job = Job::synthetic(&"mlp".into(), 512, 1).unwrap();
+    std::thread::scope(|scope| {
+        let training =
+            scope.spawn(|| trainer::train(contender, &job, &c.cluster, &c.config, &options));
+        let wait = |what: &dyn Fn() -> bool, limit: Duration| {
+            let started = std::time::Instant::now();
+            while !what() && started.elapsed() < limit && !training.is_finished() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        wait(
+            &|| updates.load(Ordering::SeqCst) >= 2,
+            Duration::from_secs(30),
+        );
+        cluster.set_busy(1, 0.8).unwrap();
+        let landed = updates.load(Ordering::SeqCst);
+        wait(
+            &|| replans.load(Ordering::SeqCst) > 0,
+            Duration::from_secs(30),
+        );
+        // A few more steps on the new plan: training goes on from the same variables.
+        let replanned = updates.load(Ordering::SeqCst);
+        wait(
+            &|| updates.load(Ordering::SeqCst) >= replanned + 2,
+            Duration::from_secs(10),
+        );
+        stop.store(true, Ordering::SeqCst);
+        (training.join().unwrap().unwrap(), landed)
+    })
 }

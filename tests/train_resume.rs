@@ -35,6 +35,49 @@ fn newest(dir: &Path) -> Option<u64> {
         .map(|c| c.step)
 }
 
+/// Runs `tf-iaware ARGS` and kills it (SIGKILL: no clean-up of any kind) once it has a
+/// checkpoint in `ckpt`; returns the newest checkpoint's step after the kill.
+fn kill_once_it_checkpoints(args: &[String], ckpt: &Path) -> u64 {
+    let mut first = common::bin()
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while newest(ckpt).is_none() {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first run ended before its first checkpoint"
+        );
+        assert!(Instant::now() < deadline, "no checkpoint within 600 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    newest(ckpt).expect("the checkpoint survives the kill")
+}
+
+/// The checkpoint at `prefix` restores into the user's own exported graph (the GraphDef at
+/// `graph`): every variable (weights, Adam's slots and powers) from the file, equal.
+fn restores_into_the_exported_graph(graph: &Path, prefix: &Path) {
+    let graph_def = std::fs::read(graph).unwrap();
+    let mut model = restore_graph(&graph_def, prefix).unwrap();
+    let saved = read_bundle(prefix).unwrap();
+    assert!(
+        saved.iter().any(|t| t.name.ends_with("/Adam")),
+        "{:?}",
+        saved.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
+    let restored = read_variables(&mut model.graph, &model.session).unwrap();
+    for t in &restored {
+        let from_file = saved.iter().find(|s| s.name == t.name).unwrap();
+        assert_eq!(t, from_file, "{}", t.name);
+    }
+}
+
 #[test]
 fn a_killed_run_resumes_with_the_same_command_and_finishes() {
     let scenario = Scenario::parse("workers=0.5,0.5").unwrap();
@@ -80,27 +123,8 @@ fn a_killed_run_resumes_with_the_same_command_and_finishes() {
     .map(String::from)
     .to_vec();
 
-    // The first run, killed (SIGKILL: no clean-up of any kind) once it has a checkpoint.
-    let mut first = common::bin()
-        .args(&args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    while newest(&ckpt).is_none() {
-        assert!(
-            first.try_wait().unwrap().is_none(),
-            "the first run ended before its first checkpoint"
-        );
-        assert!(Instant::now() < deadline, "no checkpoint within 600 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    first.kill().unwrap();
-    first.wait().unwrap();
-    let killed_at = newest(&ckpt).expect("the checkpoint survives the kill");
+    // The first run, killed once it has a checkpoint.
+    let killed_at = kill_once_it_checkpoints(&args, &ckpt);
     assert!(
         killed_at < 1500,
         "killed before the end: checkpoint {killed_at}"
@@ -127,23 +151,9 @@ fn a_killed_run_resumes_with_the_same_command_and_finishes() {
     );
     assert!(v["final_metric"].as_f64().is_some_and(|a| a > 0.2), "{out}");
 
-    // The final checkpoint restores into the user's own exported graph: every variable
-    // (weights, Adam's slots and powers) from the file, equal.
+    // The final checkpoint restores into the user's own exported graph.
     let last = v["checkpoints"].as_array().and_then(|c| c.last()).unwrap();
-    let prefix = PathBuf::from(last["prefix"].as_str().unwrap());
-    let graph_def = std::fs::read(&graph).unwrap();
-    let mut model = restore_graph(&graph_def, &prefix).unwrap();
-    let saved = read_bundle(&prefix).unwrap();
-    assert!(
-        saved.iter().any(|t| t.name.ends_with("/Adam")),
-        "{:?}",
-        saved.iter().map(|t| &t.name).collect::<Vec<_>>()
-    );
-    let restored = read_variables(&mut model.graph, &model.session).unwrap();
-    for t in &restored {
-        let from_file = saved.iter().find(|s| s.name == t.name).unwrap();
-        assert_eq!(t, from_file, "{}", t.name);
-    }
+    restores_into_the_exported_graph(&graph, Path::new(last["prefix"].as_str().unwrap()));
 
     // Two event files (one per run); the resumed one's steps continue the first's.
     let files = event_files(&logs).unwrap();

@@ -135,17 +135,37 @@ fn human(v: f64, suffix: &str) -> String {
     format!("{v:.1} {}{suffix}", UNITS[u])
 }
 
-/// One frame of the terminal view.
+/// One frame of the terminal view: a header, then CPU, memory, network, GPUs and devices.
 fn view(s: &Snapshot, width: usize, colour: bool) -> String {
+    let mut lines = vec![header_line(s), String::new()];
+    cpu_lines(s, width, colour, &mut lines);
+    lines.push(String::new());
+    memory_lines(s, width, colour, &mut lines);
+    lines.push(String::new());
+    network_lines(s, &mut lines);
+    lines.push(String::new());
+    gpu_lines(s, colour, &mut lines);
+    lines.push(String::new());
+    device_lines(s, &mut lines);
     let mut out = String::new();
-    let mut line = |l: String| {
+    for l in lines {
         out.push_str(&l);
         out.push('\n');
-    };
+    }
+    out
+}
+
+/// Width of the CPU and memory bars for a terminal `width` columns wide.
+fn wide_bar(width: usize) -> usize {
+    width.saturating_sub(40).clamp(10, 60)
+}
+
+/// Host, observed pid, interval, the reading's age and whether it is stale.
+fn header_line(s: &Snapshot) -> String {
     let interval = s
         .interval_ms
         .map_or("?".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0));
-    line(format!(
+    format!(
         "tf-iaware monitor: {}  pid {}  interval {interval}  reading {} ms old{}",
         s.host,
         s.pid.map_or("?".into(), |p| p.to_string()),
@@ -155,18 +175,18 @@ fn view(s: &Snapshot, width: usize, colour: bool) -> String {
         } else {
             String::new()
         }
-    ));
-    line(String::new());
+    )
+}
 
-    // CPU.
+/// The CPU bar and load, one bar per core, our share of the cores and the cgroup.
+fn cpu_lines(s: &Snapshot, width: usize, colour: bool, lines: &mut Vec<String>) {
     let c = &s.cpu;
     let load = c.load.map_or(String::new(), |l| {
         format!("   load {:.2} {:.2} {:.2}", l.one, l.five, l.fifteen)
     });
-    let wide = width.saturating_sub(40).clamp(10, 60);
-    line(format!(
+    lines.push(format!(
         "CPU  {} {} of {} cores{load}",
-        bar(c.utilisation.map(|u| u.last), wide, colour),
+        bar(c.utilisation.map(|u| u.last), wide_bar(width), colour),
         pct(c.utilisation.map(|u| u.last)),
         c.logical_cores
     ));
@@ -188,9 +208,9 @@ fn view(s: &Snapshot, width: usize, colour: bool) -> String {
                 )
             })
             .collect();
-        line(format!("  {}", cells.join("  ")));
+        lines.push(format!("  {}", cells.join("  ")));
     }
-    line(format!(
+    lines.push(format!(
         "  own {} cores   co-tenants {} cores   limit {:.2} cores   available {} cores (ewma {})",
         cores(c.own_cores),
         cores(c.cotenant_cores),
@@ -201,12 +221,12 @@ fn view(s: &Snapshot, width: usize, colour: bool) -> String {
     ));
     if let Some(a) = &c.allowed_cpus {
         if a.len() != c.cores.len() {
-            line(format!("  allowed CPUs {a:?}"));
+            lines.push(format!("  allowed CPUs {a:?}"));
         }
     }
     match (&s.cgroup, &s.cgroup_unavailable) {
         (Some(g), _) => {
-            line(format!(
+            lines.push(format!(
             "  cgroup v{} {}   quota {}   usage {} cores   throttled {}/{} periods   mem limit {}",
             g.version,
             g.path,
@@ -218,50 +238,53 @@ fn view(s: &Snapshot, width: usize, colour: bool) -> String {
             g.memory_limit_bytes.map_or("none".into(), |b| human(b as f64, "")),
         ))
         }
-        (None, Some(why)) => line(format!("  {why}")),
+        (None, Some(why)) => lines.push(format!("  {why}")),
         (None, None) => {}
     }
-    line(String::new());
+}
 
-    // Memory.
+/// The memory bar: used, total, available and available to us.
+fn memory_lines(s: &Snapshot, width: usize, colour: bool, lines: &mut Vec<String>) {
     let m = &s.memory;
     let used = match (m.total_bytes, m.available_bytes) {
         (Some(t), Some(a)) if t > 0 => Some(t.saturating_sub(a) as f64 / t as f64),
         _ => None,
     };
-    line(format!(
+    lines.push(format!(
         "MEM  {} {} used of {}   available {}   available to us {}",
-        bar(used, wide, colour),
+        bar(used, wide_bar(width), colour),
         pct(used),
         bytes(m.total_bytes),
         bytes(m.available_bytes),
         bytes(m.available_to_us_bytes),
     ));
-    line(String::new());
+}
 
-    // Network.
-    line("NET  interface           receive          transmit".into());
+/// One line per network interface: receive and transmit rates.
+fn network_lines(s: &Snapshot, lines: &mut Vec<String>) {
+    lines.push("NET  interface           receive          transmit".into());
     for n in &s.network {
         let rate = |r: Option<f64>| r.map_or("?".into(), |r| human(r, "/s"));
-        line(format!(
+        lines.push(format!(
             "     {:<16} {:>12} {:>17}",
             n.name,
             rate(n.rx_bytes_per_sec),
             rate(n.tx_bytes_per_sec)
         ));
     }
-    line(String::new());
+}
 
-    // GPUs.
+/// One line per GPU, or why there are none.
+fn gpu_lines(s: &Snapshot, colour: bool, lines: &mut Vec<String>) {
     if s.gpus.is_empty() {
-        line(format!(
+        lines.push(format!(
             "GPU  {}",
             s.gpus_unavailable.as_deref().unwrap_or("none")
         ));
     }
     for g in &s.gpus {
         let u = g.utilisation_percent.map(|u| u.last / 100.0);
-        line(format!(
+        lines.push(format!(
             "GPU{} {} {} {}   mem {} / {}   {} MHz   {} W   {} C",
             g.index,
             g.name,
@@ -275,11 +298,12 @@ fn view(s: &Snapshot, width: usize, colour: bool) -> String {
                 .map_or("?".into(), |v| format!("{v:.0}")),
         ));
     }
-    line(String::new());
+}
 
-    // Devices.
+/// Per device: the available compute share and free memory; then the snapshot's notes.
+fn device_lines(s: &Snapshot, lines: &mut Vec<String>) {
     for d in &s.devices {
-        line(format!(
+        lines.push(format!(
             "{:<7} available share {:.2} (ewma {:.2})   free memory {}",
             d.device,
             d.compute_share.last,
@@ -288,9 +312,8 @@ fn view(s: &Snapshot, width: usize, colour: bool) -> String {
         ));
     }
     for n in &s.notes {
-        line(format!("note: {n}"));
+        lines.push(format!("note: {n}"));
     }
-    out
 }
 
 #[cfg(test)]

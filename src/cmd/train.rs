@@ -137,6 +137,11 @@ impl Args {
     pub fn emulated(&self) -> bool {
         self.cluster.starts_with("emulated:")
     }
+
+    /// Whether steps, epochs or seconds bound the run (else one epoch, or a target alone).
+    fn bounded(&self) -> bool {
+        self.steps.is_some() || self.epochs.is_some() || self.max_seconds.is_some()
+    }
 }
 
 /// The report `--json` prints.
@@ -167,44 +172,13 @@ pub fn run(args: &Args) -> Result<()> {
     }
     job.check_updates(args.strategy.updates())
         .with_context(|| format!("{} cannot train {}", args.strategy, job.name()))?;
-    let bounded = args.steps.is_some() || args.epochs.is_some() || args.max_seconds.is_some();
-    let checkpoints = args.checkpoint_dir.as_ref().map(|dir| CheckpointOptions {
-        every_steps: args.checkpoint_steps,
-        every_seconds: args.checkpoint_secs.or(args
-            .checkpoint_steps
-            .is_none()
-            .then_some(DEFAULT_CHECKPOINT_EVERY_S)),
-        keep: args.keep_checkpoints,
-        ..CheckpointOptions::new(dir)
-    });
     let watch = Watch::new(args.steps);
-    let mut options = TrainingOptions {
-        steps: args.steps,
-        // A target alone trains until it is reached (at most TARGET_EPOCHS_CAP epochs).
-        epochs: args
-            .epochs
-            .or((!bounded && args.target_accuracy.is_none()).then_some(1.0)),
-        max_seconds: args.max_seconds,
-        target: args.target_accuracy,
-        eval_every_s: args.eval_every,
-        seed: args.seed,
-        own_masters: None,
-        checkpoints,
-        logdir: args.logdir.clone(),
-        progress: Some(watch.callback()),
-        adapt: args.adapt.then(AdaptOptions::default),
-        stop: None,
-        recover: (args.max_recoveries > 0).then(|| RecoverOptions {
-            max_recoveries: args.max_recoveries,
-            ..RecoverOptions::default()
-        }),
-        trace_last: false,
-    };
+    let mut options = training_options(args, &watch);
     options.validate()?;
     options.check_outputs()?;
     // What is left to check is the target against the job's metric.
     options.validate_for(&job).context("--target-accuracy")?;
-    if let (false, Some(t)) = (bounded, options.target) {
+    if let (false, Some(t)) = (args.bounded(), options.target) {
         noteln!("training until the held-out target {t}, at most {TARGET_EPOCHS_CAP} epochs");
     }
     let connection = common::connect(&args.cluster)?;
@@ -240,6 +214,60 @@ pub fn run(args: &Args) -> Result<()> {
     let report = planned.fit(&job, &options);
     watch.finish();
     let report = report?;
+    note_resume_and_checkpoints(&report);
+    if args.json {
+        return common::print_json(&TrainCommandReport {
+            graph: args.graph.display().to_string(),
+            data: args.data.display().to_string(),
+            held_out: args.held_out.as_ref().map(|p| p.display().to_string()),
+            cluster: &args.cluster,
+            global_batch: planned.plan().replicas.iter().map(|r| r.batch).sum(),
+            setup_seconds,
+            wall_to_target_from_start_s: report.wall_to_target_s.map(|w| setup_seconds + w),
+            report: &report,
+        });
+    }
+    print_report(args, &report)
+}
+
+/// The trainer's options from the flags, progress shown through `watch`; `own_masters` is left
+/// to the connection.
+fn training_options(args: &Args, watch: &std::sync::Arc<Watch>) -> TrainingOptions {
+    let checkpoints = args.checkpoint_dir.as_ref().map(|dir| CheckpointOptions {
+        every_steps: args.checkpoint_steps,
+        every_seconds: args.checkpoint_secs.or(args
+            .checkpoint_steps
+            .is_none()
+            .then_some(DEFAULT_CHECKPOINT_EVERY_S)),
+        keep: args.keep_checkpoints,
+        ..CheckpointOptions::new(dir)
+    });
+    TrainingOptions {
+        steps: args.steps,
+        // A target alone trains until it is reached (at most TARGET_EPOCHS_CAP epochs).
+        epochs: args
+            .epochs
+            .or((!args.bounded() && args.target_accuracy.is_none()).then_some(1.0)),
+        max_seconds: args.max_seconds,
+        target: args.target_accuracy,
+        eval_every_s: args.eval_every,
+        seed: args.seed,
+        own_masters: None,
+        checkpoints,
+        logdir: args.logdir.clone(),
+        progress: Some(watch.callback()),
+        adapt: args.adapt.then(AdaptOptions::default),
+        stop: None,
+        recover: (args.max_recoveries > 0).then(|| RecoverOptions {
+            max_recoveries: args.max_recoveries,
+            ..RecoverOptions::default()
+        }),
+        trace_last: false,
+    }
+}
+
+/// On stderr: where the run resumed from, and the checkpoints it wrote.
+fn note_resume_and_checkpoints(report: &TrainingReport) {
     if let Some(r) = &report.resumed_from {
         noteln!(
             "resumed from step {} ({}), {:.1} s of training before, restored in {:.2} s",
@@ -257,18 +285,10 @@ pub fn run(args: &Args) -> Result<()> {
             c.prefix.display()
         );
     }
-    if args.json {
-        return common::print_json(&TrainCommandReport {
-            graph: args.graph.display().to_string(),
-            data: args.data.display().to_string(),
-            held_out: args.held_out.as_ref().map(|p| p.display().to_string()),
-            cluster: &args.cluster,
-            global_batch: planned.plan().replicas.iter().map(|r| r.batch).sum(),
-            setup_seconds,
-            wall_to_target_from_start_s: report.wall_to_target_s.map(|w| setup_seconds + w),
-            report: &report,
-        });
-    }
+}
+
+/// The report as text on stdout: the evaluations, a summary line and one line per worker.
+fn print_report(args: &Args, report: &TrainingReport) -> Result<()> {
     for e in &report.evaluations {
         outln!(
             "{:>8.1} s  epoch {:>6.2}  {:>7} updates  held-out {} {:.4}",
@@ -290,7 +310,7 @@ pub fn run(args: &Args) -> Result<()> {
         match (args.target_accuracy, report.time_to_target_s) {
             (Some(t), Some(s)) => format!(", target {t} reached after {s:.1} s"),
             (Some(t), None) => match report.epoch_bound {
-                Some(e) if !bounded =>
+                Some(e) if !args.bounded() =>
                     format!(", target {t} not reached within the cap of {e} epochs"),
                 _ => format!(", target {t} not reached"),
             },

@@ -92,6 +92,150 @@ fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(8)..].join("\n")
 }
 
+/// The cluster's folder (TF_CONFIG views, task logs), marked as this process's, once the
+/// folders of drivers that died are removed and a reaper watches this process (whatever kills
+/// it, the reaper removes the folder and the cgroups made later).
+fn make_folder(exe: &Path) -> Result<tempfile::TempDir> {
+    remove_stale_folders(&std::env::temp_dir());
+    reaper::watch(exe);
+    let dir = tempfile::Builder::new()
+        .prefix(FOLDER_PREFIX)
+        .tempdir()
+        .map_err(|e| Error::io("/tmp", e))?;
+    // Who owns the folder: a later start removes it if this process died without cleaning up.
+    let owner = dir.path().join(OWNER_FILE);
+    std::fs::write(&owner, std::process::id().to_string()).map_err(|e| Error::io(&owner, e))?;
+    Ok(dir)
+}
+
+/// The CPU cgroup hierarchy, with the groups of drivers that died removed; or why CPU quotas
+/// are not enforced, as the warning (also logged) the cluster keeps.
+fn cpu_hierarchy() -> (std::result::Result<Hierarchy, String>, Option<String>) {
+    let hierarchy = Hierarchy::detect();
+    if let Ok(h) = &hierarchy {
+        cgroup::remove_stale(h);
+    }
+    let quota_warning = hierarchy.as_ref().err().map(|why| {
+        let msg = format!("CPU quotas are not enforced ({why}); co-tenant hogs still run");
+        log::warn!("{msg}");
+        msg
+    });
+    (hierarchy, quota_warning)
+}
+
+/// The ports servers and metrics agents bind on 127.0.0.1, and the address reserved for an
+/// outside chief.
+struct Ports {
+    worker: Vec<u16>,
+    ps: Vec<u16>,
+    worker_metrics: Vec<u16>,
+    ps_metrics: Vec<u16>,
+    chief: Option<String>,
+}
+
+impl Ports {
+    /// Distinct free ports for `workers` workers and `ps` parameter servers (a gRPC and a
+    /// metrics port each), and one for a chief if `chief`.
+    fn reserve(workers: usize, ps: usize, chief: bool) -> Result<Ports> {
+        let (n, m) = (workers, ps);
+        let ports = free_ports(2 * (n + m) + usize::from(chief))?;
+        Ok(Ports {
+            worker: ports[..n].to_vec(),
+            ps: ports[n..n + m].to_vec(),
+            worker_metrics: ports[n + m..2 * n + m].to_vec(),
+            ps_metrics: ports[2 * n + m..2 * (n + m)].to_vec(),
+            chief: chief.then(|| format!("127.0.0.1:{}", ports[2 * (n + m)])),
+        })
+    }
+}
+
+/// The cluster as its tasks and tf-iaware see it.
+struct Views {
+    /// What tf-iaware dials: a proxy where a worker's link is shaped; metrics agents under
+    /// `"metrics"`; no chief.
+    tf_config: TfConfig,
+    /// The view file of the ps and of workers without a shaped link (with the chief, if any).
+    shared: PathBuf,
+    /// Each worker's view file: the shared one, or its own for a worker behind a shaped link.
+    worker: Vec<PathBuf>,
+    /// The link proxies the views dial through.
+    proxies: Vec<LinkProxy>,
+}
+
+/// Starts the link proxies of `scenario`'s shaped links and writes the tasks' cluster views
+/// (TF_CONFIG files) into `dir`.
+fn write_views(scenario: &Scenario, ports: &Ports, dir: &Path) -> Result<Views> {
+    // What peers dial: a proxy where a link is shaped.
+    let n = scenario.workers.len();
+    let mut proxies: Vec<LinkProxy> = Vec::new();
+    let mut dial = Vec::with_capacity(n);
+    for (k, spec) in scenario.workers.iter().enumerate() {
+        match &spec.link {
+            Some(link) => {
+                let proxy = LinkProxy::start(("127.0.0.1", ports.worker[k]), link.clone())?;
+                dial.push(format!("127.0.0.1:{}", proxy.port()));
+                proxies.push(proxy);
+            }
+            None => dial.push(format!("127.0.0.1:{}", ports.worker[k])),
+        }
+    }
+    let addresses =
+        |ports: &[u16]| -> Vec<String> { ports.iter().map(|p| format!("127.0.0.1:{p}")).collect() };
+    let cluster_json = serde_json::json!({
+        "cluster": {
+            "worker": dial,
+            "ps": addresses(&ports.ps),
+        },
+        "metrics": {
+            "worker": addresses(&ports.worker_metrics),
+            "ps": addresses(&ports.ps_metrics),
+        },
+    });
+    let tf_config = TfConfig::parse(&cluster_json.to_string(), "emulated cluster")?;
+    // What the tasks are started with: the cluster, and the outside chief if there is one.
+    let with_chief = |mut view: serde_json::Value| {
+        if let (Some(address), Some(jobs)) = (&ports.chief, view["cluster"].as_object_mut()) {
+            jobs.insert("chief".into(), serde_json::json!([address]));
+        }
+        view
+    };
+    let shared = dir.join("tf_config.json");
+    std::fs::write(&shared, with_chief(cluster_json).to_string())
+        .map_err(|e| Error::io(&shared, e))?;
+    // A worker behind a shaped link also reaches its peers through shaped proxies, so the
+    // tensors it pulls (variables from the ps) cross the slow link too: its own cluster view.
+    let mut worker: Vec<PathBuf> = vec![shared.clone(); n];
+    for (k, spec) in scenario.workers.iter().enumerate() {
+        let Some(link) = &spec.link else { continue };
+        let mut through = |port: u16| -> Result<String> {
+            let proxy = LinkProxy::start(("127.0.0.1", port), link.clone())?;
+            let address = format!("127.0.0.1:{}", proxy.port());
+            proxies.push(proxy);
+            Ok(address)
+        };
+        let ps_view = ports
+            .ps
+            .iter()
+            .map(|&p| through(p))
+            .collect::<Result<Vec<_>>>()?;
+        let mut worker_view = Vec::with_capacity(n);
+        for (j, &p) in ports.worker.iter().enumerate() {
+            worker_view.push(if j == k { dial[k].clone() } else { through(p)? });
+        }
+        let view =
+            with_chief(serde_json::json!({"cluster": {"worker": worker_view, "ps": ps_view}}));
+        let path = dir.join(format!("tf_config_worker{k}.json"));
+        std::fs::write(&path, view.to_string()).map_err(|e| Error::io(&path, e))?;
+        worker[k] = path;
+    }
+    Ok(Views {
+        tf_config,
+        shared,
+        worker,
+        proxies,
+    })
+}
+
 impl EmulatedCluster {
     /// Starts `scenario`: one ps per `scenario.ps`, one worker per spec, each a `exe worker`
     /// process (`exe` is the `tf-iaware` binary), waits until every gRPC port answers.
@@ -115,149 +259,28 @@ impl EmulatedCluster {
         // Several clusters may live in one process (tests): number them for unique cgroup names.
         static SERIAL: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        remove_stale_folders(&std::env::temp_dir());
-        // Whatever kills this process, a reaper removes the folder and cgroups made below.
-        reaper::watch(exe);
-        let dir = tempfile::Builder::new()
-            .prefix(FOLDER_PREFIX)
-            .tempdir()
-            .map_err(|e| Error::io("/tmp", e))?;
-        // Who owns the folder: a later start removes it if this process died without cleaning up.
-        let owner = dir.path().join(OWNER_FILE);
-        std::fs::write(&owner, std::process::id().to_string()).map_err(|e| Error::io(&owner, e))?;
-        let hierarchy = Hierarchy::detect();
-        if let Ok(h) = &hierarchy {
-            cgroup::remove_stale(h);
-        }
-        let quota_warning = hierarchy.as_ref().err().map(|why| {
-            let msg = format!("CPU quotas are not enforced ({why}); co-tenant hogs still run");
-            log::warn!("{msg}");
-            msg
-        });
-        // Ports: the real ones servers bind, and what peers dial (a proxy where a link is shaped).
+        let dir = make_folder(exe)?;
+        let (hierarchy, quota_warning) = cpu_hierarchy();
         let n = scenario.workers.len();
-        let ports = free_ports(2 * (n + scenario.ps) + usize::from(chief))?;
-        let chief = chief.then(|| format!("127.0.0.1:{}", ports[2 * (n + scenario.ps)]));
-        let ports = &ports[..2 * (n + scenario.ps)];
-        let worker_ports = ports[..n].to_vec();
-        let ps_ports = ports[n..n + scenario.ps].to_vec();
-        let metric_ports = ports[n + scenario.ps..2 * n + scenario.ps].to_vec();
-        let ps_metric_ports = ports[2 * n + scenario.ps..].to_vec();
-        let mut proxies: Vec<LinkProxy> = Vec::new();
-        let mut dial = Vec::with_capacity(n);
-        for (k, spec) in scenario.workers.iter().enumerate() {
-            match &spec.link {
-                Some(link) => {
-                    let proxy = LinkProxy::start(("127.0.0.1", worker_ports[k]), link.clone())?;
-                    dial.push(format!("127.0.0.1:{}", proxy.port()));
-                    proxies.push(proxy);
-                }
-                None => dial.push(format!("127.0.0.1:{}", worker_ports[k])),
-            }
-        }
-        let cluster_json = serde_json::json!({
-            "cluster": {
-                "worker": dial,
-                "ps": ps_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
-            },
-            "metrics": {
-                "worker": metric_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
-                "ps": ps_metric_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>(),
-            },
-        });
-        let tf_config = TfConfig::parse(&cluster_json.to_string(), "emulated cluster")?;
-        // What the tasks are started with: the cluster, and the outside chief if there is one.
-        let with_chief = |mut view: serde_json::Value| {
-            if let (Some(address), Some(jobs)) = (&chief, view["cluster"].as_object_mut()) {
-                jobs.insert("chief".into(), serde_json::json!([address]));
-            }
-            view
-        };
-        let config_path = dir.path().join("tf_config.json");
-        std::fs::write(&config_path, with_chief(cluster_json).to_string())
-            .map_err(|e| Error::io(&config_path, e))?;
-        // A worker behind a shaped link also reaches its peers through shaped proxies, so the
-        // tensors it pulls (variables from the ps) cross the slow link too: its own cluster view.
-        let mut views: Vec<PathBuf> = vec![config_path.clone(); n];
-        for (k, spec) in scenario.workers.iter().enumerate() {
-            let Some(link) = &spec.link else { continue };
-            let mut through = |port: u16| -> Result<String> {
-                let proxy = LinkProxy::start(("127.0.0.1", port), link.clone())?;
-                let address = format!("127.0.0.1:{}", proxy.port());
-                proxies.push(proxy);
-                Ok(address)
-            };
-            let ps_view = ps_ports
-                .iter()
-                .map(|&p| through(p))
-                .collect::<Result<Vec<_>>>()?;
-            let mut worker_view = Vec::with_capacity(n);
-            for (j, &p) in worker_ports.iter().enumerate() {
-                worker_view.push(if j == k { dial[k].clone() } else { through(p)? });
-            }
-            let view =
-                with_chief(serde_json::json!({"cluster": {"worker": worker_view, "ps": ps_view}}));
-            let path = dir.path().join(format!("tf_config_worker{k}.json"));
-            std::fs::write(&path, view.to_string()).map_err(|e| Error::io(&path, e))?;
-            views[k] = path;
-        }
+        let ports = Ports::reserve(n, scenario.ps, chief)?;
+        let views = write_views(scenario, &ports, dir.path())?;
         let mut cluster = EmulatedCluster {
             scenario: scenario.clone(),
             exe: exe.to_path_buf(),
             tasks: Vec::new(),
             hogs: (0..n).map(|_| None).collect(),
             cgroups: (0..n).map(|_| None).collect(),
-            proxies,
-            tf_config,
-            chief,
+            proxies: views.proxies,
+            tf_config: views.tf_config,
+            chief: ports.chief.clone(),
             dir,
             quota_warning,
         };
-        let start_task =
-            |c: &mut EmulatedCluster, job: &str, index: usize, port: u16| -> Result<()> {
-                let log = c.dir.path().join(format!("{job}{index}.log"));
-                let view = if job == "worker" {
-                    &views[index]
-                } else {
-                    &config_path
-                };
-                let mut args = vec![
-                    "worker".to_string(),
-                    "--tf-config".into(),
-                    view.display().to_string(),
-                    "--job".into(),
-                    job.into(),
-                    "--task".into(),
-                    index.to_string(),
-                    "--port".into(),
-                    port.to_string(),
-                ];
-                // Every task serves its metrics: workers' and ps' availability feed the plans.
-                let metrics_port = if job == "worker" {
-                    metric_ports[index]
-                } else {
-                    ps_metric_ports[index]
-                };
-                args.extend(["--metrics".to_string(), format!("127.0.0.1:{metrics_port}")]);
-                let child = spawn(&c.exe, &args, &log)?;
-                c.tasks.push(Task {
-                    id: TaskId {
-                        job: job.into(),
-                        index,
-                    },
-                    child,
-                    log,
-                    args,
-                    port,
-                    restarts: 0,
-                });
-                Ok(())
-            };
-        for (i, &p) in ps_ports.iter().enumerate() {
-            start_task(&mut cluster, "ps", i, p)?;
+        for (i, &p) in ports.ps.iter().enumerate() {
+            cluster.start_task("ps", i, p, &views.shared, ports.ps_metrics[i])?;
         }
-        for (k, &p) in worker_ports.iter().enumerate() {
-            start_task(&mut cluster, "worker", k, p)?;
+        for (k, &p) in ports.worker.iter().enumerate() {
+            cluster.start_task("worker", k, p, &views.worker[k], ports.worker_metrics[k])?;
             if let Ok(h) = &hierarchy {
                 let spec = &scenario.workers[k];
                 let group =
@@ -268,14 +291,54 @@ impl EmulatedCluster {
             cluster.set_busy(k, scenario.workers[k].busy)?;
         }
         cluster.register();
-        let ports: Vec<(usize, u16)> = ps_ports
+        let ports: Vec<(usize, u16)> = ports
+            .ps
             .iter()
-            .chain(&worker_ports)
+            .chain(&ports.worker)
             .copied()
             .enumerate()
             .collect();
         cluster.wait_ready(&ports, Duration::from_secs(60))?;
         Ok(cluster)
+    }
+
+    /// Starts task `job:index`: a `worker` process serving gRPC on `port` and its metrics on
+    /// `metrics_port`, with the cluster view `view`; its log is `JOBINDEX.log`.
+    fn start_task(
+        &mut self,
+        job: &str,
+        index: usize,
+        port: u16,
+        view: &Path,
+        metrics_port: u16,
+    ) -> Result<()> {
+        let log = self.dir.path().join(format!("{job}{index}.log"));
+        let mut args = vec![
+            "worker".to_string(),
+            "--tf-config".into(),
+            view.display().to_string(),
+            "--job".into(),
+            job.into(),
+            "--task".into(),
+            index.to_string(),
+            "--port".into(),
+            port.to_string(),
+        ];
+        // Every task serves its metrics: workers' and ps' availability feed the plans.
+        args.extend(["--metrics".to_string(), format!("127.0.0.1:{metrics_port}")]);
+        let child = spawn(&self.exe, &args, &log)?;
+        self.tasks.push(Task {
+            id: TaskId {
+                job: job.into(),
+                index,
+            },
+            child,
+            log,
+            args,
+            port,
+            restarts: 0,
+        });
+        Ok(())
     }
 
     /// Records (or refreshes) this cluster's processes and cgroups for the signal handler,

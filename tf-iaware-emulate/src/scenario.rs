@@ -171,22 +171,12 @@ impl Scenario {
     /// # Errors
     /// [`Error::ClusterSpec`] naming the part that is wrong.
     pub(crate) fn parse_inline(text: &str) -> Result<Scenario> {
-        let bad = |reason: String| Error::ClusterSpec {
-            spec: format!("emulated:{text}"),
-            reason,
-        };
+        let bad = |reason: String| bad_inline(text, reason);
         let mut workers: Vec<WorkerSpec> = Vec::new();
         let mut busy: Option<Vec<f64>> = None;
         let mut links: Vec<(usize, LinkSpec)> = Vec::new();
         let mut drift = Vec::new();
         let mut ps = 1usize;
-        let num = |s: &str, what: &str| -> Result<f64> {
-            s.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite())
-                .ok_or_else(|| bad(format!("{what} `{s}` is not a number")))
-        };
         for part in text.split(':') {
             let (key, value) = part.split_once('=').ok_or_else(|| {
                 bad(format!(
@@ -195,76 +185,11 @@ impl Scenario {
                 ))
             })?;
             match key {
-                "workers" => {
-                    for c in value.split(',') {
-                        let cpu = num(c, "CPU quota")?;
-                        if !(0.01..=256.0).contains(&cpu) {
-                            return Err(bad(format!(
-                                "CPU quota {cpu} must be within 0.01..=256 cores"
-                            )));
-                        }
-                        workers.push(w(cpu, 0.0));
-                    }
-                }
-                "busy" => {
-                    let v = value
-                        .split(',')
-                        .map(|b| num(b, "busy share"))
-                        .collect::<Result<Vec<_>>>()?;
-                    if let Some(b) = v.iter().find(|b| !(0.0..1.0).contains(*b)) {
-                        return Err(bad(format!("busy share {b} must be within [0, 1)")));
-                    }
-                    busy = Some(v);
-                }
-                "net" => {
-                    for l in value.split(',') {
-                        let (idx, rest) = l
-                            .split_once('@')
-                            .ok_or_else(|| bad(format!("link `{l}` is not W@MBIT/DELAYms")))?;
-                        let (mbit, delay) = rest.split_once('/').unwrap_or((rest, "0ms"));
-                        let delay = delay.strip_suffix("ms").unwrap_or(delay);
-                        let idx = idx
-                            .parse::<usize>()
-                            .map_err(|_| bad(format!("link worker `{idx}` is not an index")))?;
-                        let spec = LinkSpec::new(num(mbit, "bandwidth")?, num(delay, "delay")?)
-                            .map_err(|e| bad(format!("link `{l}`: {e}")))?;
-                        links.push((idx, spec));
-                    }
-                }
-                "drift" => {
-                    for d in value.split(',') {
-                        let (step, rest) = d
-                            .split_once('@')
-                            .ok_or_else(|| bad(format!("drift `{d}` is not STEP@W=BUSY")))?;
-                        let (idx, b) = rest
-                            .split_once('=')
-                            .ok_or_else(|| bad(format!("drift `{d}` is not STEP@W=BUSY")))?;
-                        let at_step = step
-                            .parse()
-                            .map_err(|_| bad(format!("drift step `{step}` is not a number")))?;
-                        let worker = idx
-                            .parse()
-                            .map_err(|_| bad(format!("drift worker `{idx}` is not an index")))?;
-                        let busy = num(b, "drift busy share")?;
-                        if !(0.0..1.0).contains(&busy) {
-                            return Err(bad(format!(
-                                "drift busy share {busy} must be within [0, 1)"
-                            )));
-                        }
-                        drift.push(DriftEvent {
-                            at_step,
-                            worker,
-                            busy,
-                        });
-                    }
-                }
-                "ps" => {
-                    ps = value
-                        .parse()
-                        .ok()
-                        .filter(|&n| (1..=16).contains(&n))
-                        .ok_or_else(|| bad(format!("ps={value} must be 1..=16")))?;
-                }
+                "workers" => workers.extend(inline_workers(text, value)?),
+                "busy" => busy = Some(inline_busy(text, value)?),
+                "net" => links.extend(inline_links(text, value)?),
+                "drift" => drift.extend(inline_drift(text, value)?),
+                "ps" => ps = inline_ps(text, value)?,
                 other => {
                     return Err(bad(format!(
                         "unknown key `{other}` (workers, busy, net, drift, ps)"
@@ -326,6 +251,118 @@ impl Scenario {
             .map(WorkerSpec::effective_cores)
             .collect()
     }
+}
+
+/// [`Error::ClusterSpec`] for the inline scenario `text`.
+fn bad_inline(text: &str, reason: String) -> Error {
+    Error::ClusterSpec {
+        spec: format!("emulated:{text}"),
+        reason,
+    }
+}
+
+/// `s` as a finite number; else an error of the inline scenario `text` naming `what`.
+fn inline_number(text: &str, s: &str, what: &str) -> Result<f64> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| bad_inline(text, format!("{what} `{s}` is not a number")))
+}
+
+/// `workers=C0,C1,…`: one idle worker per CPU quota, 0.01 to 256 cores.
+fn inline_workers(text: &str, value: &str) -> Result<Vec<WorkerSpec>> {
+    let mut workers = Vec::new();
+    for c in value.split(',') {
+        let cpu = inline_number(text, c, "CPU quota")?;
+        if !(0.01..=256.0).contains(&cpu) {
+            return Err(bad_inline(
+                text,
+                format!("CPU quota {cpu} must be within 0.01..=256 cores"),
+            ));
+        }
+        workers.push(w(cpu, 0.0));
+    }
+    Ok(workers)
+}
+
+/// `busy=B0,B1,…`: each worker's co-tenant share, within [0, 1).
+fn inline_busy(text: &str, value: &str) -> Result<Vec<f64>> {
+    let v = value
+        .split(',')
+        .map(|b| inline_number(text, b, "busy share"))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(b) = v.iter().find(|b| !(0.0..1.0).contains(*b)) {
+        return Err(bad_inline(
+            text,
+            format!("busy share {b} must be within [0, 1)"),
+        ));
+    }
+    Ok(v)
+}
+
+/// `net=W@MBIT/DELAYms,…`: shaped links by worker index (the delay may be left out).
+fn inline_links(text: &str, value: &str) -> Result<Vec<(usize, LinkSpec)>> {
+    let bad = |reason: String| bad_inline(text, reason);
+    let mut links = Vec::new();
+    for l in value.split(',') {
+        let (idx, rest) = l
+            .split_once('@')
+            .ok_or_else(|| bad(format!("link `{l}` is not W@MBIT/DELAYms")))?;
+        let (mbit, delay) = rest.split_once('/').unwrap_or((rest, "0ms"));
+        let delay = delay.strip_suffix("ms").unwrap_or(delay);
+        let idx = idx
+            .parse::<usize>()
+            .map_err(|_| bad(format!("link worker `{idx}` is not an index")))?;
+        let spec = LinkSpec::new(
+            inline_number(text, mbit, "bandwidth")?,
+            inline_number(text, delay, "delay")?,
+        )
+        .map_err(|e| bad(format!("link `{l}`: {e}")))?;
+        links.push((idx, spec));
+    }
+    Ok(links)
+}
+
+/// `drift=STEP@W=BUSY,…`: before step STEP, worker W's co-tenant share becomes BUSY.
+fn inline_drift(text: &str, value: &str) -> Result<Vec<DriftEvent>> {
+    let bad = |reason: String| bad_inline(text, reason);
+    let mut drift = Vec::new();
+    for d in value.split(',') {
+        let (step, rest) = d
+            .split_once('@')
+            .ok_or_else(|| bad(format!("drift `{d}` is not STEP@W=BUSY")))?;
+        let (idx, b) = rest
+            .split_once('=')
+            .ok_or_else(|| bad(format!("drift `{d}` is not STEP@W=BUSY")))?;
+        let at_step = step
+            .parse()
+            .map_err(|_| bad(format!("drift step `{step}` is not a number")))?;
+        let worker = idx
+            .parse()
+            .map_err(|_| bad(format!("drift worker `{idx}` is not an index")))?;
+        let busy = inline_number(text, b, "drift busy share")?;
+        if !(0.0..1.0).contains(&busy) {
+            return Err(bad(format!(
+                "drift busy share {busy} must be within [0, 1)"
+            )));
+        }
+        drift.push(DriftEvent {
+            at_step,
+            worker,
+            busy,
+        });
+    }
+    Ok(drift)
+}
+
+/// `ps=N`: 1 to 16 parameter servers.
+fn inline_ps(text: &str, value: &str) -> Result<usize> {
+    value
+        .parse()
+        .ok()
+        .filter(|&n| (1..=16).contains(&n))
+        .ok_or_else(|| bad_inline(text, format!("ps={value} must be 1..=16")))
 }
 
 #[cfg(test)]
