@@ -8,9 +8,11 @@
 //! counts, no rows at all. Errors name the input and the data set's file.
 
 mod example;
+mod labels;
 mod npy;
 
 pub use example::{encode_example, ExampleRows};
+pub use labels::check_label_values;
 pub use npy::encode_npy;
 
 use std::collections::BTreeMap;

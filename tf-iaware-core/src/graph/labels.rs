@@ -1,6 +1,7 @@
 //! Class labels as the graph reads them, found without TensorFlow: which graph inputs a
 //! classification op takes as its labels and how many classes their values may name
-//! ([`graph_labels`], [`metric_labels`]), checked row by row ([`LabelRange::check`]); and
+//! ([`graph_labels`], [`metric_labels`]), checked row by row against the data
+//! (`data::check_label_values`); and
 //! whether an op can be what a sidecar calls the logits or the loss ([`check_logits`],
 //! [`check_loss`]). A label outside the logits' classes otherwise fails inside TensorFlow at the
 //! first step (naming neither the file nor the input), or silently counts as wrong in a
@@ -10,10 +11,11 @@
 
 use std::collections::BTreeMap;
 
-use super::sidecar::FEEDABLE_OPS;
 use super::{Attr, DType, Input, NodeId, OpGraph, OpNode};
-use crate::data::HostTensor;
-use crate::error::{Error, Result};
+
+/// The op types a sidecar input may name: TensorFlow's placeholders.
+pub(crate) const FEEDABLE_OPS: [&str; 3] =
+    ["Placeholder", "PlaceholderV2", "PlaceholderWithDefault"];
 
 /// Op types whose output 0 holds the values of their input 0 (in another shape or type, or
 /// with another gradient): a label traced back through them is still the input's values.
@@ -55,48 +57,6 @@ pub struct LabelRange {
 }
 
 impl LabelRange {
-    /// Checks `tensor`, rows `first_row..` of input `input` of the data set `file`: every
-    /// integer value is a class in `[0, classes)` (float, boolean and string values are not
-    /// integer classes and pass), or, for one-hot labels, every row has `classes` elements.
-    ///
-    /// # Errors
-    /// [`Error::DataValue`] naming the file, the input, the row, the value and the classes;
-    /// [`Error::LabelWidth`] for one-hot rows of another width.
-    pub fn check(
-        &self,
-        file: &str,
-        input: &str,
-        tensor: &HostTensor,
-        first_row: usize,
-    ) -> Result<()> {
-        if self.one_hot {
-            let width = tensor.row_len() as u64;
-            if width != self.classes {
-                return Err(Error::LabelWidth {
-                    file: file.into(),
-                    input: input.into(),
-                    width,
-                    classes: self.classes,
-                    logits: self.logits.clone(),
-                });
-            }
-            return Ok(());
-        }
-        match tensor.first_outside_classes(self.classes) {
-            Some((row, value)) => Err(Error::DataValue {
-                file: file.into(),
-                input: input.into(),
-                row: first_row + row,
-                reason: format!(
-                    "label {value} is outside the {c} classes [0, {c}) of `{}`",
-                    self.logits,
-                    c = self.classes
-                ),
-            }),
-            None => Ok(()),
-        }
-    }
-
     /// `self` and `other` as one range: the fewer classes, where both are of one kind (two ops
     /// that disagree on a one-hot width would fail at TensorFlow's shape inference already).
     fn merge(self, other: LabelRange) -> LabelRange {
@@ -407,7 +367,6 @@ pub fn check_loss(graph: &OpGraph, name: &str) -> std::result::Result<(), String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::Values;
     use crate::graph::OpGraphBuilder;
 
     /// A graph: placeholders `x` (float `[-1, 4]`) and `y` (`label_type`, `[-1]`), logits `l`
@@ -510,56 +469,6 @@ mod tests {
         assert_eq!(metric_labels(&g, "ghost", true), None);
         let g = graph("SparseSoftmaxCrossEntropyWithLogits", DType(9), -1);
         assert_eq!(metric_labels(&g, "l", true), None);
-    }
-
-    #[test]
-    fn labels_outside_the_classes_name_row_value_and_range() {
-        let ok = HostTensor::new(vec![4], Values::I64(vec![0, 3, 1, 2])).unwrap();
-        range(4, false).check("d.npz", "y", &ok, 0).unwrap();
-        let high = HostTensor::new(vec![4], Values::I64(vec![0, 3, 4, 2])).unwrap();
-        let e = range(4, false).check("d.npz", "y", &high, 100).unwrap_err();
-        assert!(
-            matches!(&e, Error::DataValue { row: 102, input, .. } if input == "y"),
-            "{e}"
-        );
-        assert!(
-            e.to_string()
-                .contains("label 4 is outside the 4 classes [0, 4) of `l`"),
-            "{e}"
-        );
-        assert!(e.to_string().contains("d.npz"), "{e}");
-        let low = HostTensor::new(vec![2], Values::I32(vec![1, -1])).unwrap();
-        let e = range(4, false).check("d.npz", "y", &low, 0).unwrap_err();
-        assert!(e.to_string().contains("row 1: label -1 is outside"), "{e}");
-        // Rows of several labels (a sequence): the row of the bad element.
-        let seq = HostTensor::new(vec![3, 2], Values::U8(vec![0, 1, 2, 3, 9, 0])).unwrap();
-        let e = range(4, false).check("d.npz", "y", &seq, 0).unwrap_err();
-        assert!(matches!(e, Error::DataValue { row: 2, .. }), "{e}");
-        // Floats are no integer classes: not this check's business.
-        let floats = HostTensor::new(vec![2], Values::F32(vec![7.0, -3.0])).unwrap();
-        range(4, false).check("d.npz", "y", &floats, 0).unwrap();
-    }
-
-    #[test]
-    fn one_hot_rows_must_be_as_wide_as_the_logits() {
-        let rows = HostTensor::new(vec![2, 3], Values::F32(vec![0.0; 6])).unwrap();
-        range(3, true).check("d.npz", "y", &rows, 0).unwrap();
-        let e = range(5, true).check("d.npz", "y", &rows, 0).unwrap_err();
-        assert!(
-            matches!(
-                &e,
-                Error::LabelWidth {
-                    width: 3,
-                    classes: 5,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        assert!(
-            e.to_string().contains("`y`") && e.to_string().contains("`l`"),
-            "{e}"
-        );
     }
 
     /// A table `table` (`table_op`, `[12, 8]` by its `shape` attribute, output shape

@@ -43,9 +43,7 @@ pub struct Sidecar {
 /// Largest sidecar read, bytes (a sidecar is a few lines of JSON).
 pub(crate) const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// The op types a sidecar input may name: TensorFlow's placeholders.
-pub(crate) const FEEDABLE_OPS: [&str; 3] =
-    ["Placeholder", "PlaceholderV2", "PlaceholderWithDefault"];
+use super::labels::FEEDABLE_OPS;
 
 impl Sidecar {
     /// The sidecar path for a graph path: same stem, `.json`.

@@ -38,8 +38,8 @@ pub use dataset::{feedable, in_order, Dataset, Feeder, InMemory, Shard, Syntheti
 pub use feed::{feeds, FeedTensor};
 pub use files::{open, open_npy, open_npz, open_tfrecords, MAX_DATA_BYTES, TFRECORD_EXTENSIONS};
 pub use tf_iaware_core::data::{
-    encode_example, encode_npy, input_specs, Batch, Columns, ExampleRows, HostTensor, InputSpec,
-    Values,
+    check_label_values, encode_example, encode_npy, input_specs, Batch, Columns, ExampleRows,
+    HostTensor, InputSpec, Values,
 };
 
 pub use digits::{digits, digits_split, DIGITS_LICENCE, DIGITS_SOURCE};

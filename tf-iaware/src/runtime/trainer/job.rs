@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::data::{input_specs, Dataset, InputSpec, Synthetic};
+use crate::data::{check_label_values, input_specs, Dataset, InputSpec, Synthetic};
 use crate::error::{Error, Result};
 use crate::graph::analyze::{analyze_graph, Analyzed};
 use crate::graph::labels::{
@@ -436,7 +436,7 @@ fn check_values(
                 });
             }
             if let Some(range) = labels.get(input) {
-                range.check(data.name(), input, t, start)?;
+                check_label_values(range, data.name(), input, t, start)?;
             }
         }
     }
