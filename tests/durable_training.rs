@@ -319,4 +319,21 @@ fn held_out_accuracy_reads_the_logits_the_metric_names() {
     let last = report.evaluations.last().expect("a final evaluation");
     assert!((0.0..=1.0).contains(&last.metric), "{last:?}");
     assert_eq!(report.metric.as_deref(), Some("accuracy"));
+    assert!(!report.own_masters, "synchronous steps have one master");
+    // Asynchronous steps through the door run on each worker's own server without being told
+    // (`own_masters` left `None`), as `train` runs them.
+    let report = connection
+        .plan_data_parallel(job.workload(), DataParallelStrategy::AsyncPs, Some(8))
+        .unwrap()
+        .fit(
+            &job,
+            &TrainingOptions {
+                steps: Some(4),
+                ..TrainingOptions::default()
+            },
+        )
+        .unwrap();
+    assert!(report.own_masters);
+    // Asynchronous workers finish the steps they started: at least the bound.
+    assert!(report.updates >= 4, "{}", report.updates);
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use tf_iaware::parallel::{DataParallelStrategy, Updates};
+use tf_iaware::parallel::DataParallelStrategy;
 use tf_iaware::runtime::adapt::AdaptOptions;
 use tf_iaware::runtime::trainer::{
     CheckpointOptions, OnProgress, RecoverOptions, StepProgress, DEFAULT_CHECKPOINT_EVERY_S,
@@ -173,7 +173,7 @@ pub fn run(args: &Args) -> Result<()> {
     job.check_updates(args.strategy.updates())
         .with_context(|| format!("{} cannot train {}", args.strategy, job.name()))?;
     let watch = Watch::new(args.steps);
-    let mut options = training_options(args, &watch);
+    let options = training_options(args, &watch);
     options.validate()?;
     options.check_outputs()?;
     // What is left to check is the target against the job's metric.
@@ -182,10 +182,8 @@ pub fn run(args: &Args) -> Result<()> {
         noteln!("training until the held-out target {t}, at most {TARGET_EPOCHS_CAP} epochs");
     }
     let connection = common::connect(&args.cluster)?;
-    // Asynchronous steps run through each worker's own server, as TF2's ParameterServerStrategy.
-    if matches!(args.strategy.updates(), Updates::Async | Updates::Adaptive) {
-        options.own_masters = connection.tf_config().cloned();
-    }
+    // Asynchronous steps run through each worker's own server, as TF2's ParameterServerStrategy:
+    // the door (`DataParallel::fit`) fills `own_masters` from the connection.
     let planned = connection.plan_data_parallel_with(
         job.workload(),
         args.strategy,

@@ -284,6 +284,23 @@ impl DataParallel<'_> {
     /// input and file), a share larger than the data set, TensorFlow failures naming the run.
     pub fn fit(&self, job: &Job, options: &TrainingOptions) -> Result<TrainingReport> {
         let c = self.connection;
+        // Asynchronous steps through each worker's own server unless the options say where.
+        let own;
+        let options = match (&options.own_masters, c.tf_config()) {
+            (None, Some(tf_config))
+                if matches!(
+                    self.planner.strategy().updates(),
+                    Updates::Async | Updates::Adaptive
+                ) =>
+            {
+                own = TrainingOptions {
+                    own_masters: Some(tf_config.clone()),
+                    ..options.clone()
+                };
+                &own
+            }
+            _ => options,
+        };
         let contender = Contender {
             strategy: self.planner.strategy(),
             plan: self.plan.clone(),

@@ -407,6 +407,8 @@ impl Run<'_> {
         TrainingReport {
             strategy: self.contender.strategy,
             updates_mode,
+            own_masters: progress.options.own_masters.is_some()
+                && matches!(updates_mode, Updates::Async | Updates::Adaptive),
             metric: job.metric().map(|m| m.name().to_string()),
             reached: progress.reached_at.is_some(),
             time_to_target_s: progress.reached_at,

@@ -40,8 +40,10 @@ pub struct TrainingOptions {
     /// worker run its own step function, inside the worker's CPU budget; the sessions share the
     /// ps's variables (a session-isolating `config` is kept by putting this run's resources in a
     /// container of their own). `None`: every step through `config.target`, one master for all
-    /// workers. Synchronous and backup-worker steps always run through `config.target` (the
-    /// chief's session, as in TensorFlow's recipes).
+    /// workers — except through the door: [`DataParallel::fit`](crate::DataParallel::fit) fills
+    /// it from the connection's TF_CONFIG when it is `None` and the strategy is asynchronous, as
+    /// `train` does. Synchronous and backup-worker steps always run through `config.target`
+    /// (the chief's session, as in TensorFlow's recipes).
     pub own_masters: Option<TfConfig>,
     /// Checkpoints of the training state in TensorFlow's format (`None`: none). A directory that
     /// already holds checkpoints resumes the run from the newest whole one: its updates, variables,

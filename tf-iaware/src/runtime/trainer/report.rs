@@ -62,6 +62,11 @@ pub struct TrainingReport {
     pub strategy: DataParallelStrategy,
     /// How its workers combined their gradients.
     pub updates_mode: Updates,
+    /// Whether asynchronous steps ran through each worker's own server
+    /// ([`TrainingOptions::own_masters`](super::TrainingOptions::own_masters)), as TF2's
+    /// `ParameterServerStrategy` runs them, rather than through one master; `false` for
+    /// synchronous updates.
+    pub own_masters: bool,
     /// The held-out metric's name (`accuracy`, a tensor), if evaluated.
     pub metric: Option<String>,
     /// Whether the target was reached.
