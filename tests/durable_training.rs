@@ -305,34 +305,28 @@ fn held_out_accuracy_reads_the_logits_the_metric_names() {
     let exe = Path::new(env!("CARGO_BIN_EXE_tf-iaware"));
     let cluster = EmulatedCluster::start(&Scenario::parse("workers=1").unwrap(), exe).unwrap();
     let connection = cluster.into_connection().unwrap();
-    let report = connection
-        .plan_data_parallel(job.workload(), DataParallelStrategy::ReplicaSetter, Some(8))
-        .unwrap()
-        .fit(
-            &job,
-            &TrainingOptions {
-                steps: Some(4),
-                ..TrainingOptions::default()
-            },
-        )
-        .unwrap();
+    // Four updates of `strategy` through the door, `own_masters` left to it.
+    let fit = |strategy: DataParallelStrategy| {
+        connection
+            .plan_data_parallel(job.workload(), strategy, Some(8))
+            .unwrap()
+            .fit(
+                &job,
+                &TrainingOptions {
+                    steps: Some(4),
+                    ..TrainingOptions::default()
+                },
+            )
+            .unwrap()
+    };
+    let report = fit(DataParallelStrategy::ReplicaSetter);
     let last = report.evaluations.last().expect("a final evaluation");
     assert!((0.0..=1.0).contains(&last.metric), "{last:?}");
     assert_eq!(report.metric.as_deref(), Some("accuracy"));
     assert!(!report.own_masters, "synchronous steps have one master");
     // Asynchronous steps through the door run on each worker's own server without being told
     // (`own_masters` left `None`), as `train` runs them.
-    let report = connection
-        .plan_data_parallel(job.workload(), DataParallelStrategy::AsyncPs, Some(8))
-        .unwrap()
-        .fit(
-            &job,
-            &TrainingOptions {
-                steps: Some(4),
-                ..TrainingOptions::default()
-            },
-        )
-        .unwrap();
+    let report = fit(DataParallelStrategy::AsyncPs);
     assert!(report.own_masters);
     // Asynchronous workers finish the steps they started: at least the bound.
     assert!(report.updates >= 4, "{}", report.updates);

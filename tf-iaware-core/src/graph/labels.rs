@@ -297,6 +297,30 @@ fn not_computed(graph: &OpGraph, id: NodeId) -> Option<String> {
     })
 }
 
+/// Output 0 of op `name` of `graph` when the model computes it and it is float; `Ok(None)` for
+/// a name the graph lacks. `computed` and `float` end the reasons given otherwise.
+///
+/// # Errors
+/// The reason, in words naming the op.
+fn computed_float<'g>(
+    graph: &'g OpGraph,
+    name: &str,
+    computed: &str,
+    float: &str,
+) -> std::result::Result<Option<&'g super::TensorInfo>, String> {
+    let Some(id) = graph.id(name) else {
+        return Ok(None);
+    };
+    if let Some(why) = not_computed(graph, id) {
+        return Err(format!("{why}: {computed}"));
+    }
+    let out = &graph.node(id).outputs[0];
+    if out.dtype.base() != DType::FLOAT {
+        return Err(format!("`{name}` outputs {}: {float}", out.dtype.name()));
+    }
+    Ok(Some(out))
+}
+
 /// Why op `name` of `graph` cannot be the logits of a held-out accuracy (output 0, float
 /// `[batch, classes]`, computed by the model), or `Ok` — also for a name the graph lacks,
 /// which the caller reports.
@@ -304,21 +328,15 @@ fn not_computed(graph: &OpGraph, id: NodeId) -> Option<String> {
 /// # Errors
 /// The reason, in words naming the op.
 pub fn check_logits(graph: &OpGraph, name: &str) -> std::result::Result<(), String> {
-    let Some(id) = graph.id(name) else {
+    let Some(out) = computed_float(
+        graph,
+        name,
+        "logits are what the model computes from its inputs",
+        "logits are float (accuracy reads them as float32)",
+    )?
+    else {
         return Ok(());
     };
-    if let Some(why) = not_computed(graph, id) {
-        return Err(format!(
-            "{why}: logits are what the model computes from its inputs"
-        ));
-    }
-    let out = &graph.node(id).outputs[0];
-    if out.dtype.base() != DType::FLOAT {
-        return Err(format!(
-            "`{name}` outputs {}: logits are float (accuracy reads them as float32)",
-            out.dtype.name()
-        ));
-    }
     match &out.shape {
         Some(dims) if dims.len() != 2 => Err(format!(
             "`{name}` outputs a tensor of rank {} (shape {dims:?}): logits are [batch, classes]",
@@ -336,21 +354,15 @@ pub fn check_logits(graph: &OpGraph, name: &str) -> std::result::Result<(), Stri
 /// # Errors
 /// The reason, in words naming the op.
 pub fn check_loss(graph: &OpGraph, name: &str) -> std::result::Result<(), String> {
-    let Some(id) = graph.id(name) else {
+    let Some(out) = computed_float(
+        graph,
+        name,
+        "the loss is what the model computes from its inputs",
+        "the loss must be a float scalar (it is read as float32)",
+    )?
+    else {
         return Ok(());
     };
-    if let Some(why) = not_computed(graph, id) {
-        return Err(format!(
-            "{why}: the loss is what the model computes from its inputs"
-        ));
-    }
-    let out = &graph.node(id).outputs[0];
-    if out.dtype.base() != DType::FLOAT {
-        return Err(format!(
-            "`{name}` outputs {}: the loss must be a float scalar (it is read as float32)",
-            out.dtype.name()
-        ));
-    }
     match &out.shape {
         Some(dims) if dims.iter().any(|&d| d == 0 || d > 1) => Err(format!(
             "`{name}` outputs shape {dims:?}{}: the loss must be a scalar",
