@@ -8,7 +8,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use tf_iaware::durable::events::{event_files, read_scalars};
@@ -35,9 +35,9 @@ fn newest(dir: &Path) -> Option<u64> {
         .map(|c| c.step)
 }
 
-/// Runs `tf-iaware ARGS` and kills it (SIGKILL: no clean-up of any kind) once it has a
-/// checkpoint in `ckpt`; returns the newest checkpoint's step after the kill.
-fn kill_once_it_checkpoints(args: &[String], ckpt: &Path) -> u64 {
+/// Starts `tf-iaware ARGS` and returns it once it has a checkpoint in `ckpt` (failing if it
+/// ends first, or has none within 600 s).
+fn start_until_it_checkpoints(args: &[String], ckpt: &Path) -> Child {
     let mut first = common::bin()
         .args(args)
         .env("RUST_LOG", "warn")
@@ -55,6 +55,13 @@ fn kill_once_it_checkpoints(args: &[String], ckpt: &Path) -> u64 {
         assert!(Instant::now() < deadline, "no checkpoint within 600 s");
         std::thread::sleep(Duration::from_millis(20));
     }
+    first
+}
+
+/// Runs `tf-iaware ARGS` and kills it (SIGKILL: no clean-up of any kind) once it has a
+/// checkpoint in `ckpt`; returns the newest checkpoint's step after the kill.
+fn kill_once_it_checkpoints(args: &[String], ckpt: &Path) -> u64 {
+    let mut first = start_until_it_checkpoints(args, ckpt);
     first.kill().unwrap();
     first.wait().unwrap();
     newest(ckpt).expect("the checkpoint survives the kill")
@@ -199,20 +206,7 @@ fn a_second_run_on_the_same_checkpoint_folder_is_refused_naming_the_first() {
         .map(String::from)
         .to_vec()
     };
-    let mut first = common::bin()
-        .args(args("10000000"))
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while newest(&ckpt).is_none() {
-        assert!(first.try_wait().unwrap().is_none(), "the first run ended");
-        assert!(Instant::now() < deadline, "no checkpoint within 300 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut first = start_until_it_checkpoints(&args("10000000"), &ckpt);
     // The second is refused at its start, naming the first's pid; the first's work is intact.
     let second: Vec<String> = args("20");
     let argv: Vec<&str> = second.iter().map(String::as_str).collect();

@@ -527,65 +527,26 @@ mod tests {
     #[test]
     fn embedding_lookups_give_their_ids_the_tables_rows() {
         let rows = |g: &OpGraph| lookup_rows(g).get("tokens").copied();
-        let along_0 = Some(vec![-1, 4, 8]);
-        // The table's rows from its static shape, or the variable's `shape` through the read.
-        assert_eq!(
-            rows(&lookup_graph(
-                "VariableV2",
-                Some(vec![12, 8]),
-                "GatherV2",
-                along_0.clone()
-            )),
-            Some(12)
+        let (table, var, along_0, along_1) = (
+            Some(vec![12, 8]),
+            Some(vec![]),
+            Some(vec![-1, 4, 8]),
+            Some(vec![12, -1, 4]),
         );
-        assert_eq!(
-            rows(&lookup_graph(
-                "VarHandleOp",
-                Some(vec![]),
-                "GatherV2",
-                along_0.clone()
-            )),
-            Some(12)
-        );
-        assert_eq!(
-            rows(&lookup_graph(
-                "VarHandleOp",
-                Some(vec![]),
-                "ResourceGather",
-                None
-            )),
-            Some(12)
-        );
-        assert_eq!(
-            rows(&lookup_graph(
-                "VariableV2",
-                Some(vec![12, 8]),
-                "Gather",
-                None
-            )),
-            Some(12)
-        );
-        // GatherV2 along axis 1 (`[12, batch, 4]`), or of unknown output: the rows are not
-        // the ids' range.
-        let along_1 = Some(vec![12, -1, 4]);
-        assert_eq!(
-            rows(&lookup_graph(
-                "VariableV2",
-                Some(vec![12, 8]),
-                "GatherV2",
-                along_1
-            )),
-            None
-        );
-        assert_eq!(
-            rows(&lookup_graph(
-                "VariableV2",
-                Some(vec![12, 8]),
-                "GatherV2",
-                None
-            )),
-            None
-        );
+        for (table_op, table_shape, lookup, out, want) in [
+            // The table's rows from its static shape, or the variable's `shape` through the read.
+            ("VariableV2", &table, "GatherV2", &along_0, Some(12)),
+            ("VarHandleOp", &var, "GatherV2", &along_0, Some(12)),
+            ("VarHandleOp", &var, "ResourceGather", &None, Some(12)),
+            ("VariableV2", &table, "Gather", &None, Some(12)),
+            // GatherV2 along axis 1 (`[12, batch, 4]`), or of unknown output: the rows are not
+            // the ids' range.
+            ("VariableV2", &table, "GatherV2", &along_1, None),
+            ("VariableV2", &table, "GatherV2", &None, None),
+        ] {
+            let g = lookup_graph(table_op, table_shape.clone(), lookup, out.clone());
+            assert_eq!(rows(&g), want, "{table_op} read by {lookup}, out {out:?}");
+        }
         // No lookup at all.
         assert!(lookup_rows(&graph("SparseSoftmaxCrossEntropyWithLogits", DType(3), 4)).is_empty());
     }

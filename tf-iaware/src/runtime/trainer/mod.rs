@@ -151,6 +151,7 @@ pub fn train(
     options: &TrainingOptions,
 ) -> Result<TrainingReport> {
     options.validate_for(job)?;
+    options.check_outputs()?;
     let plan = usable_plan(contender, job)?;
     let adapter = adapter(contender, cluster, options)?;
     let started = Instant::now();

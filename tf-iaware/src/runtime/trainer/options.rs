@@ -173,8 +173,7 @@ impl TrainingOptions {
         self.epochs.or(target_alone.then_some(TARGET_EPOCHS_CAP))
     }
 
-    /// [`TrainingOptions::validate`], [`TrainingOptions::check_outputs`], and the target against
-    /// what `job` measures: a held-out
+    /// [`TrainingOptions::validate`], and the target against what `job` measures: a held-out
     /// accuracy target must be in (0, 1], a loss target (reached from above) above 0, and a
     /// target needs a held-out set to be measured on — else it could never be reached.
     ///
@@ -182,7 +181,6 @@ impl TrainingOptions {
     /// [`Error::InvalidArgument`] naming the option.
     pub fn validate_for(&self, job: &Job) -> Result<()> {
         self.validate()?;
-        self.check_outputs()?;
         let Some(t) = self.target else {
             return Ok(());
         };
